@@ -1,0 +1,87 @@
+"""What changed since the last run, cheaply: stat comparison, content hashes, and git's own blob ids.
+
+Git is a filter, never a requirement: if the root is not in a repository, or git is missing or fails, every
+question falls back to hashing. A path git reports as modified or untracked is never vouched for.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class GitState:
+    blobs: dict[str, str] = field(default_factory=dict)  # root-relative path -> blob id in the index
+    dirty: frozenset[str] = frozenset()  # root-relative paths modified, added, renamed or untracked
+
+    def blob_for(self, rel: str) -> str | None:
+        """The blob id of a clean tracked file, or None when git cannot vouch for its content."""
+        if rel in self.dirty:
+            return None
+        return self.blobs.get(rel)
+
+
+def git_state(root: Path) -> GitState | None:
+    """Blob ids of tracked files under `root` and the set of dirty paths, or None without a usable repo."""
+    try:
+        prefix = _git(root, "rev-parse", "--show-prefix").strip()
+        listing = _git(root, "ls-files", "-s", "-z", "--", ".")
+        status = _git(root, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--", ".")
+    except (OSError, subprocess.SubprocessError, UnicodeDecodeError):
+        return None
+    blobs: dict[str, str] = {}
+    for entry in listing.split("\0"):
+        if not entry:
+            continue
+        meta, _, path = entry.partition("\t")
+        parts = meta.split()
+        # ls-files prints paths relative to the directory it runs in (the root); status prints them
+        # relative to the repository's top, hence the prefix handling below and not here
+        if len(parts) >= 3 and parts[2] == "0":
+            blobs[path] = parts[1]
+    dirty: set[str] = set()
+    fields_ = status.split("\0")
+    i = 0
+    while i < len(fields_):
+        item = fields_[i]
+        i += 1
+        if len(item) < 4:
+            continue
+        code, path = item[:2], item[3:]
+        if code[0] in "RC":
+            i += 1  # the rename's source path follows as its own field
+        if path.startswith(prefix):
+            dirty.add(path[len(prefix) :])
+    return GitState(blobs, frozenset(dirty))
+
+
+def _git(root: Path, *args: str) -> str:
+    result = subprocess.run(
+        ["git", "-C", str(root), *args],
+        capture_output=True,
+        timeout=30,
+        check=True,
+        env={"GIT_OPTIONAL_LOCKS": "0", "PATH": _path_env(), "HOME": str(Path.home())},
+    )
+    return result.stdout.decode("utf-8")
+
+
+def _path_env() -> str:
+    import os
+
+    return os.environ.get("PATH", "/usr/bin:/bin")
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()

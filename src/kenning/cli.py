@@ -1,0 +1,427 @@
+"""The `kenning` (alias `ken`) command line: a thin adapter over Engine, grep and render.
+
+Exit codes: 0 success (search/grep: something found), 1 nothing found (or `status --check-ready`: not ready),
+2 error (a one-line message on stderr, never a traceback), 130 interrupted (finished work is kept).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+from kenning.errors import Interrupted, KenningError, UsageError
+
+EXAMPLES = {
+    "index": """examples:
+  kenning index ~/src/project              build or refresh the index of a folder
+  kenning index -t py -t md .              only Python and Markdown (stored; later runs reuse it)
+  kenning index -g '!docs/archive/**' .    exclude a subtree (globs are ordered; '!' excludes)
+  kenning index --forget build/old.md .    remove a file or directory from the index
+  kenning index --rebuild --model hash .   rebuild from scratch with another embedder""",
+    "search": """examples:
+  kenning search "where do we retry failed uploads" ~/src/project
+  kenning search -k 5 --json "rate limiting" .
+  kenning search --path src -t py "parse the config file"
+  kenning search -q "token refresh" -q "session expiry" --fuse .
+  kenning search --trace --preview full "backoff" .""",
+    "grep": """examples:
+  kenning grep -i "retry_count" .
+  kenning grep -F -C 2 "TODO(" src docs
+  kenning grep -w -e -v .                  a pattern starting with '-' goes after -e""",
+    "status": """examples:
+  kenning status .
+  kenning status --check-ready . && echo ready
+  kenning status --json .""",
+    "models": """examples:
+  kenning models
+  kenning models --json""",
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        # argparse's default prints the whole usage block; one line naming the problem and the fix is kinder
+        raise UsageError(f"{message}", hint=f"see `{self.prog} --help`")
+
+
+def _selection_args(p: argparse.ArgumentParser, *, index: bool) -> None:
+    p.add_argument("-g", "--glob", action="append", default=None, metavar="GLOB",
+                   help="include files matching GLOB; '!GLOB' excludes (repeatable, ordered, later wins)")
+    p.add_argument("--iglob", action="append", default=None, metavar="GLOB", help="like --glob, case-insensitive")
+    p.add_argument("-t", "--type", action="append", default=None, metavar="TYPE",
+                   help="only files of this ripgrep-style type (py, rust, md, ...; repeatable)")
+    p.add_argument("-T", "--type-not", action="append", default=None, metavar="TYPE",
+                   help="exclude files of this type (repeatable)")
+    if index:
+        p.add_argument("--hidden", action="store_true", default=None, help="include hidden files and directories")
+        p.add_argument("--no-ignore", action="store_true", default=None,
+                       help="ignore .gitignore/.ignore and the default ignore list (secrets stay excluded)")
+        p.add_argument("--ignore-file", action="append", default=None, metavar="PATH",
+                       help="an extra gitignore-style file (repeatable)")
+        p.add_argument("--max-filesize", default=None, metavar="SIZE", help="skip larger files (bytes, or 10K/2M/1G)")
+        p.add_argument("-L", "--follow", action="store_true", default=None,
+                       help="follow symlinks that stay inside the root (never outside)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="kenning",
+        description="Find the passage you meant in a folder of code and documents: hybrid BM25 + embedding "
+        "search over a local index, offline on a CPU. Every hit is path:start-end with its text.",
+        epilog="commands: index, search, grep, status, models. `kenning COMMAND --help` shows each with examples.\n"
+        "exit codes: 0 found/ok, 1 nothing found or not ready, 2 error, 130 interrupted.\n"
+        "config: defaults < ~/.config/kenning/config.toml < ROOT/.kenning.toml < KENNING_* env < flags.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"kenning {_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    def command(name: str, help_: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help_, description=help_, epilog=EXAMPLES[name],
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+
+    p = command("index", "Build or refresh the index of ROOT (default: the current directory).")
+    p.add_argument("root", nargs="?", default=".", metavar="ROOT")
+    _selection_args(p, index=True)
+    p.add_argument("--reset-selection", action="store_true", help="forget the stored file selection first")
+    p.add_argument("--model", default=None, help="embedder to use (see `kenning models`); default minilm")
+    p.add_argument("--rebuild", action="store_true", help="delete this model's index and build it again")
+    p.add_argument("--forget", nargs="+", default=None, metavar="PATH", help="remove these files/directories")
+    p.add_argument("--drop", action="store_true", help="delete the whole index of ROOT (asks unless --yes)")
+    p.add_argument("-y", "--yes", action="store_true", help="do not ask before --drop")
+    p.add_argument("--lexical-only", action="store_true", help="skip the semantic pass (embed later)")
+    p.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
+                   help="wait this long for another writer instead of failing at once")
+    p.add_argument("--allow-remote", action="store_true", default=None,
+                   help="allow a remote embedding endpoint to receive workspace text")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+    p = command("search", "Search the index of ROOT (or its nearest indexed ancestor) by meaning and words.")
+    p.add_argument("query", nargs="?", default=None, metavar="QUERY")
+    p.add_argument("root", nargs="?", default=".", metavar="ROOT")
+    p.add_argument("-q", "--query", dest="queries", action="append", default=None, metavar="QUERY",
+                   help="a query group (repeatable; each ranked separately unless --fuse)")
+    p.add_argument("--fuse", action="store_true", help="merge all query groups into one ranking")
+    arm = p.add_mutually_exclusive_group()
+    arm.add_argument("--lexical", action="store_true", help="BM25 only")
+    arm.add_argument("--semantic", action="store_true", help="embeddings only")
+    p.add_argument("-k", "--limit", type=int, default=None, help="hits per group (default 10)")
+    p.add_argument("--path", action="append", default=None, metavar="PATH", help="only under PATH (repeatable)")
+    _selection_args(p, index=False)
+    p.add_argument("--modified-after", default=None, metavar="WHEN", help="date (YYYY-MM-DD) or epoch seconds")
+    p.add_argument("--modified-before", default=None, metavar="WHEN", help="date (YYYY-MM-DD) or epoch seconds")
+    p.add_argument("--preview", choices=("none", "short", "full"), default=None, help="passage text shown")
+    p.add_argument("--trace", action="store_true", help="show each hit's rank and score in each arm")
+    p.add_argument("--json", action="store_true", help="JSON Lines: one hit per line, then a summary")
+    p.add_argument("--no-index", action="store_true",
+                   help="never build an index; without one, fall back to literal exhaustive search")
+    p.add_argument("--model", default=None, help="search the index of this embedder")
+
+    p = command("grep", "Exhaustive regex search, no index needed, over the same file selection.")
+    p.add_argument("pattern", nargs="?", default=None, metavar="PATTERN")
+    p.add_argument("paths", nargs="*", metavar="PATH")
+    p.add_argument("-e", "--regexp", action="append", default=None, metavar="PATTERN",
+                   help="a pattern (repeatable; use for patterns starting with '-')")
+    p.add_argument("-i", "--ignore-case", action="store_true")
+    p.add_argument("-F", "--fixed-strings", action="store_true", help="patterns are literal strings")
+    p.add_argument("-w", "--word-regexp", action="store_true", help="match whole words only")
+    p.add_argument("-A", "--after-context", type=int, default=0, metavar="N")
+    p.add_argument("-B", "--before-context", type=int, default=0, metavar="N")
+    p.add_argument("-C", "--context", type=int, default=None, metavar="N")
+    p.add_argument("--engine", choices=("auto", "rg", "python"), default="auto",
+                   help="rg when on PATH (auto), or the pure-Python matcher")
+    _selection_args(p, index=True)
+
+    p = command("status", "What is indexed under ROOT, what changed since, how big, which model.")
+    p.add_argument("root", nargs="?", default=".", metavar="ROOT")
+    p.add_argument("--check-ready", action="store_true", help="exit 0 only if indexed with nothing pending")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--model", default=None)
+
+    p = command("models", "The embedders available, the default, and whether each can load here.")
+    p.add_argument("--json", action="store_true")
+    return parser
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("kenning")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+def _out(lines: Iterable[str]) -> None:
+    for line in lines:
+        sys.stdout.write(line + "\n")
+
+
+def _err(message: str) -> None:
+    sys.stderr.write(message + "\n")
+
+
+def _size(text: str | None) -> int | None:
+    if text is None:
+        return None
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    t = text.strip().upper().removesuffix("B")
+    try:
+        return int(float(t[:-1]) * units[t[-1]]) if t and t[-1] in units else int(t)
+    except (ValueError, IndexError):
+        raise UsageError(f"--max-filesize {text!r} is not a size", hint="use bytes or 10K, 2M, 1G") from None
+
+
+def _selection(args: argparse.Namespace, base: Any) -> Any:
+    from kenning.types import Selection
+
+    given = {
+        "globs": args.glob, "iglobs": args.iglob, "types": args.type, "types_not": args.type_not,
+        "hidden": args.hidden, "no_ignore": args.no_ignore, "ignore_files": args.ignore_file,
+        "max_filesize": _size(args.max_filesize), "follow": args.follow,
+    }
+    given = {k: (tuple(v) if isinstance(v, list) else v) for k, v in given.items() if v is not None}
+    if not given:
+        return None
+    import dataclasses
+
+    return dataclasses.replace(base or Selection(), **given)
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    from kenning.config import load_config
+    from kenning.engine import Engine
+    from kenning.types import Selection
+    from kenning.walk import check_root
+
+    root = check_root(args.root)
+    config = load_config(root).with_overrides(allow_remote=args.allow_remote, model=args.model)
+    if args.drop:
+        if not args.yes:
+            if not sys.stdin.isatty():
+                raise UsageError("--drop deletes the index and needs confirmation", hint="add --yes")
+            answer = input(f"delete the kenning index of {root}? [y/N] ")
+            if answer.strip().lower() not in ("y", "yes"):
+                _err("kept the index")
+                return 1
+        Engine(root, config=config).drop(wait=args.wait)
+        _err(f"deleted the index of {root}")
+        return 0
+    engine = Engine(root, config=config, model=args.model)
+    if args.forget:
+        removed = engine.forget(args.forget, wait=args.wait)
+        if args.json:
+            _out([json.dumps({"type": "forget", "removed": removed})])
+        else:
+            _err(f"removed {len(removed)} file(s) from the index")
+        return 0
+    base = Selection() if args.reset_selection or engine.manifest is None else engine.manifest.selection
+    selection = _selection(args, base)
+    if selection is None and args.reset_selection:
+        selection = Selection()
+    return _run_index(engine, selection, args.rebuild, not args.lexical_only, args.wait, args.json)
+
+
+def _run_index(engine: Any, selection: Any, rebuild: bool, semantic: bool, wait: float, as_json: bool) -> int:
+    from kenning.progress import make_progress
+
+    with make_progress() as progress:
+        report = engine.index(selection, rebuild=rebuild, semantic=semantic, progress=progress, wait=wait)
+    from kenning.report import index_summary, index_summary_json
+
+    if as_json:
+        _out([json.dumps(index_summary_json(report))])
+    else:
+        _out(index_summary(report))
+    if report.interrupted:
+        raise Interrupted("indexing interrupted; finished work is kept", hint="run `kenning index` to resume")
+    return 0
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    from kenning.config import load_config
+    from kenning.engine import Engine, find_index_root
+    from kenning.render import render_json, render_text
+    from kenning.search import Filters, parse_time
+    from kenning.walk import check_root
+
+    started = time.perf_counter()
+    queries = list(args.queries or [])
+    root_arg = args.root
+    if args.query is not None:
+        if queries and args.root == ".":
+            root_arg = args.query  # `search -q A -q B ROOT`: the positional is the root
+        else:
+            queries.insert(0, args.query)
+    if not queries:
+        raise UsageError("no query given", hint='kenning search "what you are looking for" [ROOT]')
+    start = check_root(root_arg)
+    config = load_config(start).with_overrides(preview=args.preview, limit=args.limit)
+    mode = "lexical" if args.lexical else "semantic" if args.semantic else "hybrid"
+    found = find_index_root(start, config)
+    preview = config.preview
+    if found is None:
+        if args.no_index:
+            return _literal(start, queries, config, args, started)
+        _err(f"no index for {start} yet: building one first (use --no-index to skip)")
+        engine = Engine(start, config=config, model=args.model)
+        from kenning.progress import make_progress
+
+        with make_progress() as progress:
+            report = engine.index(None, progress=progress)
+        if report.interrupted:
+            raise Interrupted("indexing interrupted; finished work is kept", hint="run `kenning index` to resume")
+        found = start
+    else:
+        config = load_config(found).with_overrides(preview=args.preview, limit=args.limit)
+        engine = Engine(found, config=config, model=args.model)
+    filters = Filters(
+        paths=tuple(engine._rel(start / p if not Path(p).is_absolute() else p) for p in (args.path or []))
+        + ((engine._rel(start),) if start != found else ()),
+        globs=tuple(args.glob or ()), iglobs=tuple(args.iglob or ()), types=tuple(args.type or ()),
+        types_not=tuple(args.type_not or ()),
+        modified_after=parse_time(args.modified_after) if args.modified_after else None,
+        modified_before=parse_time(args.modified_before) if args.modified_before else None,
+    )
+    results = engine.search(queries, mode=mode, limit=config.limit, filters=filters, fuse=args.fuse,
+                            trace=args.trace)
+    if args.json:
+        _out(render_json(results, preview, root=str(engine.root), model=engine.model_name, started=started))
+    else:
+        _out(render_text(results, preview))
+    return 0 if any(r.hits for r in results) else 1
+
+
+def _literal(start: Path, queries: list[str], config: Any, args: argparse.Namespace, started: float) -> int:
+    from kenning.literal import NOTE, literal_search
+    from kenning.render import render_json, render_text
+
+    results = []
+    for n, q in enumerate(queries, 1):
+        r = literal_search(start, q, limit=config.limit)
+        r.group = f"Q{n}"
+        results.append(r)
+    if args.json:
+        _out(render_json(results, config.preview, root=str(start), model="none", started=started, literal=True))
+    else:
+        _err(NOTE)
+        _out(render_text(results, config.preview))
+    return 0 if any(r.hits for r in results) else 1
+
+
+def cmd_grep(args: argparse.Namespace) -> int:
+    from kenning import grep
+    from kenning.types import Selection
+    from kenning.walk import check_root
+
+    patterns = list(args.regexp or [])
+    paths = list(args.paths)
+    if args.pattern is not None:
+        if patterns:
+            paths.insert(0, args.pattern)
+        else:
+            patterns.append(args.pattern)
+    if not patterns:
+        raise UsageError("no pattern given", hint="kenning grep PATTERN [PATH...]")
+    targets = [Path(p) for p in paths] or [Path(".")]
+    root = check_root(_common_root(targets))
+    before = args.context if args.context is not None else args.before_context
+    after = args.context if args.context is not None else args.after_context
+    options = grep.GrepOptions(patterns=tuple(patterns), ignore_case=args.ignore_case, fixed=args.fixed_strings,
+                               word=args.word_regexp, before=before, after=after)
+    selection = _selection(args, Selection()) or Selection()
+    restrict = [p for p in targets if p.resolve() != root]
+    found = False
+    color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+    files = grep.grep(root, options, paths=restrict, selection=selection, engine=args.engine)
+
+    def tracked() -> Iterable[Any]:
+        nonlocal found
+        for f in files:
+            found = True
+            yield f
+
+    _out(grep.render_grep(tracked(), color=color))
+    return 0 if found else 1
+
+
+def _common_root(targets: Sequence[Path]) -> Path:
+    resolved = [t.resolve() for t in targets]
+    dirs = [r if r.is_dir() else r.parent for r in resolved]
+    return Path(os.path.commonpath([str(d) for d in dirs]))
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from kenning.config import load_config
+    from kenning.engine import Engine, find_index_root
+    from kenning.report import status_lines
+    from kenning.walk import check_root
+
+    start = check_root(args.root)
+    config = load_config(start)
+    root = find_index_root(start, config) or start
+    engine = Engine(root, config=load_config(root), model=args.model)
+    status = engine.status()
+    if args.json:
+        _out([json.dumps(status.to_json())])
+    else:
+        _out(status_lines(status))
+    if args.check_ready:
+        return 0 if status.ready else 1
+    return 0
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    from kenning.config import load_config
+    from kenning.embed import list_models
+
+    models = list_models(load_config(None))
+    if args.json:
+        _out(json.dumps(m.__dict__) for m in models)
+        return 0
+    for m in models:
+        mark = "*" if m.default else " "
+        state = "ok " if m.available else "no "
+        _out([f"{mark} {m.name:<14} {m.provider:<22} {state} {m.reason}"])
+    _out(["", "* = default. Choose with --model NAME or `model = \"NAME\"` in config."])
+    return 0
+
+
+COMMANDS = {"index": cmd_index, "search": cmd_search, "grep": cmd_grep, "status": cmd_status, "models": cmd_models}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        if not args.command:
+            parser.print_help()
+            return 2
+        code = COMMANDS[args.command](args)
+        sys.stdout.flush()
+        return code
+    except KenningError as exc:
+        _err(f"kenning: error: {exc}")
+        return exc.exit_code
+    except KeyboardInterrupt:
+        _err("kenning: interrupted")
+        return 130
+    except BrokenPipeError:
+        # the reader went away (`| head`): exit quietly, as grep does
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+
+
+def entry() -> NoReturn:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    entry()

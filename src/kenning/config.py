@@ -1,0 +1,164 @@
+"""Settings and where they come from.
+
+Precedence, lowest first: built-in defaults < `~/.config/kenning/config.toml` (or `$XDG_CONFIG_HOME`) <
+`<root>/.kenning.toml` < `KENNING_*` environment variables < command-line flags. Loading reads files; nothing
+happens at import.
+
+`allow_remote` (sending workspace text to a remote embedder) is honoured only from the user's own config, the
+environment or a flag: a `.kenning.toml` inside a cloned repository must not be able to opt its reader in.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from kenning.errors import ConfigError
+
+DEFAULT_MODEL = "minilm"
+PREVIEWS = ("none", "short", "full")
+
+
+@dataclass(frozen=True)
+class Config:
+    model: str = DEFAULT_MODEL
+    index_dir: str | None = None  # default: <root>/.kenning
+    cache_dir: str | None = None  # model cache; default: $XDG_CACHE_HOME/kenning
+    max_chars: int = 1000
+    overlap_chars: int = 200
+    limit: int = 10
+    preview: str = "short"
+    allow_remote: bool = False
+    embedders: dict[str, dict[str, Any]] = field(default_factory=dict)  # [embedders.NAME] tables
+    sources: tuple[str, ...] = ()  # which files/layers contributed, for `kenning status`
+    explicit: frozenset[str] = frozenset()  # settings given by a file, the environment or a flag
+
+
+    def with_overrides(self, **values: Any) -> Config:
+        """Apply command-line flags (None means "not given")."""
+        given = {k: v for k, v in values.items() if v is not None}
+        if not given:
+            return self
+        return _validated(replace(self, **given, explicit=self.explicit | set(given)))
+
+
+_SCALARS: dict[str, type] = {
+    "model": str,
+    "index_dir": str,
+    "cache_dir": str,
+    "max_chars": int,
+    "overlap_chars": int,
+    "limit": int,
+    "preview": str,
+    "allow_remote": bool,
+}
+
+
+def user_config_path() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return Path(base) / "kenning" / "config.toml"
+
+
+def cache_dir(config: Config) -> Path:
+    if config.cache_dir:
+        return Path(config.cache_dir).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "kenning"
+
+
+def load_config(root: Path | None = None, *, env: dict[str, str] | None = None) -> Config:
+    env = dict(os.environ) if env is None else env
+    values: dict[str, Any] = {}
+    embedders: dict[str, dict[str, Any]] = {}
+    sources: list[str] = ["defaults"]
+
+    user = user_config_path()
+    if user.is_file():
+        _merge(values, embedders, _read_toml(user), str(user), trusted=True)
+        sources.append(str(user))
+    if root is not None:
+        local = root / ".kenning.toml"
+        if local.is_file():
+            _merge(values, embedders, _read_toml(local), str(local), trusted=False)
+            sources.append(str(local))
+    for key, kind in _SCALARS.items():
+        raw = env.get(f"KENNING_{key.upper()}")
+        if raw is not None and raw != "":
+            values[key] = _coerce(raw, kind, f"${'KENNING_' + key.upper()}")
+            sources.append(f"$KENNING_{key.upper()}")
+    return _validated(
+        Config(**values, embedders=embedders, sources=tuple(sources), explicit=frozenset(values))
+    )
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"cannot read config {path}: {exc}", hint="fix or remove the file") from exc
+
+
+def _merge(
+    values: dict[str, Any], embedders: dict[str, dict[str, Any]], data: dict[str, Any], where: str, *, trusted: bool
+) -> None:
+    for key, value in data.items():
+        if key == "embedders":
+            if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
+                raise ConfigError(f"{where}: [embedders.NAME] must be tables")
+            for name, table in value.items():
+                if not trusted and table.get("provider") == "openai":
+                    # a repository must not be able to route its reader's text to a server it names
+                    raise ConfigError(
+                        f"{where}: remote embedder '{name}' may only be defined in {user_config_path()}",
+                        hint="move the [embedders] table to your user config",
+                    )
+                embedders[name] = dict(table)
+            continue
+        if key not in _SCALARS:
+            known = ", ".join(sorted(_SCALARS))
+            raise ConfigError(f"{where}: unknown setting '{key}'", hint=f"known settings: {known}, embedders")
+        if key == "allow_remote" and not trusted:
+            raise ConfigError(
+                f"{where}: allow_remote cannot be set by a workspace file",
+                hint=f"set it in {user_config_path()}, $KENNING_ALLOW_REMOTE or --allow-remote",
+            )
+        kind = _SCALARS[key]
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            raise ConfigError(f"{where}: '{key}' must be {kind.__name__}, not {type(value).__name__}")
+        values[key] = value
+
+
+def _coerce(raw: str, kind: type, where: str) -> Any:
+    if kind is bool:
+        low = raw.strip().lower()
+        if low in ("1", "true", "yes", "on"):
+            return True
+        if low in ("0", "false", "no", "off"):
+            return False
+        raise ConfigError(f"{where}={raw!r} is not a boolean", hint="use 1/0, true/false")
+    if kind is int:
+        try:
+            return int(raw)
+        except ValueError:
+            raise ConfigError(f"{where}={raw!r} is not an integer") from None
+    return raw
+
+
+def _validated(config: Config) -> Config:
+    if config.max_chars < 100:
+        raise ConfigError(f"max_chars={config.max_chars} is too small", hint="use at least 100")
+    if not 0 <= config.overlap_chars < config.max_chars:
+        raise ConfigError(f"overlap_chars={config.overlap_chars} must be >= 0 and below max_chars")
+    if not 1 <= config.limit <= 1000:
+        raise ConfigError(f"limit={config.limit} must be between 1 and 1000")
+    if config.preview not in PREVIEWS:
+        raise ConfigError(f"preview={config.preview!r} must be one of {', '.join(PREVIEWS)}")
+    return config
+
+
+def describe(config: Config) -> dict[str, Any]:
+    return {f.name: getattr(config, f.name) for f in fields(config)}

@@ -1,0 +1,156 @@
+"""Embedders: the interface, the built-in providers, and the registry that builds one from a name.
+
+Names a user can give (`--model`, `model = ...`):
+- `minilm` (default): all-MiniLM-L6-v2, shipped inside a pip package, run by onnxruntime on the CPU.
+- `hash`: a deterministic hashing embedder for tests (not semantic).
+- `st:<model>`: any sentence-transformers model (extra `kenning[st]`).
+- `openai:<model>`: an OpenAI-compatible endpoint; needs `[embedders.<name>]` with `url` and `dim`, and
+  `allow_remote` opted in.
+- any `[embedders.NAME]` table of the config: `provider = "minilm" | "st" | "openai" | "hash"` plus options.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from typing import Any
+
+from kenning.config import Config, cache_dir
+from kenning.embed.base import Embedder, Vectors, normalise
+from kenning.errors import ConfigError, EmbedderError, RemoteNotAllowed
+
+__all__ = ["Embedder", "ModelInfo", "Vectors", "create_embedder", "list_models", "normalise"]
+
+_ALIASES = {"minilm": "minilm", "all-minilm-l6-v2": "minilm", "sentence-transformers/all-minilm-l6-v2": "minilm"}
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    name: str
+    provider: str
+    default: bool
+    available: bool
+    reason: str
+    remote: bool = False
+
+
+def create_embedder(name: str, config: Config) -> Embedder:
+    """Build the embedder `name` names (loading is lazy; call `.load()` to surface failures early)."""
+    key = name.strip()
+    if key in config.embedders:
+        return _from_table(key, dict(config.embedders[key]), config)
+    low = key.lower()
+    if low in _ALIASES or low.startswith("minilm"):
+        return _minilm(config, variant=low.partition(":")[2] or None)
+    if low == "hash" or low.startswith("hash-"):
+        from kenning.embed.hashing import HashEmbedder
+
+        dim = int(low.partition("-")[2] or 64)
+        return HashEmbedder(dim=dim)
+    if low.startswith("st:"):
+        from kenning.embed.st import SentenceTransformerEmbedder
+
+        return SentenceTransformerEmbedder(key[3:])
+    if low.startswith("openai:"):
+        raise ConfigError(
+            f"model '{key}' needs an [embedders.NAME] table with provider = \"openai\", url and dim",
+            hint="see README, Configuration",
+        )
+    raise ConfigError(
+        f"unknown model '{name}'",
+        hint="`kenning models` lists them; use minilm, hash, st:<model> or a configured [embedders.NAME]",
+    )
+
+
+def _minilm(config: Config, variant: str | None = None, **options: Any) -> Embedder:
+    from kenning.embed.minilm import MiniLMEmbedder
+
+    kwargs: dict[str, Any] = {"cache_dir": cache_dir(config) / "models"}
+    if variant:
+        kwargs["variant"] = variant
+    return MiniLMEmbedder(**kwargs, **options)
+
+
+def _from_table(name: str, table: dict[str, Any], config: Config) -> Embedder:
+    provider = str(table.pop("provider", "st"))
+    try:
+        if provider == "minilm":
+            return _minilm(config, **table)
+        if provider == "hash":
+            from kenning.embed.hashing import HashEmbedder
+
+            return HashEmbedder(**table)
+        if provider == "st":
+            from kenning.embed.st import SentenceTransformerEmbedder
+
+            model = str(table.pop("model", name))
+            return SentenceTransformerEmbedder(model, **table)
+        if provider == "openai":
+            if not config.allow_remote:
+                raise RemoteNotAllowed(
+                    f"embedder '{name}' sends workspace text to {table.get('url', 'a remote endpoint')}",
+                    hint="opt in with --allow-remote, KENNING_ALLOW_REMOTE=1 or allow_remote = true in your "
+                    "user config",
+                )
+            from kenning.embed.http import OpenAIEmbedder
+
+            model = str(table.pop("model", name))
+            if "url" not in table or "dim" not in table:
+                raise ConfigError(f"[embedders.{name}] needs `url` and `dim`")
+            return OpenAIEmbedder(model, **table)
+    except TypeError as exc:
+        raise ConfigError(f"[embedders.{name}]: {exc}") from exc
+    raise ConfigError(f"[embedders.{name}]: unknown provider '{provider}'", hint="use minilm, st, openai or hash")
+
+
+def list_models(config: Config) -> list[ModelInfo]:
+    """What can be used here and why not, without loading any model."""
+    default = config.model.lower()
+    out: list[ModelInfo] = []
+    missing = [m for m in ("onnxruntime", "tokenizers", "onnx", "all_minilm_l6_v2") if not _has(m)]
+    out.append(
+        ModelInfo(
+            "minilm",
+            "onnxruntime",
+            default in _ALIASES,
+            not missing,
+            "ready (ships with kenning)" if not missing else f"missing packages: {', '.join(missing)}",
+        )
+    )
+    out.append(ModelInfo("hash", "built-in", default == "hash", True, "deterministic test embedder, not semantic"))
+    has_st = _has("sentence_transformers")
+    out.append(
+        ModelInfo(
+            "st:<model>",
+            "sentence-transformers",
+            default.startswith("st:"),
+            has_st,
+            "installed" if has_st else "needs `pip install 'kenning[st]'`",
+        )
+    )
+    for name, table in sorted(config.embedders.items()):
+        provider = str(table.get("provider", "st"))
+        remote = provider == "openai"
+        ok, why = True, "configured"
+        if remote and not config.allow_remote:
+            ok, why = False, "remote: needs --allow-remote or allow_remote = true"
+        elif provider == "st" and not has_st:
+            ok, why = False, "needs `pip install 'kenning[st]'`"
+        out.append(ModelInfo(name, provider, default == name.lower(), ok, why, remote))
+    return out
+
+
+def _has(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def check_loadable(embedder: Embedder) -> None:
+    try:
+        embedder.load()
+    except EmbedderError:
+        raise
+    except Exception as exc:
+        raise EmbedderError(f"embedder '{embedder.name}' did not load: {exc}") from exc

@@ -1,0 +1,65 @@
+"""The Embedder interface: one batch method plus declared capabilities.
+
+An embedder turns texts into L2-normalised float32 vectors. Heavy imports happen inside implementations, so
+listing embedders never loads a model or imports a large library.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+Vectors = npt.NDArray[np.float32]
+
+
+class Embedder(ABC):
+    """Base class of every embedder.
+
+    Subclasses set ``name`` (the model, as a user names it), ``dim``, ``max_tokens`` and the prefixes, and
+    implement :meth:`embed_batch`. The identity of the vector space is derived from them.
+    """
+
+    name: str
+    dim: int
+    max_tokens: int = 256
+    query_prefix: str = ""
+    document_prefix: str = ""
+    batch_size: int = 8
+    #: True when texts leave this machine (an HTTP endpoint); used only on explicit opt-in.
+    remote: bool = False
+
+    @property
+    def identity(self) -> str:
+        """What makes two vectors comparable: model, dimensions and prefixes."""
+        return f"{self.name}|dim={self.dim}|q={self.query_prefix!r}|d={self.document_prefix!r}"
+
+    @property
+    def slug(self) -> str:
+        """A short filesystem-safe key for the index directory of this identity."""
+        safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in self.name.split("/")[-1])[:40]
+        return f"{safe}-{hashlib.sha256(self.identity.encode()).hexdigest()[:8]}"
+
+    @abstractmethod
+    def embed_batch(self, texts: Sequence[str]) -> Vectors:
+        """Embed texts as given (prefixes already applied); returns an (n, dim) L2-normalised array."""
+
+    def load(self) -> None:  # noqa: B027 - optional hook
+        """Load weights now rather than on first use (so failures surface early)."""
+
+    def embed_documents(self, texts: Sequence[str]) -> Vectors:
+        return self.embed_batch([self.document_prefix + t for t in texts])
+
+    def embed_query(self, text: str) -> Vectors:
+        return self.embed_batch([self.query_prefix + text])[0]
+
+
+def normalise(v: npt.NDArray[np.floating]) -> Vectors:
+    """L2-normalise rows; a zero row stays zero instead of becoming NaN."""
+    v = np.asarray(v, dtype=np.float32)
+    norms = np.linalg.norm(v, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return (v / norms).astype(np.float32, copy=False)

@@ -1,0 +1,72 @@
+"""sentence-transformers embedders (any model name), behind the `kenning[st]` extra.
+
+torch and sentence-transformers are imported only when the model loads, so listing embedders stays cheap.
+`trust_remote_code` is off unless configured; it is a trust decision, not part of the vector identity.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from kenning.embed.base import Embedder, Vectors, normalise
+from kenning.errors import EmbedderError
+
+
+class SentenceTransformerEmbedder(Embedder):
+    def __init__(
+        self,
+        model: str,
+        *,
+        dim: int | None = None,
+        query_prefix: str = "",
+        document_prefix: str = "",
+        trust_remote_code: bool = False,
+        batch_size: int = 32,
+        max_tokens: int = 512,
+    ) -> None:
+        self.name = f"st:{model}"
+        self.model = model
+        self.query_prefix = query_prefix
+        self.document_prefix = document_prefix
+        self.trust_remote_code = trust_remote_code
+        self.batch_size = batch_size
+        self.max_tokens = max_tokens
+        self._model: Any = None
+        self.dim = dim or 0
+
+    def load(self) -> None:
+        if self._model is not None:
+            return
+        try:
+            from sentence_transformers import SentenceTransformer
+        except ImportError as exc:
+            raise EmbedderError(
+                f"embedder '{self.name}' needs sentence-transformers, which is not installed",
+                hint="pip install 'kenning[st]'",
+            ) from exc
+        try:
+            self._model = SentenceTransformer(self.model, trust_remote_code=self.trust_remote_code)
+        except Exception as exc:  # upstream raises many kinds; report it verbatim in one line
+            raise EmbedderError(f"sentence-transformers model '{self.model}' did not load: {exc}") from exc
+        self.dim = int(self._model.get_sentence_embedding_dimension() or 0)
+        self.max_tokens = int(getattr(self._model, "max_seq_length", self.max_tokens) or self.max_tokens)
+
+    @property
+    def identity(self) -> str:
+        if not self.dim:
+            self.load()
+        return super().identity
+
+    def embed_batch(self, texts: Sequence[str]) -> Vectors:
+        self.load()
+        vecs = self._model.encode(
+            list(texts),
+            batch_size=self.batch_size,
+            convert_to_numpy=True,
+            normalize_embeddings=True,
+            show_progress_bar=False,
+        )
+        return normalise(np.asarray(vecs))

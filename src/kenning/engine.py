@@ -1,0 +1,296 @@
+"""The Engine: the one facade over walk, chunk, embed, store, index and search that every adapter uses.
+
+    engine = Engine("~/src/project")
+    engine.index()
+    for hit in engine.search("where do we retry failed uploads")[0].hits:
+        print(f"{hit.path}:{hit.start_line}-{hit.end_line}", hit.score)
+
+Errors are raised as kenning.errors exceptions; the adapters (CLI, MCP, daemon) turn them into their channel's
+form.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kenning import walk
+from kenning.changes import sha256_file
+from kenning.config import Config, load_config
+from kenning.embed import Embedder, create_embedder
+from kenning.errors import IndexMissing, RootError
+from kenning.index import IndexReport, Progress, run_index
+from kenning.search import Filters, execute, plan_search
+from kenning.store import Database, ExactVectors, load_vectors
+from kenning.store.layout import Manifest, index_home, read_manifest, write_manifest, writer_lock
+from kenning.types import Mode, SearchResult, Selection
+
+__all__ = ["Engine", "Status", "find_index_root"]
+
+
+@dataclass
+class Status:
+    root: str
+    index_dir: str
+    exists: bool
+    model: str
+    identity: str
+    files: int = 0
+    passages: int = 0
+    embedded: int = 0
+    skipped: int = 0
+    size_bytes: int = 0
+    last_indexed: float | None = None
+    added: int = 0
+    modified: int = 0
+    deleted: int = 0
+    selection: Selection = dataclasses.field(default_factory=Selection)
+    other_models: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def coverage(self) -> float:
+        return self.embedded / self.passages if self.passages else 1.0
+
+    @property
+    def pending(self) -> int:
+        return self.added + self.modified + self.deleted
+
+    @property
+    def ready(self) -> bool:
+        return self.exists and self.pending == 0 and self.embedded == self.passages
+
+    def to_json(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data.update(coverage=round(self.coverage, 4), pending=self.pending, ready=self.ready)
+        return data
+
+
+def find_index_root(start: Path | str, config: Config | None = None) -> Path | None:
+    """The nearest ancestor of `start` (itself included) that holds a kenning index."""
+    here = Path(start).expanduser().resolve()
+    if here.is_file():
+        here = here.parent
+    for candidate in (here, *here.parents):
+        cfg = config if config is not None else Config()
+        if (index_home(candidate, cfg.index_dir) / "kenning.json").is_file():
+            return candidate
+    return None
+
+
+class Engine:
+    def __init__(
+        self, root: Path | str, *, config: Config | None = None, model: str | None = None,
+        embedder: Embedder | None = None,
+    ) -> None:
+        self.root = walk.check_root(root)
+        self.config = config if config is not None else load_config(self.root)
+        self.home = index_home(self.root, self.config.index_dir)
+        self.manifest = read_manifest(self.home)
+        if embedder is not None:
+            self.embedder = embedder
+            self.model_name = embedder.name
+        else:
+            # a flag wins, then a model the user configured, then the one the index was built with
+            self.model_name = model or (
+                self.manifest.model if self.manifest and "model" not in self.config.explicit else self.config.model
+            )
+            self.embedder = create_embedder(self.model_name, self.config)
+        self._db: Database | None = None
+        self._vectors: ExactVectors | None = None
+        self._vectors_generation: str | None = None
+
+    # -- paths -----------------------------------------------------------------------------------------------
+    @property
+    def directory(self) -> Path:
+        return self.home / self.embedder.slug
+
+    @property
+    def db_path(self) -> Path:
+        return self.directory / "index.db"
+
+    def exists(self) -> bool:
+        return self.manifest is not None and self.db_path.is_file()
+
+    def _index_dir_name(self) -> str:
+        # the walk must never index the index: name it when it lives inside the root
+        return self.home.name if self.home.parent == self.root else walk.INDEX_DIR_NAME
+
+    # -- writing ---------------------------------------------------------------------------------------------
+    def index(
+        self,
+        selection: Selection | None = None,
+        *,
+        rebuild: bool = False,
+        scope: Sequence[str] = (),
+        semantic: bool = True,
+        progress: Progress | None = None,
+        wait: float = 0.0,
+    ) -> IndexReport:
+        """Build or refresh the index. `selection` replaces the stored file selection when given."""
+        if selection is not None:
+            walk.compile_selection(selection)  # refuse an unknown type name before taking the lock
+        with writer_lock(self.home, wait=wait, operation="index"):
+            self.manifest = read_manifest(self.home)
+            chosen = selection or (self.manifest.selection if self.manifest else Selection())
+            if rebuild and self.directory.exists():
+                self.close()
+                shutil.rmtree(self.directory)
+            self.directory.mkdir(parents=True, exist_ok=True)
+            created = self.manifest.created if self.manifest else time.time()
+            manifest = Manifest(str(self.root), self.model_name, chosen, created)
+            write_manifest(self.home, manifest)
+            self.manifest = manifest
+            db = Database(self.db_path, identity=self.embedder.identity)
+            try:
+                report = run_index(
+                    self.root, self.directory, db, self.embedder, self.config, chosen,
+                    index_dir_name=self._index_dir_name(), scope=[self._rel(p) for p in scope],
+                    semantic=semantic, progress=progress,
+                )
+            finally:
+                db.close()
+            self._vectors = None
+            return report
+
+    def forget(self, paths: Sequence[str | Path], *, wait: float = 0.0) -> list[str]:
+        """Remove files or directories from the index (the files on disk are untouched)."""
+        rels = [self._rel(p) for p in paths]
+        if not self.exists():
+            raise IndexMissing(f"no index at {self.home}", hint=f"run `kenning index {self.root}` first")
+        with writer_lock(self.home, wait=wait, operation="forget"):
+            db = Database(self.db_path, identity=self.embedder.identity)
+            try:
+                removed = []
+                db.begin()
+                for path, row in db.files().items():
+                    if any(path == r or path.startswith(r.rstrip("/") + "/") or r in ("", ".") for r in rels):
+                        db.delete_file(row.id)
+                        removed.append(path)
+                db.commit()
+                from kenning.store import write_vectors
+
+                write_vectors(self.directory, db, self.embedder.dim)
+            finally:
+                db.close()
+        self._vectors = None
+        return sorted(removed)
+
+    def drop(self, *, wait: float = 0.0) -> None:
+        """Delete the whole index of this root (every model's), leaving the files alone."""
+        self.close()
+        if not self.home.exists():
+            return
+        with writer_lock(self.home, wait=wait, operation="drop"):
+            for child in self.home.iterdir():
+                if child.name in ("writer.lock", "writer.json"):
+                    continue
+                if child.is_dir():
+                    shutil.rmtree(child)
+                else:
+                    child.unlink()
+        shutil.rmtree(self.home, ignore_errors=True)
+        self.manifest = None
+
+    # -- reading ---------------------------------------------------------------------------------------------
+    def _open(self) -> Database:
+        if not self.exists():
+            raise IndexMissing(f"{self.root} has no index for model '{self.embedder.name}'",
+                               hint=f"run `kenning index {self.root}`")
+        if self._db is None:
+            self._db = Database(self.db_path, identity=self.embedder.identity, readonly=True)
+        return self._db
+
+    def _vector_index(self, db: Database) -> ExactVectors:
+        generation = db.get_meta("vectors_generation")
+        if self._vectors is None or generation != self._vectors_generation:
+            self._vectors = load_vectors(self.directory, db, self.embedder.dim)
+            self._vectors_generation = generation
+        return self._vectors
+
+    def search(
+        self, queries: str | Sequence[str], *, mode: Mode = "hybrid", limit: int | None = None,
+        filters: Filters | None = None, fuse: bool = False, trace: bool = False,
+    ) -> list[SearchResult]:
+        """Ranked passages, one SearchResult per query group (one group when `fuse`)."""
+        qs = [queries] if isinstance(queries, str) else list(queries)
+        plan = plan_search(qs, mode=mode, limit=limit or self.config.limit, filters=filters, fuse=fuse,
+                           trace=trace)
+        db = self._open()
+        db.conn.execute("BEGIN")  # one snapshot for the whole search
+        try:
+            vectors = self._vector_index(db) if mode != "lexical" else None
+            return execute(plan, db, vectors, self._embed_query if mode != "lexical" else None, self.root)
+        finally:
+            db.conn.execute("COMMIT")
+
+    def _embed_query(self, text: str) -> np.ndarray:
+        return self.embedder.embed_query(text)
+
+    def status(self, *, pending: bool = True) -> Status:
+        st = Status(str(self.root), str(self.home), self.exists(), self.model_name, self.embedder.identity)
+        if self.home.exists():
+            st.other_models = sorted(p.name for p in self.home.iterdir()
+                                     if p.is_dir() and p.name != self.embedder.slug and (p / "index.db").exists())
+        if not st.exists:
+            return st
+        if self.manifest:
+            st.selection = self.manifest.selection
+        db = self._open()
+        counts = db.counts()
+        st.files, st.passages, st.embedded, st.skipped = (counts["files"], counts["passages"], counts["embedded"],
+                                                          counts["skipped"])
+        st.size_bytes = sum(p.stat().st_size for p in self.directory.iterdir() if p.is_file())
+        last = db.get_meta("last_indexed")
+        st.last_indexed = float(last) if last else None
+        if pending:
+            known = db.files()
+            seen: set[str] = set()
+            for item in walk.walk(self.root, st.selection, index_dir_name=self._index_dir_name()):
+                if not isinstance(item, walk.FileEntry):
+                    continue
+                seen.add(item.rel)
+                row = known.get(item.rel)
+                if row is None:
+                    st.added += 1
+                elif (row.size, row.mtime_ns) != (item.size, item.mtime_ns):
+                    try:
+                        same = row.sha256 is not None and sha256_file(item.path) == row.sha256
+                    except OSError:
+                        same = False
+                    st.modified += 0 if same else 1
+            st.deleted = sum(1 for path in known if path not in seen)
+        return st
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+        self._vectors = None
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _rel(self, path: str | Path) -> str:
+        p = Path(path)
+        if not p.is_absolute():
+            text = str(path).strip()
+            if text in ("", "."):
+                return ""
+            p = (Path.cwd() / p) if (Path.cwd() / p).exists() and not (self.root / p).exists() else self.root / p
+        resolved = p.resolve() if p.exists() else Path(str(p))
+        try:
+            return resolved.relative_to(self.root).as_posix().strip("/").replace("./", "") if resolved != self.root \
+                else ""
+        except ValueError:
+            raise RootError(f"{path} is outside the indexed root {self.root}",
+                            hint="name a path inside the root") from None

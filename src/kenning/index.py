@@ -1,0 +1,224 @@
+"""Incremental indexing: bring one index in line with the files of its root.
+
+Two passes. The lexical pass walks the root, decides per file whether it changed (size and mtime first, then
+git's blob id, then a content hash), re-chunks only what changed and commits in small transactions, so the
+lexical index is searchable as soon as it ends. The semantic pass embeds only passage texts that have no
+cached vector (keyed by text hash, so moved or unchanged passages are never embedded twice), commits batch by
+batch, and can be interrupted and resumed without losing finished work.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from kenning import chunk, walk
+from kenning.changes import GitState, git_state, sha256_bytes
+from kenning.config import Config
+from kenning.embed import Embedder
+from kenning.store import Database, FileRow, write_vectors
+from kenning.store.terms import TERMS_VERSION
+from kenning.types import FileEntry, Selection, Skip
+
+COMMIT_EVERY_S = 0.5
+EMBED_COMMIT_BATCH = 64
+
+
+class Progress(Protocol):
+    def start(self, phase: str, total: int) -> None: ...
+    def advance(self, n: int = 1) -> None: ...
+    def finish(self) -> None: ...
+
+
+class NullProgress:
+    def start(self, phase: str, total: int) -> None:
+        pass
+
+    def advance(self, n: int = 1) -> None:
+        pass
+
+    def finish(self) -> None:
+        pass
+
+
+@dataclass
+class IndexReport:
+    root: str
+    model: str
+    added: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    unchanged: int = 0
+    skipped: list[Skip] = field(default_factory=list)
+    passages_added: int = 0
+    passages_removed: int = 0
+    embedded: int = 0  # passage texts sent to the embedder in this run
+    files: int = 0
+    passages: int = 0
+    coverage: float = 1.0
+    interrupted: bool = False
+    elapsed: float = 0.0
+    lexical_seconds: float = 0.0
+    semantic_seconds: float = 0.0
+
+
+def ehash(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+def _settings(config: Config) -> str:
+    return f"chunker={chunk.CHUNKER_VERSION};terms={TERMS_VERSION};max={config.max_chars};overlap={config.overlap_chars}"
+
+
+def _in_scope(rel: str, scope: Sequence[str]) -> bool:
+    return not scope or any(rel == p or rel.startswith(p.rstrip("/") + "/") or p in ("", ".") for p in scope)
+
+
+def run_index(
+    root: Path,
+    directory: Path,
+    db: Database,
+    embedder: Embedder,
+    config: Config,
+    selection: Selection,
+    *,
+    index_dir_name: str,
+    scope: Sequence[str] = (),
+    semantic: bool = True,
+    progress: Progress | None = None,
+) -> IndexReport:
+    """Index `root` (or only the `scope` subpaths of it) into `db`; the caller holds the writer lock."""
+    progress = progress or NullProgress()
+    report = IndexReport(root=str(root), model=embedder.name)
+    started = time.perf_counter()
+    try:
+        _lexical_pass(root, db, config, selection, index_dir_name, scope, progress, report)
+        report.lexical_seconds = time.perf_counter() - started
+        if semantic:
+            t = time.perf_counter()
+            _semantic_pass(db, embedder, progress, report)
+            report.semantic_seconds = time.perf_counter() - t
+    except KeyboardInterrupt:
+        db.rollback()  # only the unfinished batch; every committed one stays
+        report.interrupted = True
+    finally:
+        if report.added or report.changed or report.removed or report.embedded or report.interrupted:
+            write_vectors(directory, db, embedder.dim)
+        db.set_meta("last_indexed", str(time.time()))
+        counts = db.counts()
+        report.files, report.passages = counts["files"], counts["passages"]
+        report.coverage = counts["embedded"] / counts["passages"] if counts["passages"] else 1.0
+        report.elapsed = time.perf_counter() - started
+    return report
+
+
+def _lexical_pass(
+    root: Path, db: Database, config: Config, selection: Selection, index_dir_name: str,
+    scope: Sequence[str], progress: Progress, report: IndexReport,
+) -> None:
+    entries: list[FileEntry] = []
+    for item in walk.walk(root, selection, index_dir_name=index_dir_name):
+        if not _in_scope(item.rel, scope):
+            continue
+        if isinstance(item, Skip):
+            report.skipped.append(item)
+        else:
+            entries.append(item)
+    known = db.files()
+    settings = _settings(config)
+    force = db.get_meta("settings") != settings  # chunking changed: re-read everything (vectors stay cached)
+    git = git_state(root) if known and not force else None
+
+    progress.start("lexical", len(entries))
+    db.begin()
+    last_commit = time.monotonic()
+    for entry in entries:
+        _index_file(root, db, config, entry, known.get(entry.rel), git, force, report)
+        progress.advance()
+        if time.monotonic() - last_commit > COMMIT_EVERY_S:
+            db.commit()
+            db.begin()
+            last_commit = time.monotonic()
+    present = {e.rel for e in entries}
+    for rel, row in known.items():
+        if rel not in present and _in_scope(rel, scope):
+            report.passages_removed += db.delete_file(row.id)
+            if row.skip_reason is None:
+                report.removed.append(rel)
+    db.set_meta("settings", settings)
+    db.commit()
+    progress.finish()
+
+
+def _index_file(
+    root: Path, db: Database, config: Config, entry: FileEntry, row: FileRow | None, git: GitState | None,
+    force: bool, report: IndexReport,
+) -> None:
+    if row is not None and not force:
+        if row.size == entry.size and row.mtime_ns == entry.mtime_ns:
+            _unchanged(row, report)
+            return
+        blob = git.blob_for(entry.rel) if git else None
+        if blob and row.blob_id == blob:
+            db.touch_file(row.id, entry.size, entry.mtime_ns, blob)
+            _unchanged(row, report)
+            return
+    try:
+        data = entry.path.read_bytes()
+    except OSError as exc:
+        report.skipped.append(Skip(entry.rel, f"cannot be read ({exc.strerror or exc})"))
+        return
+    sha = sha256_bytes(data)
+    blob = git.blob_for(entry.rel) if git else None
+    if row is not None and row.sha256 == sha and not force:
+        db.touch_file(row.id, entry.size, entry.mtime_ns, blob)
+        _unchanged(row, report)
+        return
+    decoded = walk.decode(data)
+    passages = chunk.chunk_text(decoded, entry.kind, entry.lang, max_chars=config.max_chars,
+                                overlap_chars=config.overlap_chars) if isinstance(decoded, str) else decoded.reason
+    if row is not None:
+        report.passages_removed += db.delete_passages(row.id)
+    if isinstance(passages, str):
+        db.upsert_file(entry.rel, entry.size, entry.mtime_ns, sha, blob, entry.kind, passages)
+        report.skipped.append(Skip(entry.rel, passages))
+        if row is not None and row.skip_reason is None:
+            report.removed.append(entry.rel)
+        return
+    file_id = db.upsert_file(entry.rel, entry.size, entry.mtime_ns, sha, blob, entry.kind, None)
+    db.add_passages(file_id, passages, [ehash(p.embed_text()) for p in passages])
+    report.passages_added += len(passages)
+    (report.changed if row is not None and row.skip_reason is None else report.added).append(entry.rel)
+
+
+def _unchanged(row: FileRow, report: IndexReport) -> None:
+    if row.skip_reason:
+        report.skipped.append(Skip(row.path, row.skip_reason))
+    else:
+        report.unchanged += 1
+
+
+def _semantic_pass(db: Database, embedder: Embedder, progress: Progress, report: IndexReport) -> None:
+    missing = db.missing_embeddings()
+    if not missing:
+        return
+    # similar lengths side by side: the embedder pads each batch to its longest text, and padding is waste
+    missing.sort(key=lambda m: len(m[1]) + len(m[2]))
+    progress.start("semantic", len(missing))
+    for start in range(0, len(missing), EMBED_COMMIT_BATCH):
+        batch = missing[start : start + EMBED_COMMIT_BATCH]
+        texts = [f"{heading}\n{text}" if heading else text for _, heading, text in batch]
+        vectors = embedder.embed_documents(texts)
+        db.begin()
+        db.add_embeddings([h for h, _, _ in batch], vectors)
+        db.commit()
+        report.embedded += len(batch)
+        progress.advance(len(batch))
+    db.begin()
+    db.prune_embeddings()
+    db.commit()
+    progress.finish()

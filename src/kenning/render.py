@@ -1,0 +1,144 @@
+"""Printers over kenning's result types: human text and JSON Lines (schema below). No I/O but the returned strings.
+
+JSON Lines schema, version 1 (`kenning search --json`): one object per line.
+- `{"type": "hit", "schema": 1, "group": "Q1", "query": str, "rank": int, "path": str, "start_line": int,
+   "end_line": int, "score": float, "matched_by": "lexical"|"semantic"|"both", "stale": bool, "heading": str,
+   "text": str|null, "trace": {"lexical": {"rank", "score"}, "semantic": {"rank", "score"}, "fused_rank"}|null}`
+  `text` is the passage as the preview level shows it (null for `--preview none`).
+- then one `{"type": "summary", "schema": 1, "root": str, "model": str, "mode": str, "coverage": float,
+   "groups": [{"group", "query", "hits", "searched", "notes": [str]}], "hits": int, "elapsed_ms": float,
+   "literal": bool}`; `literal` is true when the answer came from exhaustive search, not the index.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from kenning.store.terms import query_terms
+from kenning.types import Hit, Preview, SearchResult
+
+JSON_SCHEMA_VERSION = 1
+SHORT_LINES = 10
+CLIP = 160
+
+
+def _clip(line: str, width: int = CLIP) -> str:
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def preview_lines(hit: Hit, preview: Preview, query: str) -> list[tuple[int, str]]:
+    """(line number, text) pairs the preview shows."""
+    lines = hit.text.split("\n")
+    numbered = list(enumerate(lines, hit.start_line))
+    if preview == "full":
+        return numbered
+    if preview == "none":
+        return []
+    terms = [t for t in query_terms(query) if len(t) > 1]
+    anchor = 0
+    for i, line in enumerate(lines):
+        low = line.lower()
+        if any(t in low for t in terms):
+            anchor = i
+            break
+    begin = max(0, anchor - 2)
+    return [(n, _clip(t)) for n, t in numbered[begin : begin + SHORT_LINES]]
+
+
+def hit_header(hit: Hit) -> str:
+    flags = "  stale" if hit.stale else ""
+    return f"{hit.path}:{hit.start_line}-{hit.end_line}  score {hit.score:.4f}  {hit.matched_by}{flags}"
+
+
+def trace_line(hit: Hit) -> str | None:
+    if hit.trace is None:
+        return None
+
+    def arm(name: str, rank: int | None, score: float | None) -> str:
+        return f"{name} -" if rank is None else f"{name} #{rank} ({score:.3f})"
+
+    t = hit.trace
+    return (f"trace: {arm('lexical', t.lexical.rank, t.lexical.score)}, "
+            f"{arm('semantic', t.semantic.rank, t.semantic.score)}; fused #{t.fused_rank}")
+
+
+def render_text(results: Sequence[SearchResult], preview: Preview, *, literal_note: str | None = None) -> Iterator[str]:
+    if literal_note:
+        yield literal_note
+        yield ""
+    grouped = len(results) > 1
+    for result in results:
+        if grouped:
+            yield f"{result.group}: {result.query}  ({len(result.hits)} hits)"
+        for note in result.notes:
+            yield f"note: {note}"
+        if not result.hits:
+            yield (f"no passages matched among {result.searched} searched"
+                   if result.searched else "nothing to search: the index (or the filtered part of it) is empty")
+        for hit in result.hits:
+            yield hit_header(hit)
+            if hit.heading:
+                yield f"  § {hit.heading}"
+            width = len(str(hit.end_line))
+            for number, text in preview_lines(hit, preview, result.query):
+                yield f"  {number:>{width}}  {text}"
+            line = trace_line(hit)
+            if line:
+                yield f"  {line}"
+            if preview != "none":
+                yield ""
+        if grouped:
+            yield ""
+
+
+def hit_json(hit: Hit, result: SearchResult, rank: int, preview: Preview) -> dict[str, Any]:
+    text: str | None
+    if preview == "none":
+        text = None
+    elif preview == "full":
+        text = hit.text
+    else:
+        text = "\n".join(t for _, t in preview_lines(hit, preview, result.query))
+    trace = None
+    if hit.trace is not None:
+        trace = {
+            "lexical": {"rank": hit.trace.lexical.rank, "score": hit.trace.lexical.score},
+            "semantic": {"rank": hit.trace.semantic.rank, "score": hit.trace.semantic.score},
+            "fused_rank": hit.trace.fused_rank,
+        }
+    return {
+        "type": "hit", "schema": JSON_SCHEMA_VERSION, "group": result.group, "query": result.query, "rank": rank,
+        "path": hit.path, "start_line": hit.start_line, "end_line": hit.end_line, "score": hit.score,
+        "matched_by": hit.matched_by, "stale": hit.stale, "heading": hit.heading, "text": text, "trace": trace,
+    }
+
+
+def render_json(
+    results: Sequence[SearchResult], preview: Preview, *, root: str, model: str, started: float,
+    literal: bool = False,
+) -> Iterator[str]:
+    total = 0
+    for result in results:
+        for rank, hit in enumerate(result.hits, 1):
+            total += 1
+            yield json.dumps(hit_json(hit, result, rank, preview), ensure_ascii=False)
+    summary = {
+        "type": "summary", "schema": JSON_SCHEMA_VERSION, "root": root, "model": model,
+        "mode": results[0].mode if results else "hybrid",
+        "coverage": round(results[0].coverage, 4) if results else 1.0,
+        "groups": [{"group": r.group, "query": r.query, "hits": len(r.hits), "searched": r.searched,
+                    "notes": r.notes} for r in results],
+        "hits": total, "elapsed_ms": round((time.perf_counter() - started) * 1000, 1), "literal": literal,
+    }
+    yield json.dumps(summary, ensure_ascii=False)
+
+
+def human_size(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GB"

@@ -1,0 +1,67 @@
+"""Human and JSON summaries of an index run and of an index's status."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+from kenning.engine import Status
+from kenning.index import IndexReport
+from kenning.render import human_size
+
+SHOW_SKIPPED = 20
+
+
+def index_summary(r: IndexReport) -> Iterator[str]:
+    verb = "interrupted" if r.interrupted else "indexed"
+    yield (f"{verb} {r.root}: {len(r.added)} added, {len(r.changed)} changed, {len(r.removed)} removed, "
+           f"{r.unchanged} unchanged, {len(r.skipped)} skipped")
+    yield (f"passages: {r.passages_added} added, {r.passages_removed} removed; {r.embedded} embedded "
+           f"({r.lexical_seconds:.1f}s words, {r.semantic_seconds:.1f}s meaning)")
+    yield f"index: {r.files} files, {r.passages} passages, semantic coverage {r.coverage:.0%}, model {r.model}"
+    if r.skipped:
+        reasons = Counter(_reason_kind(s.reason) for s in r.skipped)
+        yield "skipped: " + ", ".join(f"{n} {why}" for why, n in reasons.most_common())
+        for s in r.skipped[:SHOW_SKIPPED]:
+            yield f"  {s.rel}: {s.reason}"
+        if len(r.skipped) > SHOW_SKIPPED:
+            yield f"  [and {len(r.skipped) - SHOW_SKIPPED} more; `kenning index --json` lists them all]"
+
+
+def _reason_kind(reason: str) -> str:
+    return reason.split(" (")[0].split(",")[0] if "byte" not in reason else "too large"
+
+
+def index_summary_json(r: IndexReport) -> dict[str, Any]:
+    return {
+        "type": "index", "schema": 1, "root": r.root, "model": r.model, "added": r.added, "changed": r.changed,
+        "removed": r.removed, "unchanged": r.unchanged,
+        "skipped": [{"path": s.rel, "reason": s.reason} for s in r.skipped],
+        "passages_added": r.passages_added, "passages_removed": r.passages_removed, "embedded": r.embedded,
+        "files": r.files, "passages": r.passages, "coverage": round(r.coverage, 4), "interrupted": r.interrupted,
+        "elapsed_s": round(r.elapsed, 3),
+    }
+
+
+def status_lines(s: Status) -> Iterator[str]:
+    yield f"root      {s.root}"
+    yield f"index     {s.index_dir}" + ("" if s.exists else "  (none yet: run `kenning index`)")
+    yield f"model     {s.model}  [{s.identity}]"
+    if not s.exists:
+        return
+    yield f"files     {s.files} indexed, {s.skipped} skipped"
+    yield f"passages  {s.passages}, semantic coverage {s.coverage:.1%} ({s.embedded}/{s.passages})"
+    yield f"size      {human_size(s.size_bytes)}" + (f" ({s.size_bytes / s.passages:.0f} B/passage)" if s.passages else "")
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s.last_indexed)) if s.last_indexed else "never"
+    yield f"indexed   {when}"
+    yield f"pending   {s.added} added, {s.modified} modified, {s.deleted} deleted"
+    if s.other_models:
+        yield f"also      indexes for other models: {', '.join(s.other_models)}"
+    if s.ready:
+        yield "state     ready"
+    elif s.pending:
+        yield "state     out of date: run `kenning index` to catch up"
+    else:
+        yield "state     semantic pass incomplete: run `kenning index` to finish"

@@ -1,0 +1,207 @@
+"""Hybrid search: a plan (query groups, routes, filters, depths) built apart from its execution.
+
+Each query group runs a lexical route (BM25 over FTS5) and a semantic route (cosine over the vector index) on the
+same text, both restricted to the filtered passages *before* ranking. Routes are fused by reciprocal rank
+(k=60); overlapping passages of one file are collapsed to the best; hits whose file changed since it was indexed
+are flagged stale.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from kenning import walk
+from kenning.errors import UsageError
+from kenning.store import Database, PassageRow, VectorIndex
+from kenning.store.terms import fts_query, query_terms
+from kenning.types import ArmTrace, Hit, MatchedBy, Mode, SearchResult, Selection, Trace
+
+RRF_K = 60
+MIN_DEPTH = 100
+
+
+@dataclass(frozen=True)
+class Filters:
+    paths: tuple[str, ...] = ()  # root-relative subtrees (or files)
+    globs: tuple[str, ...] = ()
+    iglobs: tuple[str, ...] = ()
+    types: tuple[str, ...] = ()
+    types_not: tuple[str, ...] = ()
+    modified_after: float | None = None  # epoch seconds
+    modified_before: float | None = None
+
+    def active(self) -> bool:
+        return bool(self.paths or self.globs or self.iglobs or self.types or self.types_not
+                    or self.modified_after is not None or self.modified_before is not None)
+
+
+@dataclass(frozen=True)
+class Route:
+    arm: str  # "lexical" | "semantic"
+    query: str
+    depth: int
+
+
+@dataclass(frozen=True)
+class Group:
+    id: str
+    query: str
+    routes: tuple[Route, ...]
+
+
+@dataclass(frozen=True)
+class Plan:
+    groups: tuple[Group, ...]
+    limit: int
+    mode: Mode
+    filters: Filters = field(default_factory=Filters)
+    trace: bool = False
+
+
+def plan_search(
+    queries: Sequence[str], *, mode: Mode = "hybrid", limit: int = 10, filters: Filters | None = None,
+    fuse: bool = False, trace: bool = False,
+) -> Plan:
+    cleaned = [q.strip() for q in queries]
+    if not cleaned or any(not q for q in cleaned):
+        raise UsageError("empty query", hint="give the search some words")
+    if limit < 1:
+        raise UsageError(f"limit {limit} must be at least 1")
+    filters = filters or Filters()
+    if (filters.modified_after is not None and filters.modified_before is not None
+            and filters.modified_after > filters.modified_before):
+        raise UsageError("--modified-after is later than --modified-before", hint="swap the two dates")
+    depth = max(limit * 5, MIN_DEPTH)
+    arms = ("lexical", "semantic") if mode == "hybrid" else (mode,)
+    groups = [Group(f"Q{i}", q, tuple(Route(a, q, depth) for a in arms)) for i, q in enumerate(cleaned, 1)]
+    if fuse and len(groups) > 1:
+        groups = [Group("Q1", " | ".join(cleaned), tuple(r for g in groups for r in g.routes))]
+    return Plan(tuple(groups), limit, mode, filters, trace)
+
+
+def parse_time(value: str) -> float:
+    """A date (YYYY-MM-DD, ISO datetime) or epoch seconds/milliseconds as epoch seconds."""
+    text = value.strip()
+    if text.isdigit():
+        number = int(text)
+        return number / 1000.0 if number > 100_000_000_000 else float(number)
+    try:
+        moment = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise UsageError(f"cannot read the time '{value}'", hint="use YYYY-MM-DD, an ISO date-time or epoch seconds") from None
+    if moment.tzinfo is None:
+        moment = moment.astimezone()
+    return moment.timestamp()
+
+
+def allowed_passages(db: Database, filters: Filters) -> np.ndarray | None:
+    """Passage ids that pass the filters (None when there are no filters)."""
+    if not filters.active():
+        return None
+    matcher = None
+    if filters.globs or filters.iglobs or filters.types or filters.types_not:
+        matcher = walk.compile_selection(Selection(globs=filters.globs, iglobs=filters.iglobs,
+                                                   types=filters.types, types_not=filters.types_not))
+    prefixes = [p.strip("/") for p in filters.paths if p.strip("/") not in ("", ".")]
+    after = None if filters.modified_after is None else int(filters.modified_after * 1e9)
+    before = None if filters.modified_before is None else int(filters.modified_before * 1e9)
+    keep: list[int] = []
+    for file_id, path, mtime_ns in db.iter_file_paths():
+        if prefixes and not any(path == p or path.startswith(p + "/") for p in prefixes):
+            continue
+        if after is not None and mtime_ns < after:
+            continue
+        if before is not None and mtime_ns > before:
+            continue
+        if matcher is not None and not matcher.matches(path):
+            continue
+        keep.append(file_id)
+    return db.passage_ids_for_files(keep)
+
+
+def execute(
+    plan: Plan, db: Database, vectors: VectorIndex | None, embed_query: Callable[[str], np.ndarray] | None,
+    root: Path,
+) -> list[SearchResult]:
+    counts = db.counts()
+    allowed = allowed_passages(db, plan.filters)
+    searched = counts["passages"] if allowed is None else int(allowed.size)
+    coverage = counts["embedded"] / counts["passages"] if counts["passages"] else 1.0
+    results = []
+    query_vectors: dict[str, np.ndarray] = {}
+    for group in plan.groups:
+        ranked: dict[str, list[tuple[int, float]]] = {}
+        for n, route in enumerate(group.routes):
+            key = f"{route.arm}#{n}"
+            if allowed is not None and allowed.size == 0:
+                ranked[key] = []
+            elif route.arm == "lexical":
+                terms = query_terms(route.query)
+                ranked[key] = db.lexical(fts_query(terms), route.depth, allowed) if terms else []
+            else:
+                if vectors is None or embed_query is None:
+                    ranked[key] = []
+                    continue
+                if route.query not in query_vectors:
+                    query_vectors[route.query] = embed_query(route.query)
+                ranked[key] = vectors.search(query_vectors[route.query], route.depth, allowed)
+        hits = _fuse(ranked, db, plan.limit, plan.trace, root)
+        result = SearchResult(group.query, hits, searched, coverage, plan.mode, group.id)
+        if plan.mode != "lexical" and coverage < 1.0:
+            result.notes.append(f"semantic coverage is {coverage:.0%}: run `kenning index` to finish embedding")
+        results.append(result)
+    return results
+
+
+def _fuse(
+    ranked: dict[str, list[tuple[int, float]]], db: Database, limit: int, trace: bool, root: Path
+) -> list[Hit]:
+    fused: dict[int, float] = {}
+    arm_rank: dict[int, dict[str, tuple[int, float]]] = {}
+    for key, items in ranked.items():
+        arm = key.partition("#")[0]
+        for rank, (pid, score) in enumerate(items, 1):
+            fused[pid] = fused.get(pid, 0.0) + 1.0 / (RRF_K + rank)
+            best = arm_rank.setdefault(pid, {})
+            if arm not in best or best[arm][0] > rank:
+                best[arm] = (rank, score)
+    order = sorted(fused, key=lambda pid: (-fused[pid], pid))
+    rows = db.passages_by_id(order[: max(limit * 4, 40)])
+    hits: list[Hit] = []
+    taken: dict[str, list[tuple[int, int]]] = {}
+    stat_cache: dict[str, tuple[int, int] | None] = {}
+    for fused_rank, pid in enumerate(order, 1):
+        row = rows.get(pid)
+        if row is None:
+            continue  # a vector whose passage was removed since the snapshot was written
+        spans = taken.setdefault(row.path, [])
+        if any(row.start_line <= e and s <= row.end_line for s, e in spans):
+            continue  # overlapping passages of one location: the better-ranked one stands for both
+        spans.append((row.start_line, row.end_line))
+        arms = arm_rank[pid]
+        matched: MatchedBy = "both" if len(arms) == 2 else ("lexical" if "lexical" in arms else "semantic")
+        hit_trace = None
+        if trace:
+            lex, sem = arms.get("lexical"), arms.get("semantic")
+            hit_trace = Trace(ArmTrace(*(lex or (None, None))), ArmTrace(*(sem or (None, None))), fused_rank)
+        hits.append(Hit(row.path, row.start_line, row.end_line, round(fused[pid], 6), matched, row.text,
+                        row.heading, _stale(root, row, stat_cache), hit_trace))
+        if len(hits) >= limit:
+            break
+    return hits
+
+
+def _stale(root: Path, row: PassageRow, cache: dict[str, tuple[int, int] | None]) -> bool:
+    if row.path not in cache:
+        try:
+            st = os.stat(root / row.path)
+            cache[row.path] = (st.st_size, st.st_mtime_ns)
+        except OSError:
+            cache[row.path] = None
+    return cache[row.path] != (row.size, row.mtime_ns)

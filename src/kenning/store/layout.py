@@ -1,0 +1,121 @@
+"""Where an index lives on disk, its manifest, and the cross-process writer lock.
+
+    <root>/.kenning/                 (or <index_dir>/<name>-<hash> when `index_dir` is configured)
+        .gitignore                   "*": never committed by accident
+        kenning.json                 manifest: format, root, active model, stored file selection
+        writer.lock, writer.json     one writer at a time; who holds it
+        <model-slug>/index.db        one complete index per embedder identity (switching back finds it intact)
+        <model-slug>/vectors-N.*     the vector snapshot derived from index.db
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock, Timeout
+
+from kenning.errors import IndexBusy, IndexCorrupt, IndexMismatch
+from kenning.types import Selection
+
+MANIFEST_FORMAT = 1
+INDEX_DIR_NAME = ".kenning"
+
+
+def index_home(root: Path, index_dir: str | None) -> Path:
+    if not index_dir:
+        return root / INDEX_DIR_NAME
+    digest = hashlib.sha256(str(root).encode()).hexdigest()[:12]
+    return Path(index_dir).expanduser() / f"{root.name or 'root'}-{digest}"
+
+
+@dataclasses.dataclass
+class Manifest:
+    root: str
+    model: str
+    selection: Selection
+    created: float
+    format: int = MANIFEST_FORMAT
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": self.format,
+            "root": self.root,
+            "model": self.model,
+            "selection": dataclasses.asdict(self.selection),
+            "created": self.created,
+        }
+
+
+def read_manifest(home: Path) -> Manifest | None:
+    path = home / "kenning.json"
+    try:
+        data = json.loads(path.read_text("utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise IndexCorrupt(f"cannot read {path}: {exc}", hint="run `kenning index --rebuild`") from exc
+    if not isinstance(data, dict) or data.get("format") != MANIFEST_FORMAT:
+        raise IndexMismatch(
+            f"{path} has format {data.get('format') if isinstance(data, dict) else '?'}; "
+            f"this kenning reads {MANIFEST_FORMAT}",
+            hint="upgrade kenning, or `kenning index --rebuild`",
+        )
+    try:
+        raw = dict(data["selection"])
+        for key in ("globs", "iglobs", "types", "types_not", "ignore_files"):
+            raw[key] = tuple(raw.get(key, ()))
+        return Manifest(str(data["root"]), str(data["model"]), Selection(**raw), float(data.get("created", 0)))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise IndexCorrupt(f"{path} is malformed ({exc})", hint="run `kenning index --rebuild`") from exc
+
+
+def write_manifest(home: Path, manifest: Manifest) -> None:
+    home.mkdir(parents=True, exist_ok=True)
+    ignore = home / ".gitignore"
+    if not ignore.exists():
+        ignore.write_text("*\n", "utf-8")
+    atomic_write(home / "kenning.json", json.dumps(manifest.to_json(), indent=2) + "\n")
+
+
+def atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+@contextmanager
+def writer_lock(home: Path, *, wait: float = 0.0, operation: str = "index") -> Iterator[None]:
+    """Hold the index's writer lock (flock: released by the OS even on kill -9), or raise IndexBusy."""
+    home.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(home / "writer.lock"), timeout=wait)
+    try:
+        lock.acquire()
+    except Timeout:
+        holder = ""
+        try:
+            info = json.loads((home / "writer.json").read_text("utf-8"))
+            started = time.strftime("%H:%M:%S", time.localtime(info.get("started", 0)))
+            holder = f" (pid {info.get('pid')}, `kenning {info.get('operation')}` since {started})"
+        except (OSError, ValueError):
+            pass
+        raise IndexBusy(
+            f"another kenning process{holder} is writing the index at {home}",
+            hint="wait for it to finish, or pass --wait SECONDS to queue behind it",
+        ) from None
+    try:
+        atomic_write(home / "writer.json", json.dumps({"pid": os.getpid(), "operation": operation,
+                                                       "started": time.time()}))
+        yield
+    finally:
+        lock.release()

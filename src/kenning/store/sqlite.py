@@ -1,0 +1,309 @@
+"""The SQLite database of one index: files, passages, their FTS5 terms, the embedding cache, and metadata.
+
+WAL mode gives readers a consistent snapshot while one writer works. Schema changes are ordered, named
+migrations recorded in the `migrations` table; a database from a newer kenning is refused, not guessed at.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from kenning.errors import IndexCorrupt, IndexMismatch
+from kenning.store.terms import document_terms
+from kenning.types import Passage
+
+SCHEMA_VERSION = 1
+
+_MIGRATIONS: list[tuple[int, str, str]] = [
+    (
+        1,
+        "initial schema",
+        """
+        CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        CREATE TABLE files(
+            id INTEGER PRIMARY KEY,
+            path TEXT NOT NULL UNIQUE,
+            size INTEGER NOT NULL,
+            mtime_ns INTEGER NOT NULL,
+            sha256 TEXT,
+            blob_id TEXT,
+            kind TEXT,
+            indexed_at REAL NOT NULL,
+            skip_reason TEXT
+        );
+        CREATE TABLE passages(
+            id INTEGER PRIMARY KEY,
+            file_id INTEGER NOT NULL,
+            start_line INTEGER NOT NULL,
+            end_line INTEGER NOT NULL,
+            heading TEXT NOT NULL,
+            text TEXT NOT NULL,
+            ehash BLOB NOT NULL
+        );
+        CREATE INDEX passages_file ON passages(file_id);
+        CREATE INDEX passages_ehash ON passages(ehash);
+        CREATE VIRTUAL TABLE fts USING fts5(terms, tokenize = "porter unicode61 remove_diacritics 2 tokenchars '_'");
+        CREATE TRIGGER passages_fts_delete AFTER DELETE ON passages BEGIN
+            DELETE FROM fts WHERE rowid = old.id;
+        END;
+        CREATE TABLE embeddings(ehash BLOB PRIMARY KEY, vec BLOB NOT NULL) WITHOUT ROWID;
+        """,
+    ),
+]
+
+
+@dataclass(frozen=True, slots=True)
+class FileRow:
+    id: int
+    path: str
+    size: int
+    mtime_ns: int
+    sha256: str | None
+    blob_id: str | None
+    kind: str | None
+    indexed_at: float
+    skip_reason: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class PassageRow:
+    id: int
+    path: str
+    start_line: int
+    end_line: int
+    heading: str
+    text: str
+    size: int
+    mtime_ns: int
+
+
+class Database:
+    """One index's SQLite file. A writer calls the mutating methods inside `transaction()`."""
+
+    def __init__(self, path: Path, *, identity: str, readonly: bool = False) -> None:
+        self.path = path
+        self.identity = identity
+        try:
+            if readonly:
+                self.conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None,
+                                            check_same_thread=False)
+            else:
+                self.conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+                self.conn.execute("PRAGMA journal_mode=WAL")
+                self.conn.execute("PRAGMA synchronous=NORMAL")
+            self.conn.execute("PRAGMA busy_timeout=10000")
+            self.conn.execute("PRAGMA temp_store=MEMORY")
+            if not readonly:
+                self._migrate()
+            self._check_identity(readonly)
+        except sqlite3.DatabaseError as exc:
+            raise IndexCorrupt(
+                f"the index database {path} cannot be read ({exc})",
+                hint="run `kenning index --rebuild` to build it again",
+            ) from exc
+
+    # -- schema -----------------------------------------------------------------------------------------
+    def _migrate(self) -> None:
+        c = self.conn
+        c.execute("CREATE TABLE IF NOT EXISTS migrations(version INTEGER PRIMARY KEY, name TEXT, applied_at REAL)")
+        done = {row[0] for row in c.execute("SELECT version FROM migrations")}
+        newest = max(done, default=0)
+        if newest > SCHEMA_VERSION:
+            raise IndexMismatch(
+                f"the index at {self.path.parent} has schema {newest}; this kenning reads up to {SCHEMA_VERSION}",
+                hint="upgrade kenning, or `kenning index --rebuild`",
+            )
+        for version, name, sql in _MIGRATIONS:
+            if version in done:
+                continue
+            try:
+                # one script, one transaction: a crash mid-migration leaves the previous schema intact
+                c.executescript(
+                    f"BEGIN IMMEDIATE;\n{sql}\nINSERT INTO migrations VALUES ({version}, '{name}', {time.time()});\n"
+                    "COMMIT;"
+                )
+            except BaseException:
+                if c.in_transaction:
+                    c.execute("ROLLBACK")
+                raise
+
+    def _check_identity(self, readonly: bool) -> None:
+        stored = self.get_meta("identity")
+        if stored is None:
+            if readonly:
+                raise IndexCorrupt(f"the index at {self.path.parent} has no identity record",
+                                   hint="run `kenning index --rebuild`")
+            self.set_meta("identity", self.identity)
+        elif stored != self.identity:
+            raise IndexMismatch(
+                f"the index at {self.path.parent} was built with embedder '{stored}', not '{self.identity}'; "
+                "vectors of one model mean nothing to another",
+                hint="use the model it was built with, or `kenning index --rebuild`",
+            )
+
+    # -- transactions and metadata -------------------------------------------------------------------------
+    def begin(self) -> None:
+        self.conn.execute("BEGIN IMMEDIATE")
+
+    def commit(self) -> None:
+        if self.conn.in_transaction:
+            self.conn.execute("COMMIT")
+
+    def rollback(self) -> None:
+        if self.conn.in_transaction:
+            self.conn.execute("ROLLBACK")
+
+    def get_meta(self, key: str) -> str | None:
+        row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_meta(self, key: str, value: str) -> None:
+        self.conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+
+    def close(self) -> None:
+        self.conn.close()
+
+    # -- files ----------------------------------------------------------------------------------------------
+    def files(self) -> dict[str, FileRow]:
+        rows = self.conn.execute(
+            "SELECT id, path, size, mtime_ns, sha256, blob_id, kind, indexed_at, skip_reason FROM files"
+        )
+        return {r[1]: FileRow(*r) for r in rows}
+
+    def upsert_file(
+        self, path: str, size: int, mtime_ns: int, sha256: str | None, blob_id: str | None, kind: str | None,
+        skip_reason: str | None,
+    ) -> int:
+        row = self.conn.execute(
+            "INSERT INTO files(path, size, mtime_ns, sha256, blob_id, kind, indexed_at, skip_reason) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(path) DO UPDATE SET size=excluded.size, "
+            "mtime_ns=excluded.mtime_ns, sha256=excluded.sha256, blob_id=excluded.blob_id, kind=excluded.kind, "
+            "indexed_at=excluded.indexed_at, skip_reason=excluded.skip_reason RETURNING id",
+            (path, size, mtime_ns, sha256, blob_id, kind, time.time(), skip_reason),
+        ).fetchone()
+        return int(row[0])
+
+    def touch_file(self, file_id: int, size: int, mtime_ns: int, blob_id: str | None) -> None:
+        self.conn.execute(
+            "UPDATE files SET size = ?, mtime_ns = ?, blob_id = COALESCE(?, blob_id) WHERE id = ?",
+            (size, mtime_ns, blob_id, file_id),
+        )
+
+    def delete_passages(self, file_id: int) -> int:
+        return self.conn.execute("DELETE FROM passages WHERE file_id = ?", (file_id,)).rowcount
+
+    def delete_file(self, file_id: int) -> int:
+        removed = self.delete_passages(file_id)
+        self.conn.execute("DELETE FROM files WHERE id = ?", (file_id,))
+        return removed
+
+    def add_passages(self, file_id: int, passages: Sequence[Passage], ehashes: Sequence[bytes]) -> None:
+        for passage, ehash in zip(passages, ehashes, strict=True):
+            cur = self.conn.execute(
+                "INSERT INTO passages(file_id, start_line, end_line, heading, text, ehash) VALUES (?,?,?,?,?,?)",
+                (file_id, passage.start_line, passage.end_line, passage.heading, passage.text, ehash),
+            )
+            terms = document_terms(f"{passage.heading}\n{passage.text}" if passage.heading else passage.text)
+            self.conn.execute("INSERT INTO fts(rowid, terms) VALUES (?, ?)", (cur.lastrowid, terms))
+
+    # -- embeddings -----------------------------------------------------------------------------------------
+    def missing_embeddings(self) -> list[tuple[bytes, str, str]]:
+        """(ehash, heading, text) of each distinct passage text that has no vector yet."""
+        rows = self.conn.execute(
+            "SELECT p.ehash, p.heading, p.text FROM passages p LEFT JOIN embeddings e ON e.ehash = p.ehash "
+            "WHERE e.ehash IS NULL GROUP BY p.ehash"
+        )
+        return [(bytes(r[0]), str(r[1]), str(r[2])) for r in rows]
+
+    def add_embeddings(self, ehashes: Sequence[bytes], vectors: np.ndarray) -> None:
+        self.conn.executemany(
+            "INSERT OR REPLACE INTO embeddings VALUES (?, ?)",
+            ((h, np.ascontiguousarray(v, dtype=np.float32).tobytes()) for h, v in zip(ehashes, vectors, strict=True)),
+        )
+
+    def prune_embeddings(self) -> int:
+        """Drop cached vectors no passage uses, once they outnumber the used ones (bounded growth)."""
+        unused = self.conn.execute(
+            "SELECT count(*) FROM embeddings WHERE ehash NOT IN (SELECT ehash FROM passages)"
+        ).fetchone()[0]
+        used = self.conn.execute("SELECT count(*) FROM embeddings").fetchone()[0] - unused
+        if unused <= max(used, 1000):
+            return 0
+        return self.conn.execute(
+            "DELETE FROM embeddings WHERE ehash NOT IN (SELECT ehash FROM passages)"
+        ).rowcount
+
+    def passage_vectors(self, dim: int) -> tuple[np.ndarray, np.ndarray]:
+        """(ids int64 (n,), vectors float32 (n, dim)) of every passage that has a vector, by id."""
+        rows = self.conn.execute(
+            "SELECT p.id, e.vec FROM passages p JOIN embeddings e ON e.ehash = p.ehash ORDER BY p.id"
+        ).fetchall()
+        ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        if not rows:
+            return ids, np.zeros((0, dim), dtype=np.float32)
+        blob = b"".join(r[1] for r in rows)
+        vecs = np.frombuffer(blob, dtype=np.float32)
+        if vecs.size != len(rows) * dim:
+            raise IndexCorrupt(f"stored vectors in {self.path} do not have {dim} dimensions",
+                               hint="run `kenning index --rebuild`")
+        return ids, vecs.reshape(len(rows), dim)
+
+    # -- reads for search -----------------------------------------------------------------------------------
+    def counts(self) -> dict[str, int]:
+        c = self.conn
+        files = c.execute("SELECT count(*) FROM files WHERE skip_reason IS NULL").fetchone()[0]
+        skipped = c.execute("SELECT count(*) FROM files WHERE skip_reason IS NOT NULL").fetchone()[0]
+        passages = c.execute("SELECT count(*) FROM passages").fetchone()[0]
+        embedded = c.execute(
+            "SELECT count(*) FROM passages p WHERE EXISTS (SELECT 1 FROM embeddings e WHERE e.ehash = p.ehash)"
+        ).fetchone()[0]
+        return {"files": files, "skipped": skipped, "passages": passages, "embedded": embedded}
+
+    def passages_by_id(self, ids: Iterable[int]) -> dict[int, PassageRow]:
+        wanted = list(ids)
+        out: dict[int, PassageRow] = {}
+        for start in range(0, len(wanted), 500):
+            part = wanted[start : start + 500]
+            marks = ",".join("?" * len(part))
+            rows = self.conn.execute(
+                "SELECT p.id, f.path, p.start_line, p.end_line, p.heading, p.text, f.size, f.mtime_ns "
+                f"FROM passages p JOIN files f ON f.id = p.file_id WHERE p.id IN ({marks})",
+                part,
+            )
+            for r in rows:
+                out[r[0]] = PassageRow(*r)
+        return out
+
+    def passage_ids_for_files(self, file_ids: Iterable[int]) -> np.ndarray:
+        self.conn.execute("CREATE TEMP TABLE IF NOT EXISTS wanted_files(id INTEGER PRIMARY KEY)")
+        self.conn.execute("DELETE FROM temp.wanted_files")
+        self.conn.executemany("INSERT INTO temp.wanted_files VALUES (?)", ((i,) for i in file_ids))
+        rows = self.conn.execute(
+            "SELECT id FROM passages WHERE file_id IN (SELECT id FROM temp.wanted_files)"
+        ).fetchall()
+        return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+
+    def lexical(self, match: str, limit: int, allowed: np.ndarray | None) -> list[tuple[int, float]]:
+        """(passage id, bm25 score, higher is better) for a MATCH expression, optionally within `allowed`."""
+        if allowed is not None:
+            self.conn.execute("CREATE TEMP TABLE IF NOT EXISTS allowed_passages(id INTEGER PRIMARY KEY)")
+            self.conn.execute("DELETE FROM temp.allowed_passages")
+            self.conn.executemany("INSERT INTO temp.allowed_passages VALUES (?)", ((int(i),) for i in allowed))
+            sql = ("SELECT rowid, bm25(fts) FROM fts WHERE fts MATCH ? AND rowid IN "
+                   "(SELECT id FROM temp.allowed_passages) ORDER BY bm25(fts) LIMIT ?")
+        else:
+            sql = "SELECT rowid, bm25(fts) FROM fts WHERE fts MATCH ? ORDER BY bm25(fts) LIMIT ?"
+        try:
+            rows = self.conn.execute(sql, (match, limit)).fetchall()
+        except sqlite3.OperationalError:
+            return []  # a query with no usable term
+        return [(int(r[0]), -float(r[1])) for r in rows]
+
+    def iter_file_paths(self) -> Iterator[tuple[int, str, int]]:
+        yield from self.conn.execute("SELECT id, path, mtime_ns FROM files WHERE skip_reason IS NULL")

@@ -1,0 +1,53 @@
+"""Lexical terms for BM25: the same tokenisation for passages and queries, tuned for code as well as prose.
+
+An identifier is kept whole and also split on snake_case, camelCase and letter/digit boundaries, so
+`retryCount` matches the queries `retryCount`, `retry count` and `retry_count`. SQLite's FTS5 then lower-cases
+and stems each term (porter over unicode61).
+"""
+
+from __future__ import annotations
+
+import re
+
+TERMS_VERSION = 1
+_TOKEN = re.compile(r"\w+")
+_PART = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+|[^\W\d_a-zA-Z]+")
+
+# Common English function words dropped from queries only (documents keep them: BM25's IDF handles them, and a
+# query made of them alone still needs something to match).
+STOPWORDS = frozenset(
+    """a an and are as at be but by do does did for from has have how i if in into is it its of on or
+    that the their then there these this those to was were what when where which who why will with
+    can you we our my me your should would could""".split()
+)
+
+
+def _split(token: str) -> list[str]:
+    parts = [p for chunk in token.split("_") for p in _PART.findall(chunk)]
+    return parts if len(parts) > 1 else []
+
+
+def document_terms(text: str) -> str:
+    """The string stored in the FTS column for a passage."""
+    out: list[str] = []
+    for token in _TOKEN.findall(text):
+        out.append(token)
+        if ("_" in token or not token.islower()) and not token.isdigit():
+            out.extend(_split(token))
+    return " ".join(out)
+
+
+def query_terms(text: str) -> list[str]:
+    """Distinct lower-cased terms of a query, identifiers split, stopwords dropped unless nothing else is left."""
+    seen: dict[str, None] = {}
+    for token in _TOKEN.findall(text):
+        seen.setdefault(token.lower())
+        for part in _split(token):
+            seen.setdefault(part.lower())
+    terms = [t for t in seen if t not in STOPWORDS]
+    return terms or list(seen)
+
+
+def fts_query(terms: list[str]) -> str:
+    """An FTS5 MATCH expression: any of the terms (each quoted, so no term is read as syntax)."""
+    return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)

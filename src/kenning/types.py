@@ -1,0 +1,100 @@
+"""Shared value types passed between pipeline stages. No I/O happens here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+FileKind = Literal["code", "markdown", "rst", "text"]
+MatchedBy = Literal["lexical", "semantic", "both"]
+Preview = Literal["none", "short", "full"]
+Mode = Literal["hybrid", "lexical", "semantic"]
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """Which files of a root are indexed or searched (stored with the index and reused)."""
+
+    globs: tuple[str, ...] = ()  # ordered; a leading "!" excludes
+    iglobs: tuple[str, ...] = ()  # the same, case-insensitive
+    types: tuple[str, ...] = ()  # ripgrep-style type names to include
+    types_not: tuple[str, ...] = ()  # type names to exclude
+    hidden: bool = False
+    no_ignore: bool = False
+    ignore_files: tuple[str, ...] = ()
+    max_filesize: int | None = None  # bytes; None means the per-kind defaults
+    follow: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class FileEntry:
+    """A file the walk selected: path relative to the root (posix), with its stat."""
+
+    rel: str
+    path: Path
+    size: int
+    mtime_ns: int
+    kind: FileKind
+    lang: str | None = None  # e.g. "python", "rust"; None for prose
+
+
+@dataclass(frozen=True, slots=True)
+class Skip:
+    """A file the walk or the chunker left out, and why (reported to the user)."""
+
+    rel: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Passage:
+    """A span of a file: 1-based inclusive lines, its text, and its heading breadcrumb if any."""
+
+    start_line: int
+    end_line: int
+    text: str
+    heading: str = ""  # "Guide > Install > Linux" for Markdown/reST sections
+
+    def embed_text(self) -> str:
+        """The text given to the embedder: the breadcrumb first, so the section's topic is in the vector."""
+        return f"{self.heading}\n{self.text}" if self.heading else self.text
+
+
+@dataclass(frozen=True, slots=True)
+class ArmTrace:
+    rank: int | None  # 1-based rank in that arm, None if the arm did not return it
+    score: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Trace:
+    lexical: ArmTrace
+    semantic: ArmTrace
+    fused_rank: int
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    path: str  # relative to the index root, posix
+    start_line: int
+    end_line: int
+    score: float
+    matched_by: MatchedBy
+    text: str
+    heading: str = ""
+    stale: bool = False
+    trace: Trace | None = None
+
+
+@dataclass(slots=True)
+class SearchResult:
+    """One query group's ranked hits plus what the caller needs to judge them."""
+
+    query: str
+    hits: list[Hit]
+    searched: int  # passages eligible after filters
+    coverage: float  # share of passages with a vector (1.0 when the semantic pass is complete)
+    mode: Mode
+    group: str = "Q1"
+    notes: list[str] = field(default_factory=list)

@@ -1,0 +1,71 @@
+"""Shared fixtures: real folders in tmp dirs, the real SQLite index, and the deterministic hash embedder."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from kenning.config import Config
+from kenning.embed.hashing import HashEmbedder
+from kenning.engine import Engine
+
+CORPUS = {
+    "README.md": "# Uploader\n\nA tool that uploads files to object storage.\n\n## Retries\n\n"
+    "Failed uploads are retried with exponential backoff.\nThe retry count is configurable.\n",
+    "src/upload.py": "import time\n\n\ndef upload_file(path, client, retry_count=3):\n"
+    "    for attempt in range(retry_count):\n        try:\n            return client.put(path)\n"
+    "        except IOError:\n            time.sleep(2 ** attempt)\n    raise RuntimeError('upload failed')\n",
+    "src/limits.py": "class RateLimiter:\n    \"\"\"Token bucket rate limiting for the API.\"\"\"\n\n"
+    "    def __init__(self, rate):\n        self.rate = rate\n",
+    "docs/guide.rst": "Guide\n=====\n\nInstallation\n------------\n\nRun pip install to set it up.\n",
+    "notes/café.txt": "Le café est prêt. Naïve façade, déjà vu.\n",
+}
+
+
+def make_tree(root: Path, files: dict[str, str | bytes]) -> Path:
+    for rel, content in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+    return root
+
+
+@pytest.fixture
+def corpus(tmp_path: Path) -> Path:
+    return make_tree(tmp_path / "ws", dict(CORPUS))
+
+
+@pytest.fixture
+def engine_factory() -> Callable[..., Engine]:
+    engines: list[Engine] = []
+
+    def make(root: Path, embedder: HashEmbedder | None = None, **config: object) -> Engine:
+        engine = Engine(root, config=Config(model="hash", **config), embedder=embedder or HashEmbedder())  # type: ignore[arg-type]
+        engines.append(engine)
+        return engine
+
+    yield make
+    for e in engines:
+        e.close()
+
+
+def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
+            input: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """The real CLI in a subprocess, with the hash embedder and a private config/cache home."""
+    full_env = dict(os.environ)
+    full_env.setdefault("KENNING_MODEL", "hash")
+    home = Path(cwd or ".").resolve()
+    full_env["XDG_CONFIG_HOME"] = str(home / ".cfg-none")
+    full_env.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "kenning.cli", *args], cwd=cwd, env=full_env, capture_output=True, text=True,
+        input=input, timeout=timeout,
+    )

@@ -1,0 +1,143 @@
+"""The real `kenning` CLI in a subprocess: commands, exit codes, JSON Lines, errors without tracebacks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+
+
+def test_every_command_has_help_with_examples(tmp_path: Path) -> None:
+    top = run_cli("--help", cwd=tmp_path)
+    assert top.returncode == 0 and "exit codes" in top.stdout
+    for command in ("index", "search", "grep", "status", "models"):
+        out = run_cli(command, "--help", cwd=tmp_path)
+        assert out.returncode == 0 and "examples:" in out.stdout, command
+
+
+def test_unknown_flag_is_one_line_exit_2(tmp_path: Path) -> None:
+    out = run_cli("search", "--frobnicate", "x", cwd=tmp_path)
+    assert out.returncode == 2
+    assert len(out.stderr.strip().splitlines()) == 1 and "--frobnicate" in out.stderr
+
+
+def test_missing_root_is_one_line_exit_2(tmp_path: Path) -> None:
+    out = run_cli("index", str(tmp_path / "nope"), cwd=tmp_path)
+    assert out.returncode == 2 and "does not exist" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_index_search_status_roundtrip(corpus: Path) -> None:
+    out = run_cli("index", str(corpus), cwd=corpus.parent)
+    assert out.returncode == 0, out.stderr
+    assert "5 added" in out.stdout
+    out = run_cli("search", "retry_count", str(corpus), cwd=corpus.parent)
+    assert out.returncode == 0 and out.stdout.startswith("src/upload.py:")
+    out = run_cli("search", "zzzqqqxxx", str(corpus), "--lexical", cwd=corpus.parent)
+    assert out.returncode == 1
+    out = run_cli("status", "--check-ready", str(corpus), cwd=corpus.parent)
+    assert out.returncode == 0 and "ready" in out.stdout
+    (corpus / "new.md").write_text("# New\n\ntext\n")
+    out = run_cli("status", "--check-ready", "--json", str(corpus), cwd=corpus.parent)
+    assert out.returncode == 1 and json.loads(out.stdout)["added"] == 1
+
+
+def test_json_lines_schema(corpus: Path) -> None:
+    assert run_cli("index", str(corpus), cwd=corpus.parent).returncode == 0
+    out = run_cli("search", "-k", "2", "--json", "--trace", "rate limiting", str(corpus), cwd=corpus.parent)
+    lines = [json.loads(line) for line in out.stdout.splitlines()]
+    hits, summary = lines[:-1], lines[-1]
+    assert summary["type"] == "summary" and summary["schema"] == 1 and summary["hits"] == len(hits) <= 2
+    for h in hits:
+        assert h["type"] == "hit" and set(h) >= {"path", "start_line", "end_line", "score", "matched_by", "stale",
+                                                 "text", "trace"}
+        assert h["matched_by"] in ("lexical", "semantic", "both") and h["trace"]["fused_rank"] >= 1
+
+
+def test_search_walks_up_to_nearest_indexed_ancestor(corpus: Path) -> None:
+    assert run_cli("index", str(corpus), cwd=corpus.parent).returncode == 0
+    out = run_cli("search", "--json", "upload", str(corpus / "src"), cwd=corpus.parent)
+    paths = {json.loads(line).get("path") for line in out.stdout.splitlines()} - {None}
+    assert paths and all(p.startswith("src/") for p in paths)
+
+
+def test_search_without_index_builds_one(corpus: Path) -> None:
+    out = run_cli("search", "retry", str(corpus), cwd=corpus.parent)
+    assert out.returncode == 0 and "building one first" in out.stderr
+    assert (corpus / ".kenning" / "kenning.json").exists()
+
+
+def test_search_no_index_falls_back_to_literal_and_says_so(corpus: Path) -> None:
+    out = run_cli("search", "--no-index", "exponential backoff", str(corpus), cwd=corpus.parent)
+    assert out.returncode == 0 and "literal matches" in out.stderr and "README.md" in out.stdout
+    assert not (corpus / ".kenning").exists()
+    out = run_cli("search", "--no-index", "--json", "backoff", str(corpus), cwd=corpus.parent)
+    assert json.loads(out.stdout.splitlines()[-1])["literal"] is True
+
+
+def test_multiple_groups_and_preview_levels(corpus: Path) -> None:
+    assert run_cli("index", str(corpus), cwd=corpus.parent).returncode == 0
+    out = run_cli("search", "-q", "rate limiting", "-q", "retry", str(corpus), cwd=corpus.parent)
+    assert "Q1: rate limiting" in out.stdout and "Q2: retry" in out.stdout
+    none = run_cli("search", "--preview", "none", "retry", str(corpus), cwd=corpus.parent)
+    full = run_cli("search", "--preview", "full", "retry", str(corpus), cwd=corpus.parent)
+    assert len(none.stdout) < len(full.stdout)
+
+
+def test_selection_is_stored_and_reused(corpus: Path) -> None:
+    out = run_cli("index", "-t", "py", "--json", str(corpus), cwd=corpus.parent)
+    assert sorted(json.loads(out.stdout)["added"]) == ["src/limits.py", "src/upload.py"]
+    out = run_cli("index", "--json", str(corpus), cwd=corpus.parent)
+    assert json.loads(out.stdout)["unchanged"] == 2 and json.loads(out.stdout)["added"] == []
+    out = run_cli("index", "--reset-selection", "--json", str(corpus), cwd=corpus.parent)
+    assert len(json.loads(out.stdout)["added"]) == 3
+
+
+def test_unknown_type_is_a_clear_error(corpus: Path) -> None:
+    out = run_cli("index", "-t", "nosuchtype", str(corpus), cwd=corpus.parent)
+    assert out.returncode == 2 and "nosuchtype" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_forget_and_drop(corpus: Path) -> None:
+    assert run_cli("index", str(corpus), cwd=corpus.parent).returncode == 0
+    out = run_cli("index", "--forget", "src", "--json", str(corpus), cwd=corpus.parent)
+    assert json.loads(out.stdout)["removed"] == ["src/limits.py", "src/upload.py"]
+    out = run_cli("index", "--drop", str(corpus), cwd=corpus.parent, input="")
+    assert out.returncode == 2 and "--yes" in out.stderr
+    assert run_cli("index", "--drop", "--yes", str(corpus), cwd=corpus.parent).returncode == 0
+    assert not (corpus / ".kenning").exists()
+
+
+def test_models_lists_default(tmp_path: Path) -> None:
+    out = run_cli("models", "--json", cwd=tmp_path, env={"KENNING_MODEL": "minilm"})
+    models = [json.loads(line) for line in out.stdout.splitlines()]
+    assert any(m["name"] == "minilm" and m["default"] and m["available"] for m in models)
+
+
+def test_remote_embedder_refused_without_opt_in(corpus: Path, tmp_path: Path) -> None:
+    cfg = tmp_path / "xdg" / "kenning"
+    cfg.mkdir(parents=True)
+    (cfg / "config.toml").write_text('[embedders.remote]\nprovider = "openai"\nurl = "http://127.0.0.1:9"\ndim = 8\n')
+    out = run_cli("index", "--model", "remote", str(corpus), cwd=corpus.parent,
+                  env={"XDG_CONFIG_HOME": str(tmp_path / "xdg")})
+    assert out.returncode == 2 and "--allow-remote" in out.stderr
+
+
+def test_workspace_config_cannot_opt_into_remote(corpus: Path) -> None:
+    (corpus / ".kenning.toml").write_text("allow_remote = true\n")
+    out = run_cli("index", str(corpus), cwd=corpus.parent)
+    assert out.returncode == 2 and "allow_remote" in out.stderr
+
+
+@pytest.mark.parametrize("engine", ["python", "rg"])
+def test_grep_command_exit_codes(corpus: Path, engine: str) -> None:
+    import shutil
+
+    if engine == "rg" and not shutil.which("rg"):
+        pytest.skip("rg not installed")
+    out = run_cli("grep", "--engine", engine, "-i", "RETRY_COUNT", str(corpus), cwd=corpus.parent)
+    assert out.returncode == 0 and "upload.py" in out.stdout
+    out = run_cli("grep", "--engine", engine, "zzzqqq", str(corpus), cwd=corpus.parent)
+    assert out.returncode == 1

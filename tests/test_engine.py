@@ -1,0 +1,219 @@
+"""The Engine end to end on real folders: incremental indexing, search, filters, forget, drop, identity."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+from kenning.embed.hashing import HashEmbedder
+from kenning.errors import IndexMismatch, IndexMissing, RootError, UsageError
+from kenning.search import Filters
+from kenning.types import Selection
+
+
+def test_index_then_search_returns_exact_spans(corpus: Path, engine_factory) -> None:
+    engine = engine_factory(corpus)
+    report = engine.index()
+    assert sorted(report.added) == sorted(["README.md", "docs/guide.rst", "notes/café.txt", "src/limits.py",
+                                           "src/upload.py"])
+    assert report.coverage == 1.0
+    [result] = engine.search("retry_count upload")
+    top = result.hits[0]
+    assert top.path == "src/upload.py"
+    lines = (corpus / top.path).read_text().splitlines()
+    assert top.text == "\n".join(lines[top.start_line - 1 : top.end_line])
+    assert top.matched_by in ("lexical", "both")
+    assert result.searched == report.passages
+
+
+def test_unchanged_files_are_not_read_or_embedded_again(corpus: Path, engine_factory) -> None:
+    embedder = HashEmbedder()
+    engine = engine_factory(corpus, embedder)
+    engine.index()
+    calls = embedder.calls
+    report = engine.index()
+    assert report.unchanged == 5 and not report.added and not report.changed
+    assert embedder.calls == calls
+
+
+def test_touched_but_identical_file_is_confirmed_by_hash(corpus: Path, engine_factory) -> None:
+    embedder = HashEmbedder()
+    engine = engine_factory(corpus, embedder)
+    engine.index()
+    calls = embedder.calls
+    os.utime(corpus / "README.md", (time.time() + 10, time.time() + 10))
+    report = engine.index()
+    assert report.unchanged == 5 and not report.changed
+    assert embedder.calls == calls
+
+
+def test_edit_reembeds_only_changed_passages(corpus: Path, engine_factory) -> None:
+    embedder = HashEmbedder()
+    engine = engine_factory(corpus, embedder)
+    engine.index()
+    calls = embedder.calls
+    readme = corpus / "README.md"
+    readme.write_text(readme.read_text() + "\n## Logging\n\nEvery attempt is logged with its duration.\n")
+    report = engine.index()
+    assert report.changed == ["README.md"]
+    assert embedder.calls - calls == 1  # only the new section; the old sections' vectors come from the cache
+    [result] = engine.search("attempt logged duration", mode="lexical")
+    assert result.hits[0].path == "README.md" and result.hits[0].heading == "Uploader > Logging"
+
+
+def test_moved_file_is_not_reembedded(corpus: Path, engine_factory) -> None:
+    embedder = HashEmbedder()
+    engine = engine_factory(corpus, embedder)
+    engine.index()
+    calls = embedder.calls
+    (corpus / "src/limits.py").rename(corpus / "src/ratelimit.py")
+    report = engine.index()
+    assert report.added == ["src/ratelimit.py"] and report.removed == ["src/limits.py"]
+    assert embedder.calls == calls
+
+
+def test_deleted_file_leaves_the_index(corpus: Path, engine_factory) -> None:
+    engine = engine_factory(corpus)
+    engine.index()
+    (corpus / "src/limits.py").unlink()
+    report = engine.index()
+    assert report.removed == ["src/limits.py"]
+    [result] = engine.search("RateLimiter token bucket", mode="lexical")
+    assert all(h.path != "src/limits.py" for h in result.hits)
+
+
+def test_filters_apply_before_ranking(corpus: Path, engine_factory) -> None:
+    engine = engine_factory(corpus)
+    engine.index()
+    [result] = engine.search("upload", filters=Filters(paths=("docs",)), limit=3)
+    assert result.searched == 1 and all(h.path.startswith("docs/") for h in result.hits)
+    [result] = engine.search("upload retry", filters=Filters(types=("py",)))
+    assert {h.path for h in result.hits} <= {"src/upload.py", "src/limits.py"}
+    [result] = engine.search("upload", filters=Filters(globs=("!src/**",)))
+    assert all(not h.path.startswith("src/") for h in result.hits)
+    future = time.time() + 3600
+    [result] = engine.search("upload", filters=Filters(modified_after=future))
+    assert result.hits == [] and result.searched == 0
+
+
+def test_modified_after_later_than_before_is_refused(corpus: Path, engine_factory) -> None:
+    engine = engine_factory(corpus)
+    engine.index()
+    with pytest.raises(UsageError):
+        engine.search("x", filters=Filters(modified_after=10.0, modified_before=5.0))
+
+
+def test_stale_flag_when_file_changed_after_indexing(corpus: Path, engine_factory) -> None:
+    engine = engine_factory(corpus)
+    engine.index()
+    (corpus / "src/upload.py").write_text("def upload_file():\n    pass  # rewritten\n")
+    [result] = engine.search("upload_file", mode="lexical")
+    assert result.hits[0].stale
+
+
+def test_multiple_query_groups_and_fuse(corpus: Path, engine_factory) -> None:
+    engine = engine_factory(corpus)
+    engine.index()
+    results = engine.search(["rate limiting", "retry backoff"])
+    assert [r.group for r in results] == ["Q1", "Q2"]
+    fused = engine.search(["rate limiting", "retry backoff"], fuse=True)
+    assert len(fused) == 1
+
+
+def test_trace_reports_each_arm(corpus: Path, engine_factory) -> None:
+    engine = engine_factory(corpus)
+    engine.index()
+    [result] = engine.search("RateLimiter", trace=True)
+    trace = result.hits[0].trace
+    assert trace is not None and trace.fused_rank == 1
+    assert trace.lexical.rank == 1
+
+
+def test_forget_removes_paths_and_drop_deletes_index(corpus: Path, engine_factory) -> None:
+    engine = engine_factory(corpus)
+    engine.index()
+    assert engine.forget(["src"]) == ["src/limits.py", "src/upload.py"]
+    [result] = engine.search("upload_file", mode="lexical")
+    assert all(not h.path.startswith("src/") for h in result.hits)
+    engine.drop()
+    assert not (corpus / ".kenning").exists()
+    with pytest.raises(IndexMissing):
+        engine.search("x")
+
+
+def test_index_dir_has_gitignore_and_is_never_indexed(corpus: Path, engine_factory) -> None:
+    engine = engine_factory(corpus)
+    engine.index()
+    assert (corpus / ".kenning/.gitignore").read_text() == "*\n"
+    report = engine.index(Selection(hidden=True, no_ignore=True))
+    assert not any(p.startswith(".kenning") for p in report.added)
+
+
+def test_switching_model_keeps_the_other_index_intact(corpus: Path, engine_factory) -> None:
+    a = engine_factory(corpus, HashEmbedder(64))
+    a.index()
+    b = engine_factory(corpus, HashEmbedder(32))
+    b.index()
+    assert a.directory != b.directory
+    again = engine_factory(corpus, HashEmbedder(64))
+    assert again.index().unchanged == 5
+
+
+def test_index_built_by_another_embedder_is_refused(corpus: Path, engine_factory) -> None:
+    engine = engine_factory(corpus)
+    engine.index()
+    con = sqlite3.connect(engine.db_path)
+    con.execute("UPDATE meta SET value = 'other-model|dim=64' WHERE key = 'identity'")
+    con.commit()
+    con.close()
+    with pytest.raises(IndexMismatch):
+        engine_factory(corpus).search("x")
+
+
+def test_corrupt_vector_file_is_rebuilt_from_the_database(corpus: Path, engine_factory) -> None:
+    embedder = HashEmbedder()
+    engine = engine_factory(corpus, embedder)
+    engine.index()
+    for f in engine.directory.glob("vectors-*"):
+        f.write_bytes(b"garbage")
+    calls = embedder.calls
+    fresh = engine_factory(corpus, embedder)
+    [result] = fresh.search("token bucket rate limiting", mode="semantic")
+    assert result.hits and embedder.calls == calls + 1  # the query only; no passage re-embedded
+
+
+def test_lexical_only_then_semantic_pass_resumes(corpus: Path, engine_factory) -> None:
+    engine = engine_factory(corpus)
+    report = engine.index(semantic=False)
+    assert report.coverage == 0.0
+    [result] = engine.search("upload")
+    assert any("coverage" in n for n in result.notes)
+    report = engine.index()
+    assert report.coverage == 1.0 and report.embedded > 0
+
+
+def test_status_counts_pending_changes(corpus: Path, engine_factory) -> None:
+    engine = engine_factory(corpus)
+    assert not engine.status().exists
+    engine.index()
+    st = engine.status()
+    assert st.ready and st.files == 5 and st.size_bytes > 0
+    (corpus / "new.md").write_text("# New\n\nfresh text\n")
+    (corpus / "src/upload.py").write_text("changed = True\n")
+    (corpus / "README.md").unlink()
+    st = engine.status()
+    assert (st.added, st.modified, st.deleted) == (1, 1, 1) and not st.ready
+
+
+def test_root_errors(tmp_path: Path, engine_factory) -> None:
+    with pytest.raises(RootError):
+        engine_factory(tmp_path / "missing")
+    (tmp_path / "file.txt").write_text("x")
+    with pytest.raises(RootError):
+        engine_factory(tmp_path / "file.txt")
+    with pytest.raises(RootError):
+        engine_factory(Path("/"))

@@ -1,0 +1,175 @@
+"""Crashes, concurrent writers, git-aware change detection and hostile inputs, through the real CLI."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import make_tree, run_cli
+from kenning.embed.hashing import HashEmbedder
+
+
+def _big_tree(root: Path, n: int) -> Path:
+    files = {f"pkg{i % 20}/mod{i}.py": f"def handler_{i}(request):\n    '''Handle request {i}.'''\n"
+             f"    return compute_{i % 7}(request) + {i}\n\n\nclass Thing{i}:\n    value = {i}\n" for i in range(n)}
+    return make_tree(root, files)
+
+
+def _consistency(db_path: Path) -> tuple[int, int]:
+    con = sqlite3.connect(db_path)
+    try:
+        files = con.execute("SELECT count(*) FROM files").fetchone()[0]
+        passages = con.execute("SELECT count(*) FROM passages").fetchone()[0]
+        fts = con.execute("SELECT count(*) FROM fts").fetchone()[0]
+        dupes = con.execute(
+            "SELECT count(*) FROM (SELECT file_id, start_line, end_line, count(*) c FROM passages "
+            "GROUP BY 1, 2, 3 HAVING c > 1)"
+        ).fetchone()[0]
+        orphans = con.execute("SELECT count(*) FROM passages WHERE file_id NOT IN (SELECT id FROM files)").fetchone()[0]
+        unembedded = con.execute(
+            "SELECT count(*) FROM passages p WHERE NOT EXISTS (SELECT 1 FROM embeddings e WHERE e.ehash = p.ehash)"
+        ).fetchone()[0]
+    finally:
+        con.close()
+    assert fts == passages and dupes == 0 and orphans == 0 and unembedded == 0
+    return files, passages
+
+
+def _db(root: Path) -> Path:
+    return next((root / ".kenning").glob("*/index.db"))
+
+
+def _spawn_index(root: Path) -> subprocess.Popen[str]:
+    env = dict(os.environ, KENNING_MODEL="hash", XDG_CONFIG_HOME=str(root.parent / "cfg"))
+    return subprocess.Popen([sys.executable, "-m", "kenning.cli", "index", str(root)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.parametrize("delay", [0.05, 0.4, 0.9])
+def test_kill_9_during_indexing_loses_and_duplicates_nothing(tmp_path: Path, delay: float) -> None:
+    root = _big_tree(tmp_path / "ws", 3000)
+    proc = _spawn_index(root)
+    time.sleep(delay + 0.6)  # interpreter start, then somewhere inside the run
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    done = run_cli("index", str(root), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    files, passages = _consistency(_db(root))
+    reference = _big_tree(tmp_path / "ref", 3000)
+    assert run_cli("index", str(reference), cwd=tmp_path).returncode == 0
+    assert (files, passages) == _consistency(_db(reference))
+    hit = run_cli("search", "--lexical", "handler_1234", str(root), cwd=tmp_path)
+    assert "pkg14/mod1234.py:1-" in hit.stdout
+
+
+def test_two_concurrent_writers_one_is_refused_clearly(tmp_path: Path) -> None:
+    root = _big_tree(tmp_path / "ws", 3000)
+    first = _spawn_index(root)
+    time.sleep(1.0)
+    second = run_cli("index", str(root), cwd=tmp_path)
+    first.wait(timeout=300)
+    assert first.returncode == 0
+    assert second.returncode == 2
+    assert "another kenning process" in second.stderr and "--wait" in second.stderr
+    assert "Traceback" not in second.stderr
+    _consistency(_db(root))
+
+
+def test_second_writer_waits_with_wait_flag(tmp_path: Path) -> None:
+    root = _big_tree(tmp_path / "ws", 1500)
+    first = _spawn_index(root)
+    time.sleep(0.8)
+    second = run_cli("index", "--wait", "300", str(root), cwd=tmp_path)
+    first.wait(timeout=300)
+    assert first.returncode == 0 and second.returncode == 0, second.stderr
+    _consistency(_db(root))
+
+
+def _git(root: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True,
+                   env=dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t",
+                            GIT_COMMITTER_EMAIL="t@t"))
+
+
+def test_git_blob_ids_vouch_for_files_whose_mtime_changed(tmp_path: Path, engine_factory) -> None:
+    root = make_tree(tmp_path / "repo", {"a.md": "# A\n\nalpha text here\n", "b.py": "def beta():\n    return 2\n",
+                                         "c.txt": "gamma words\n"})
+    _git(root, "init", "-q")
+    _git(root, "add", ".")
+    _git(root, "commit", "-q", "-m", "init")
+    engine = engine_factory(root)
+    engine.index()
+    # a checkout-like touch of every file: git still knows the content, so nothing is re-read
+    later = time.time() + 100
+    for name in ("a.md", "b.py", "c.txt"):
+        os.utime(root / name, (later, later))
+    reads: list[str] = []
+    real = Path.read_bytes
+
+    def spy(self: Path) -> bytes:
+        reads.append(self.name)
+        return real(self)
+
+    Path.read_bytes = spy  # type: ignore[method-assign]
+    try:
+        report = engine.index()
+    finally:
+        Path.read_bytes = real  # type: ignore[method-assign]
+    assert report.unchanged == 3 and reads == []
+    # rename and delete through git: the index follows, and the renamed text is not embedded again
+    embedder = HashEmbedder()
+    engine = engine_factory(root, embedder)
+    _git(root, "mv", "b.py", "beta.py")
+    _git(root, "rm", "-q", "c.txt")
+    (root / "a.md").write_text("# A\n\nalpha text changed\n")
+    report = engine.index()
+    assert report.added == ["beta.py"] and sorted(report.removed) == ["b.py", "c.txt"]
+    assert report.changed == ["a.md"] and embedder.calls == 1
+
+
+def test_hostile_fixture_corpus(tmp_path: Path, engine_factory) -> None:
+    root = make_tree(tmp_path / "ws", {
+        "ok/unicode.md": "# Überschrift\n\nGrüße aus Köln — naïve 日本語 text.\n",
+        "ok/latin1.txt": "Caf\xe9 cr\xe8me br\xfbl\xe9e recipe\n".encode("latin-1"),
+        "bad/blob.bin": bytes(range(256)) * 40,
+        "bad/huge.py": "x = 1\n" * 400_000,
+        "bad/bundle.js": "var a=" + ";".join(f"f{i}=function(){{return {i}}}" for i in range(8000)) + "\n",
+        ".env": "API_KEY=hunter2\n",
+        "id_rsa": "-----BEGIN OPENSSH PRIVATE KEY-----\n",
+        "node_modules/dep/index.js": "module.exports = 1\n",
+        "ignored/x.md": "# ignored\n",
+        ".gitignore": "ignored/\n",
+    })
+    (root / "loop").symlink_to(root, target_is_directory=True)
+    (root / "dangling.md").symlink_to(root / "nope.md")
+    (root / "outside.md").symlink_to(tmp_path / "secret.md")
+    (tmp_path / "secret.md").write_text("# outside the root\n")
+    engine = engine_factory(root)
+    report = engine.index()
+    assert sorted(report.added) == ["ok/latin1.txt", "ok/unicode.md"]
+    skipped = {s.rel: s.reason for s in report.skipped}
+    assert "bad/huge.py" in skipped and "bad/bundle.js" in skipped and "bad/blob.bin" in skipped
+    [result] = engine.search("crème brûlée", mode="lexical")
+    assert result.hits and result.hits[0].path == "ok/latin1.txt" and "crème" in result.hits[0].text
+    [result] = engine.search("hunter2 API_KEY", mode="lexical")
+    assert result.hits == []
+
+
+def test_corrupt_database_gives_one_line_error(tmp_path: Path) -> None:
+    root = make_tree(tmp_path / "ws", {"a.md": "# A\n\nalpha\n"})
+    assert run_cli("index", str(root), cwd=tmp_path).returncode == 0
+    db = _db(root)
+    for f in db.parent.glob("index.db*"):
+        f.write_bytes(b"this is not a database" * 100)
+    out = run_cli("search", "alpha", str(root), cwd=tmp_path)
+    assert out.returncode == 2
+    assert "--rebuild" in out.stderr and "Traceback" not in out.stderr and len(out.stderr.splitlines()) == 1
+    assert run_cli("index", "--rebuild", str(root), cwd=tmp_path).returncode == 0
+    assert run_cli("search", "alpha", str(root), cwd=tmp_path).returncode == 0
