@@ -90,7 +90,7 @@ def test_filters_apply_before_ranking(corpus: Path, engine_factory) -> None:
     engine = engine_factory(corpus)
     engine.index()
     [result] = engine.search("upload", filters=Filters(paths=("docs",)), limit=3)
-    assert result.searched == 1 and all(h.path.startswith("docs/") for h in result.hits)
+    assert result.searched == 2 and all(h.path.startswith("docs/") for h in result.hits)
     [result] = engine.search("upload retry", filters=Filters(types=("py",)))
     assert {h.path for h in result.hits} <= {"src/upload.py", "src/limits.py"}
     [result] = engine.search("upload", filters=Filters(globs=("!src/**",)))

@@ -58,7 +58,7 @@ def test_kill_9_during_indexing_loses_and_duplicates_nothing(tmp_path: Path, del
     proc = _spawn_index(root)
     time.sleep(delay + 0.6)  # interpreter start, then somewhere inside the run
     proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    assert proc.wait() == -signal.SIGKILL, "the run ended before the kill; the test proves nothing"
     done = run_cli("index", str(root), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     files, passages = _consistency(_db(root))
@@ -69,17 +69,29 @@ def test_kill_9_during_indexing_loses_and_duplicates_nothing(tmp_path: Path, del
     assert "pkg14/mod1234.py:1-" in hit.stdout
 
 
-def test_two_concurrent_writers_one_is_refused_clearly(tmp_path: Path) -> None:
-    root = _big_tree(tmp_path / "ws", 3000)
-    first = _spawn_index(root)
-    time.sleep(1.0)
-    second = run_cli("index", str(root), cwd=tmp_path)
-    first.wait(timeout=300)
-    assert first.returncode == 0
+def test_second_writer_is_refused_clearly_while_the_lock_is_held(tmp_path: Path) -> None:
+    from kenning.store.layout import writer_lock
+
+    root = make_tree(tmp_path / "ws", {"a.md": "# A\n\nalpha\n"})
+    assert run_cli("index", str(root), cwd=tmp_path).returncode == 0
+    with writer_lock(root / ".kenning", operation="index"):
+        second = run_cli("index", str(root), cwd=tmp_path)
     assert second.returncode == 2
     assert "another kenning process" in second.stderr and "--wait" in second.stderr
-    assert "Traceback" not in second.stderr
+    assert f"pid {os.getpid()}" in second.stderr and "Traceback" not in second.stderr
     _consistency(_db(root))
+
+
+def test_two_concurrent_index_processes_leave_one_consistent_index(tmp_path: Path) -> None:
+    root = _big_tree(tmp_path / "ws", 3000)
+    env = dict(os.environ, KENNING_MODEL="hash", XDG_CONFIG_HOME=str(tmp_path / "cfg"))
+    procs = [subprocess.Popen([sys.executable, "-m", "kenning.cli", "index", "--wait", "300", str(root)], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    reference = _big_tree(tmp_path / "ref", 3000)
+    assert run_cli("index", str(reference), cwd=tmp_path).returncode == 0
+    assert _consistency(_db(root)) == _consistency(_db(reference))
 
 
 def test_second_writer_waits_with_wait_flag(tmp_path: Path) -> None:

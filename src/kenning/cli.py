@@ -396,10 +396,23 @@ def cmd_models(args: argparse.Namespace) -> int:
 COMMANDS = {"index": cmd_index, "search": cmd_search, "grep": cmd_grep, "status": cmd_status, "models": cmd_models}
 
 
+def _attach_pattern_values(argv: list[str]) -> list[str]:
+    """`grep -e -x`: glue a pattern to its -e so argparse does not read a leading '-' as a flag."""
+    out: list[str] = []
+    it = iter(argv)
+    for token in it:
+        if token in ("-e", "--regexp") and "grep" in argv[: argv.index(token)]:
+            value = next(it, None)
+            out.append(token if value is None else f"--regexp={value}")
+        else:
+            out.append(token)
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(_attach_pattern_values(list(sys.argv[1:] if argv is None else argv)))
         if not args.command:
             parser.print_help()
             return 2

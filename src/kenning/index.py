@@ -131,7 +131,7 @@ def _lexical_pass(
     known = db.files()
     settings = _settings(config)
     force = db.get_meta("settings") != settings  # chunking changed: re-read everything (vectors stay cached)
-    git = git_state(root) if known and not force else None
+    git = git_state(root)
 
     progress.start("lexical", len(entries))
     db.begin()

@@ -1,0 +1,468 @@
+"""`kenning grep`: exhaustive, index-free regex search over exactly the files kenning would index.
+
+This module owns the grep pattern dialect and its validation, the two matchers (ripgrep driven through
+``rg --json``, and Python's ``re``), context merging, and the rg-like ``--heading`` text rendering.
+
+It does not choose or decode files. :func:`kenning.walk.walk` chooses them, so ignore rules, secrets and junk
+are excluded exactly as for indexing, and :func:`kenning.walk.read_text` decides which of them are text and
+what that text is, for both engines. ripgrep is only asked *which lines match*; the line text, context lines
+and grouping always come from read_text's text and the code below, so the two engines print byte-identical
+output. Files whose bytes rg would not see as read_text's lines (carriage returns, NULs, UTF-16, latin-1
+fallback) are matched by the Python matcher inside the rg engine too.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import shutil
+import subprocess
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from kenning.errors import KenningError, UsageError
+from kenning.types import FileEntry, Selection, Skip
+from kenning.walk import NotText, check_root, read_text, walk
+
+__all__ = ["MAX_LINE_CHARS", "GrepFile", "GrepLine", "GrepOptions", "grep", "render_grep", "rg_available"]
+
+Engine = Literal["auto", "rg", "python"]
+
+MAX_LINE_CHARS = 500  # longer lines are clipped when rendered (minified files would flood the terminal)
+
+# One rg process per chunk of files: bounded so argv stays under the OS limit (Windows allows ~32K chars)
+# and so the texts held for context rendering stay small.
+_CHUNK_FILES = 2000
+_CHUNK_BYTES = 32 << 20
+_ARGV_CHARS = 30_000 if os.name == "nt" else 200_000
+
+_PATH_COLOR, _LINE_COLOR, _RESET = "\x1b[35m", "\x1b[32m", "\x1b[0m"  # ripgrep's default colours
+_LEADING_FLAGS = re.compile(r"\(\?([a-zA-Z-]+)\)")
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+
+
+@dataclass(frozen=True, slots=True)
+class GrepOptions:
+    """What to look for: ripgrep's matching flags (-e, -i, -F, -w, -B, -A, -m)."""
+
+    patterns: tuple[str, ...]  # alternatives: a line matches if any pattern does
+    ignore_case: bool = False
+    fixed: bool = False  # patterns are literal strings
+    word: bool = False  # a match must not touch a word character on either side
+    before: int = 0  # context lines before each match
+    after: int = 0  # context lines after each match
+    max_count: int | None = None  # stop after this many matching lines per file
+
+
+@dataclass(frozen=True, slots=True)
+class GrepLine:
+    line: int  # 1-based
+    text: str  # without its line end
+    match: bool  # False for a context line
+
+
+@dataclass(frozen=True, slots=True)
+class GrepFile:
+    """One file's matching lines and their context, in line order."""
+
+    path: str  # relative to the root, posix
+    lines: tuple[GrepLine, ...]
+    # Context was asked for: as in ripgrep, non-adjacent groups are then separated by "--". Without context,
+    # rg prints bare match lines, and a "--" between every pair would only be noise.
+    context: bool = False
+
+
+def rg_available() -> bool:
+    """True if ripgrep (`rg`) is on PATH."""
+    return shutil.which("rg") is not None
+
+
+def grep(
+    root: Path | str,
+    options: GrepOptions,
+    *,
+    paths: Sequence[Path | str] = (),
+    selection: Selection = Selection(),  # noqa: B008 - frozen, so a shared default is safe
+    engine: Engine = "auto",
+    on_skip: Callable[[Skip], None] | None = None,
+) -> Iterator[GrepFile]:
+    """Search every selected text file under root; yield each file with a matching line, in path order.
+
+    ``paths`` narrows the search to those files or directories (relative to the root, or else to the
+    current directory, or absolute; each must be under the root). ``engine`` "auto" uses rg when it is on
+    PATH. Files left out (secret, binary, too large, ...) go to ``on_skip`` if given.
+
+    Patterns, paths and the engine are checked before the first file is read, so a UsageError comes from
+    this call, not from the middle of the iteration.
+    """
+    base = check_root(root)
+    regex = _compile(options)
+    scopes = _scopes(base, paths)
+    rg = _rg_path(engine)
+    if rg is not None:
+        # Python checked the dialect both engines share; rg must accept it too, and it must say so now,
+        # whether or not a file ends up needing rg (otherwise the outcome would depend on the corpus).
+        _rg_check(rg, options)
+    entries = _entries(base, selection, scopes, on_skip)
+    if options.max_count == 0:
+        return iter(())
+    if rg is None:
+        return _python_engine(entries, regex, options, on_skip)
+    return _rg_engine(base, entries, regex, options, rg, on_skip)
+
+
+def render_grep(files: Iterable[GrepFile], *, color: bool = False) -> Iterator[str]:
+    """Lines of text like ``rg --heading``: the path, then ``12:text`` (match) and ``13-text`` (context).
+
+    ``--`` separates non-adjacent groups when context was asked for; a blank line separates files. Lines
+    longer than MAX_LINE_CHARS are clipped with a marker saying how much was left out.
+    """
+    for n, found in enumerate(files):
+        if n:
+            yield ""
+        yield f"{_PATH_COLOR}{found.path}{_RESET}" if color else found.path
+        previous: int | None = None
+        for ln in found.lines:
+            if found.context and previous is not None and ln.line != previous + 1:
+                yield "--"
+            previous = ln.line
+            number = f"{_LINE_COLOR}{ln.line}{_RESET}" if color else str(ln.line)
+            yield f"{number}{':' if ln.match else '-'}{_clip(ln.text)}"
+
+
+def _clip(text: str) -> str:
+    if len(text) <= MAX_LINE_CHARS:
+        return text
+    return f"{text[:MAX_LINE_CHARS]} … [+{len(text) - MAX_LINE_CHARS} chars]"
+
+
+# -- patterns -----------------------------------------------------------------------------------------------
+
+
+def _compile(options: GrepOptions) -> re.Pattern[str]:
+    """The Python regex equivalent to rg's reading of the options; UsageError for anything unusable."""
+    if not options.patterns:
+        raise UsageError("no pattern given; pass PATTERN, or -e PATTERN for one starting with '-'")
+    for flag, value in (("--before-context", options.before), ("--after-context", options.after)):
+        if value < 0:
+            raise UsageError(f"{flag} {value} is negative; pass 0 or more lines")
+    if options.max_count is not None and options.max_count < 0:
+        raise UsageError(f"--max-count {options.max_count} is negative; pass 0 or more")
+    flags = re.IGNORECASE if options.ignore_case else 0
+    parts = []
+    for pattern in options.patterns:
+        if "\n" in pattern:
+            # Lines are matched one at a time, so a line break can never match (rg refuses it outright).
+            raise UsageError(
+                f"pattern {pattern!r} contains a line break; lines are matched one at a time, "
+                "so pass each line as its own -e"
+            )
+        part = re.escape(pattern) if options.fixed else _scope_leading_flags(pattern)
+        if not options.fixed:
+            _check(pattern, part, flags)
+        parts.append(f"(?:{part})")
+    body = "|".join(parts)
+    if options.word:
+        # rg -w is `(?:^|\W)(?:pat)(?:\W|$)`, not `\b...\b`: "-x" must match in "a -x b". Lookarounds say the
+        # same without consuming the neighbours.
+        body = rf"(?<!\w)(?:{body})(?!\w)"
+    try:
+        return re.compile(body, flags)
+    except re.error as exc:  # each compiled alone, so only a clash between them is left (group names)
+        names = ", ".join(repr(p) for p in options.patterns)
+        raise UsageError(f"patterns {names} cannot be combined ({exc.msg}); rename their groups") from exc
+
+
+def _scope_leading_flags(pattern: str) -> str:
+    """Rewrite a leading ``(?i)`` as ``(?i:...)``: Python refuses global flags once the pattern is wrapped."""
+    m = _LEADING_FLAGS.match(pattern)
+    # Same length up to the end, so positions in Python's error messages still point into the user's text.
+    return f"(?{m.group(1)}:{pattern[m.end() :]})" if m else pattern
+
+
+def _check(pattern: str, part: str, flags: int) -> None:
+    with warnings.catch_warnings():
+        # re reads "[[:alpha:]]" as a plain set and only warns; rg reads a POSIX class. Refuse, so the
+        # engines never disagree silently.
+        warnings.simplefilter("error", FutureWarning)
+        try:
+            re.compile(part, flags)
+        except re.error as exc:
+            where = f" at position {exc.pos}" if exc.pos is not None else ""
+            raise UsageError(
+                f"invalid regex {pattern!r}: {exc.msg}{where}; pass -F to search for it as a literal"
+            ) from exc
+        except FutureWarning as exc:
+            raise UsageError(
+                f"pattern {pattern!r} has a POSIX class or nested set ([[:alpha:]], [a--b]), which kenning "
+                "grep does not support; spell the set out (e.g. [a-zA-Z]) or pass -F"
+            ) from exc
+
+
+# -- files --------------------------------------------------------------------------------------------------
+
+
+def _scopes(root: Path, paths: Sequence[Path | str]) -> tuple[str, ...] | None:
+    """Root-relative posix prefixes the search is limited to; None for the whole root."""
+    scopes = []
+    for given in paths:
+        rel = _rel_under(root, given)
+        if not rel:
+            return None  # the root itself was named: nothing is narrowed
+        scopes.append(rel)
+    return tuple(scopes) or None
+
+
+def _rel_under(root: Path, given: Path | str) -> str:
+    path = Path(given).expanduser()
+    # Root-relative first (the library and MCP spelling), then the current directory (the shell's).
+    for candidate in [path] if path.is_absolute() else [root / path, Path.cwd() / path]:
+        if not os.path.lexists(candidate):
+            continue
+        # normpath keeps a symlink's own name (as the walk reports it); resolve() handles a root reached
+        # through a symlinked parent such as /tmp -> /private/tmp.
+        for form in (Path(os.path.normpath(candidate)), candidate.resolve()):
+            if form.is_relative_to(root):
+                rel = form.relative_to(root).as_posix()
+                return "" if rel == "." else rel
+        raise UsageError(f"path {given} is outside the root {root}; pass a path under it")
+    raise UsageError(f"path {given} does not exist under {root}; check the spelling")
+
+
+def _entries(
+    root: Path, selection: Selection, scopes: tuple[str, ...] | None, on_skip: Callable[[Skip], None] | None
+) -> Iterator[FileEntry]:
+    # Always the whole walk from the root, even for one subdirectory: ignore files above it still apply.
+    for item in walk(root, selection):
+        if scopes is not None and not any(item.rel == s or item.rel.startswith(s + "/") for s in scopes):
+            continue
+        if isinstance(item, FileEntry):
+            yield item
+        elif on_skip is not None:
+            on_skip(item)
+
+
+def _load(entry: FileEntry, on_skip: Callable[[Skip], None] | None) -> str | None:
+    """The file's text from read_text (the one decoder both engines share), or None if it is not text."""
+    text = read_text(entry.path)
+    if isinstance(text, NotText):
+        if on_skip is not None:
+            on_skip(Skip(entry.rel, text.reason))
+        return None
+    return text
+
+
+def _lines(text: str) -> list[str]:
+    lines = text.split("\n")  # read_text made every line end "\n"; str.splitlines would split at more
+    if lines[-1] == "":
+        lines.pop()  # a final line end closes the last line; it does not start another (rg counts the same)
+    return lines
+
+
+def _search(regex: re.Pattern[str], lines: list[str], max_count: int | None) -> list[int]:
+    """0-based indexes of matching lines. Line by line, so no match can span a line end (as in rg)."""
+    search = regex.search
+    hits = []
+    for i, line in enumerate(lines):
+        if search(line):
+            hits.append(i)
+            if max_count is not None and len(hits) >= max_count:
+                break
+    return hits
+
+
+def _result(rel: str, lines: list[str], hits: Sequence[int], options: GrepOptions) -> GrepFile:
+    """Matches plus context, merged like rg: overlapping or touching windows become one group."""
+    matched = set(hits)
+    out: list[GrepLine] = []
+    done = -1  # last index emitted; hits are ascending, so each line is emitted once, in order
+    for i in hits:
+        for j in range(max(done + 1, i - options.before), min(len(lines), i + options.after + 1)):
+            # After max_count, a later matching line inside the trailing context is context (as GNU grep).
+            out.append(GrepLine(j + 1, lines[j], j in matched))
+            done = j
+    return GrepFile(rel, tuple(out), context=bool(options.before or options.after))
+
+
+# -- engines ------------------------------------------------------------------------------------------------
+
+
+def _python_engine(
+    entries: Iterable[FileEntry],
+    regex: re.Pattern[str],
+    options: GrepOptions,
+    on_skip: Callable[[Skip], None] | None,
+) -> Iterator[GrepFile]:
+    for entry in entries:
+        text = _load(entry, on_skip)
+        if text is None:
+            continue
+        lines = _lines(text)
+        hits = _search(regex, lines, options.max_count)
+        if hits:
+            yield _result(entry.rel, lines, hits, options)
+
+
+def _rg_path(engine: str) -> str | None:
+    """The rg executable to use, or None for the Python matcher."""
+    if engine not in ("auto", "rg", "python"):
+        raise UsageError(f"unknown grep engine {engine!r}; pass auto, rg or python")
+    if engine == "python":
+        return None
+    rg = shutil.which("rg")
+    if rg is None and engine == "rg":
+        raise UsageError(
+            "ripgrep (rg) is not on PATH; install it (apt-get install ripgrep) or pass --engine python"
+        )
+    return rg
+
+
+def _rg_args(options: GrepOptions) -> list[str]:
+    # --no-config: a user's RIPGREP_CONFIG_PATH (smart case, --max-columns, ...) must not change results.
+    # --no-ignore --hidden: rg searches exactly the files kenning chose. --text: those were judged text
+    # already, so rg's own binary handling must not drop or alter any of them.
+    args = ["--json", "--no-config", "--no-ignore", "--hidden", "--text"]
+    args.append("--ignore-case" if options.ignore_case else "--case-sensitive")
+    if options.fixed:
+        args.append("--fixed-strings")
+    if options.word:
+        args.append("--word-regexp")
+    if options.max_count is not None:
+        args += ["--max-count", str(options.max_count)]
+    for pattern in options.patterns:
+        args += ["-e", pattern]  # after -e, a pattern starting with "-" is not read as a flag
+    return args
+
+
+def _rg_check(rg: str, options: GrepOptions) -> None:
+    """Let rg compile the patterns against empty input: its dialect refuses some of Python's (look-around)."""
+    proc = subprocess.run(
+        [rg, *_rg_args(options), "-"], stdin=subprocess.DEVNULL, capture_output=True, check=False
+    )
+    if proc.returncode == 2:  # the input is empty, so the only thing that can fail is the pattern
+        stderr = proc.stderr.decode("utf-8", "replace").strip()
+        reasons = [ln.removeprefix("error:").strip() for ln in stderr.splitlines() if ln.startswith("error:")]
+        reason = reasons[-1] if reasons else (stderr.splitlines() or ["unknown error"])[0]
+        names = ", ".join(repr(p) for p in options.patterns)
+        raise UsageError(
+            f"ripgrep cannot compile {names} ({reason}); pass -F for a literal, or --engine python for "
+            "Python regex syntax"
+        )
+
+
+def _rg_encoding(raw: bytes) -> str | None:
+    """The --encoding under which rg sees exactly read_text's lines of these bytes; None if there is none.
+
+    read_text splits lines at a lone CR and turns CRLF into LF (rg does neither), decodes UTF-16 and
+    latin-1 fallbacks rg cannot be told about, and keeps NULs past its sniff window that rg treats as binary.
+    """
+    if b"\r" in raw or b"\0" in raw or raw.startswith(_UTF16_BOMS):
+        return None
+    try:
+        raw.decode("utf-8")
+        return "auto"  # rg's default: raw UTF-8, a BOM stripped (read_text's utf-8-sig does the same)
+    except UnicodeDecodeError:
+        pass
+    if raw.startswith(b"\xef\xbb\xbf"):
+        return None  # rg would obey the UTF-8 BOM over --encoding; read_text decodes it as cp1252
+    try:
+        raw.decode("cp1252")  # where Python's cp1252 succeeds it agrees with WHATWG windows-1252 (rg's)
+    except UnicodeDecodeError:
+        return None  # read_text fell back to latin-1, which rg's decoder does not offer
+    return "windows-1252"
+
+
+def _chunks(entries: Iterable[FileEntry]) -> Iterator[list[FileEntry]]:
+    chunk: list[FileEntry] = []
+    size = chars = 0
+    for entry in entries:
+        if chunk and (
+            len(chunk) >= _CHUNK_FILES
+            or size + entry.size > _CHUNK_BYTES
+            or chars + len(entry.rel) > _ARGV_CHARS
+        ):
+            yield chunk
+            chunk, size, chars = [], 0, 0
+        chunk.append(entry)
+        size += entry.size
+        chars += len(entry.rel) + 1
+    if chunk:
+        yield chunk
+
+
+def _rg_engine(
+    root: Path,
+    entries: Iterable[FileEntry],
+    regex: re.Pattern[str],
+    options: GrepOptions,
+    rg: str,
+    on_skip: Callable[[Skip], None] | None,
+) -> Iterator[GrepFile]:
+    args = _rg_args(options)
+    for chunk in _chunks(entries):
+        loaded: list[tuple[str, str, str | None]] = []  # (rel, text, rg encoding or None)
+        for entry in chunk:
+            text = _load(entry, on_skip)
+            if text is None:
+                continue
+            try:
+                raw = entry.path.read_bytes()
+            except OSError:
+                encoding = None  # gone since read_text read it: the Python matcher uses what was read
+            else:
+                encoding = _rg_encoding(raw)
+            loaded.append((entry.rel, text, encoding))
+        found: dict[str, list[int]] = {}
+        for encoding in ("auto", "windows-1252"):
+            rels = [rel for rel, _, enc in loaded if enc == encoding]
+            if rels:
+                found |= _rg_search(rg, root, args, encoding, rels)
+        for rel, text, encoding in loaded:
+            if encoding is not None and rel not in found:
+                continue  # most files: rg found nothing, so there is no need to split them into lines
+            lines = _lines(text)
+            if encoding is None:
+                hits = _search(regex, lines, options.max_count)
+            else:
+                # rg counts lines exactly as _lines does for these files; the bound guards against a file
+                # rewritten between the two reads.
+                hits = [n - 1 for n in found[rel] if 0 < n <= len(lines)][: options.max_count]
+            if hits:
+                yield _result(rel, lines, hits, options)
+
+
+def _rg_search(rg: str, root: Path, args: list[str], encoding: str, rels: list[str]) -> dict[str, list[int]]:
+    """Run rg over these root-relative files; the 1-based numbers of matching lines of each."""
+    extra = [] if encoding == "auto" else ["--encoding", encoding]
+    proc = subprocess.run([rg, *args, *extra, "--", *rels], cwd=root, capture_output=True, check=False)
+    found: dict[str, list[int]] = {}
+    finished = False
+    for raw in proc.stdout.splitlines():
+        message = json.loads(raw)
+        kind = message.get("type")
+        if kind == "summary":
+            finished = True
+        elif kind == "match":
+            data = message["data"]
+            found.setdefault(_rg_text(data["path"]), []).append(int(data["line_number"]))
+    # Exit 2 with a summary is a per-file error (a file deleted since the walk): the rest stands.
+    if proc.returncode == 2 and not finished:
+        stderr = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise KenningError(
+            f"ripgrep failed ({stderr[0] if stderr else 'no message'}); retry with --engine python"
+        )
+    for numbers in found.values():
+        numbers.sort()  # rg emits a file's matches in order; sorting costs nothing and guarantees it
+    return found
+
+
+def _rg_text(value: dict[str, str]) -> str:
+    """rg's JSON string: {"text": ...}, or {"bytes": base64} when not UTF-8 (a path of raw bytes)."""
+    if "text" in value:
+        return value["text"]
+    return os.fsdecode(base64.b64decode(value["bytes"]))  # the inverse of how subprocess passed the path

@@ -1,0 +1,504 @@
+"""Which files of a root kenning reads: the walk, its filters, file kinds, and text decoding.
+
+This module owns file selection (ignore files, default ignores, hidden files, secrets, globs, types, size
+limits, symlinks) and turning a file's bytes into text. It yields paths relative to the root in posix form,
+sorted, so the same tree always gives the same sequence. Nothing here chunks, embeds or stores.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+import stat
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from pathspec import GitIgnoreSpec
+from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern
+
+from kenning.errors import RootError, UsageError
+from kenning.types import FileEntry, FileKind, Selection, Skip
+
+__all__ = [  # FileEntry, Selection and Skip are re-exported: callers use walk.FileEntry
+    "INDEX_DIR_NAME", "TYPES", "FileEntry", "NotText", "Selection", "SelectionMatcher", "Skip", "check_root",
+    "compile_selection", "decode", "is_secret", "kind_of", "read_text", "walk",
+]  # fmt: skip
+
+INDEX_DIR_NAME = ".kenning"
+MIB = 1 << 20
+# Code past 1 MiB is almost always generated or vendored; prose can legitimately be large.
+SIZE_LIMITS: dict[FileKind, int] = {"code": MIB, "markdown": 16 * MIB, "rst": 16 * MIB, "text": 16 * MIB}
+SNIFF_BYTES = 8192
+
+
+def _words(text: str) -> tuple[str, ...]:
+    return tuple(text.split())
+
+
+def _table(spec: str) -> dict[str, tuple[str, ...]]:
+    """Parse "name: item item; name: item" into a dict (keeps the big tables below compact)."""
+    pairs = (entry.split(":", 1) for entry in spec.split(";") if entry.strip())
+    return {name.strip(): tuple(items.split()) for name, items in pairs}
+
+
+# ripgrep's type names and globs (a subset of `rg --type-list`), plus the aliases rb/md. Matched on basenames.
+TYPES: dict[str, tuple[str, ...]] = _table("""
+    asciidoc: *.adoc *.asc *.asciidoc; bat: *.bat *.cmd; c: *.[chH] *.cats; cs: *.cs; css: *.css *.scss;
+    clojure: *.clj *.cljc *.cljs *.cljx *.edn; cmake: *.cmake CMakeLists.txt; csv: *.csv; d: *.d;
+    config: *.cfg *.conf *.config *.ini; dart: *.dart; diff: *.patch *.diff; docker: *Dockerfile*;
+    cpp: *.[ChH] *.cc *.[ch]pp *.[ch]xx *.hh *.inl *.c++ *.h++ *.ipp *.tpp; elm: *.elm; erlang: *.erl *.hrl;
+    elixir: *.ex *.eex *.exs *.heex *.leex; fish: *.fish; fsharp: *.fs *.fsx *.fsi; go: *.go;
+    graphql: *.graphql *.graphqls; groovy: *.groovy *.gradle; haskell: *.hs *.lhs *.hsc;
+    html: *.htm *.html *.ejs; java: *.java *.jsp *.jspx *.properties; jinja: *.j2 *.jinja *.jinja2;
+    js: *.js *.jsx *.vue *.cjs *.mjs; json: *.json composer.lock *.sarif; jsonl: *.jsonl; julia: *.jl;
+    jupyter: *.ipynb *.jpynb; kotlin: *.kt *.kts; less: *.less; log: *.log; lua: *.lua; nix: *.nix;
+    make: [Gg][Nn][Uu]makefile [Mm]akefile [Gg][Nn][Uu]makefile.am [Mm]akefile.am [Gg][Nn][Uu]makefile.in
+      [Mm]akefile.in *.mk *.mak;
+    markdown: *.markdown *.md *.mdown *.mdwn *.mkd *.mkdn *.mdx; objc: *.h *.m; objcpp: *.h *.mm;
+    ocaml: *.ml *.mli *.mll *.mly; org: *.org *.org_archive; perl: *.perl *.pl *.PL *.plh *.plx *.pm *.t;
+    php: *.php *.php3 *.php4 *.php5 *.php7 *.php8 *.pht *.phtml; protobuf: *.proto; py: *.py *.pyi;
+    ps: *.cdxml *.ps1 *.ps1xml *.psd1 *.psm1; r: *.R *.r *.Rmd *.Rnw; rst: *.rst; rust: *.rs;
+    ruby: Gemfile *.gemspec .irbrc Rakefile config.ru *.rb *.rake; sass: *.sass *.scss; scala: *.scala *.sbt;
+    sh: *.bash *.bashrc .bash_profile .bash_logout .profile *.sh *.zsh .zshrc .zshenv .zprofile *.ksh;
+    sol: *.sol; sql: *.sql *.psql; svelte: *.svelte; svg: *.svg; swift: *.swift; tf: *.tf *.tfvars;
+    tex: *.tex *.ltx *.cls *.sty *.bib; toml: *.toml Cargo.lock; ts: *.ts *.tsx *.cts *.mts; txt: *.txt;
+    vim: *.vim .vimrc; vue: *.vue; xml: *.xml *.xml.dist *.dtd *.xsl *.xslt *.xsd *.xjb *.rng *.sch *.xhtml;
+    yaml: *.yaml *.yml; zig: *.zig""")
+TYPES["rb"] = TYPES["ruby"]
+TYPES["md"] = TYPES["markdown"]
+
+# Code language -> extensions (lowercase, no dot); prose kinds and unsupported formats follow.
+_LANGS = _table("""
+    python: py pyi pyw; rust: rs; go: go; javascript: js mjs cjs jsx; typescript: ts mts cts tsx; java: java;
+    c: c h; cpp: cc cpp cxx c++ hh hpp hxx h++ inl ipp tpp; csharp: cs; ruby: rb rake gemspec; php: php phtml;
+    swift: swift; kotlin: kt kts; scala: scala sc sbt; shell: sh bash zsh ksh fish; sql: sql psql;
+    css: css scss sass less; html: html htm xhtml; vue: vue; svelte: svelte; yaml: yaml yml; toml: toml;
+    json: json jsonc json5 jsonl ndjson ipynb; xml: xml xsd xsl xslt svg plist; ini: ini cfg conf properties;
+    proto: proto; graphql: graphql gql; hcl: tf tfvars hcl; lua: lua; perl: pl pm; r: r; dart: dart;
+    elixir: ex exs; erlang: erl hrl; haskell: hs; clojure: clj cljs cljc edn; zig: zig; nim: nim; julia: jl;
+    ocaml: ml mli; fsharp: fs fsx fsi; groovy: groovy gradle; objc: m mm; powershell: ps1 psm1 psd1;
+    batch: bat cmd; vim: vim; nix: nix; solidity: sol; elm: elm; d: d; make: mk mak; cmake: cmake;
+    dockerfile: dockerfile; starlark: bzl star; jinja: j2 jinja jinja2""")
+_EXT_KIND: dict[str, tuple[FileKind, str | None]] = {
+    e: ("code", lang) for lang, es in _LANGS.items() for e in es
+}
+_EXT_KIND |= {e: ("markdown", None) for e in _words("md markdown mdown mkd mkdn mdwn mdx")}
+_EXT_KIND |= {e: ("rst", None) for e in ("rst", "rest")}
+_NAME_KIND: dict[str, tuple[FileKind, str | None]] = {
+    n: ("code", lang)
+    for lang, ns in _table("""
+        make: Makefile makefile GNUmakefile; dockerfile: Dockerfile Containerfile; groovy: Jenkinsfile;
+        ruby: Gemfile Rakefile Vagrantfile Podfile Brewfile; cmake: CMakeLists.txt;
+        starlark: BUILD BUILD.bazel WORKSPACE; shell: .bashrc .bash_profile .zshrc .zshenv .profile
+        """).items()
+    for n in ns
+}
+_RASTER = "png jpg jpeg gif bmp tif tiff webp ico heic heif avif psd"
+_UNSUPPORTED = frozenset(
+    _words(f"""{_RASTER} pdf doc docx dot dotx ppt pptx xls xlsx xlsm odt ods odp rtf epub mobi pages numbers
+    zip tar gz tgz bz2 xz zst 7z rar lz lz4 jar war ear whl egg apk deb rpm dmg iso msi cab
+    exe dll so dylib o a obj lib ko wasm class pyc pyo pyd bin elf beam
+    mp3 mp4 m4a m4v wav flac ogg oga opus aac avi mov mkv webm wmv flv
+    ttf otf woff woff2 eot db sqlite sqlite3 mdb accdb parquet arrow feather avro orc
+    npy npz pkl pickle onnx safetensors pt pth ckpt h5 hdf5 gguf""")
+)
+
+DEFAULT_IGNORE_DIRS = frozenset(
+    _words("""node_modules vendor thirdparty third_party external deps dist build out target coverage
+    generated __pycache__ venv .venv env .tox .eggs Pods .next .nuxt .svelte-kit .turbo .vite .parcel-cache
+    .cache .gradle .pytest_cache .mypy_cache .ruff_cache tmp temp logs""")
+)
+DEFAULT_IGNORE_FILES = _words(
+    """*.lock *.lockb *-lock.json *-lock.yaml npm-shrinkwrap.json go.sum *.resolved *.map *.min.* *.bundle.*
+    *.generated.* *.gen.* *.designer.* *.pb.* *_pb2.* *.g.*"""
+) + tuple(f"*.{e}" for e in _RASTER.split())
+SECRET_FILES = _words(
+    """*.pem *.key *.p12 *.pfx *.keystore *.jks *.kdbx *.ppk id_rsa* id_dsa* id_ecdsa* id_ed25519* .env .env.*
+    .envrc .netrc .pgpass .htpasswd .git-credentials .npmrc .pypirc .dockercfg credentials credentials.json
+    secrets.* *.tfstate *.tfstate.*"""
+)
+# Committed templates documenting the variables, without values: worth finding, not secret.
+SECRET_EXEMPT = frozenset(f".env.{s}" for s in ("example", "sample", "template", "dist", "defaults"))
+SECRET_DIRS = frozenset({".ssh", ".gnupg"})
+
+
+def _basename_re(globs: Iterable[str], flags: int = 0) -> re.Pattern[str]:
+    """One regex for a set of fnmatch globs on a basename (one match call instead of one per glob)."""
+    return re.compile("|".join(fnmatch.translate(g) for g in globs), flags)
+
+
+class _NameGlobs:
+    """Basename globs matched with string methods: the per-file hot path, ~10x faster than a regex union."""
+
+    def __init__(self, globs: Iterable[str]) -> None:
+        exact: set[str] = set()
+        prefix: list[str] = []
+        suffix: list[str] = []
+        contains: list[str] = []
+        rest: list[str] = []
+        for glob in (g.lower() for g in globs):  # matched case-insensitively: "KEY.PEM" is still a key
+            core = glob.strip("*")
+            if any(c in core for c in "*?["):
+                rest.append(glob)
+            elif glob.startswith("*") and glob.endswith("*"):
+                contains.append(core)
+            elif glob.startswith("*"):
+                suffix.append(core)
+            elif glob.endswith("*"):
+                prefix.append(core)
+            else:
+                exact.add(core)
+        self._exact, self._prefix, self._suffix = frozenset(exact), tuple(prefix), tuple(suffix)
+        self._rest = _basename_re(rest) if rest else None
+        self._contains = re.compile("|".join(map(re.escape, contains))) if contains else None
+
+    def match(self, name: str) -> bool:
+        n = name.lower()
+        return (
+            n in self._exact
+            or n.endswith(self._suffix)
+            or n.startswith(self._prefix)
+            or (self._contains is not None and self._contains.search(n) is not None)
+            or (self._rest is not None and self._rest.match(n) is not None)
+        )
+
+
+_DEFAULT_FILES = _NameGlobs(DEFAULT_IGNORE_FILES)
+_SECRETS = _NameGlobs(SECRET_FILES)
+
+
+def is_secret(rel: str) -> bool:
+    """True for files that likely hold credentials; they are never indexed, whatever the selection says."""
+    cut = rel.rfind("/")
+    name = rel[cut + 1 :]
+    if _SECRETS.match(name) and name.lower() not in SECRET_EXEMPT:
+        return True
+    # Every secret dir is a dot-name: most paths have none, so skip the split for them.
+    parent = rel[:cut] if cut > 0 else ""
+    return (parent.startswith(".") or "/." in parent) and any(p in SECRET_DIRS for p in parent.split("/"))
+
+
+def kind_of(rel: str) -> tuple[FileKind, str | None] | None:
+    """The kind (and code language) of a path by its name; None for formats kenning does not index."""
+    name = rel.rsplit("/", 1)[-1]
+    if name in _NAME_KIND:
+        return _NAME_KIND[name]
+    if name.startswith(("Dockerfile.", "Containerfile.")):
+        return ("code", "dockerfile")
+    stem, dot, ext = name.lstrip(".").rpartition(".")
+    ext = ext.lower() if dot and stem else ""  # ".bashrc" and "README" have no extension
+    if ext in _UNSUPPORTED:
+        return None
+    # Unknown extensions and extensionless names (README, LICENSE, scripts) count as text; the binary
+    # sniff in read_text is what rejects them if they are not.
+    return _EXT_KIND.get(ext, ("text", None))
+
+
+def check_root(root: Path | str) -> Path:
+    """The root, resolved; RootError if it is missing, not a directory, unreadable, or the filesystem root."""
+    try:
+        path = Path(root).expanduser().resolve()
+    except (OSError, ValueError, RuntimeError) as exc:
+        raise RootError(f"root {root!s} cannot be resolved ({exc}); pass an existing directory") from exc
+    if not path.exists():
+        raise RootError(f"root {path} does not exist; pass an existing directory")
+    if not path.is_dir():
+        raise RootError(f"root {path} is not a directory; pass the directory that contains it")
+    if path == Path(path.anchor):
+        raise RootError(f"root {path} is the filesystem root; pass a project directory instead")
+    if not os.access(path, os.R_OK | os.X_OK):
+        raise RootError(f"root {path} is not readable; fix its permissions or pass another directory")
+    return path
+
+
+class SelectionMatcher:
+    """The glob, iglob, type and type-not filters of a Selection, compiled once.
+
+    These filters only narrow what the ignore rules let through; they never bring back ignored, hidden or
+    secret files (unlike ripgrep, where ``-g`` overrides ignore files). Globs and types must both pass.
+    """
+
+    def __init__(self, selection: Selection) -> None:
+        # (regex, include) per glob in order; iglobs come after globs, as in ripgrep. Gitignore-style
+        # regexes also match descendants of a matched directory, so "!docs/*" excludes docs/a/b.md too.
+        self._globs: list[tuple[re.Pattern[str], bool]] = []
+        for globs, flags in ((selection.globs, 0), (selection.iglobs, re.IGNORECASE)):
+            for glob in globs:
+                try:
+                    pat = GitIgnoreSpecPattern(glob)
+                except ValueError as exc:
+                    raise UsageError(f"invalid glob {glob!r} ({exc}); fix or drop the --glob") from exc
+                if pat.include is not None and pat.regex is not None:
+                    self._globs.append((re.compile(pat.regex.pattern, flags), pat.include))
+        self._whitelist = any(inc for _, inc in self._globs)
+        self._types = self._type_re(selection.types)
+        self._types_not = self._type_re(selection.types_not)
+        self.trivial = not (self._globs or self._types or self._types_not)
+
+    @staticmethod
+    def _type_re(names: tuple[str, ...]) -> re.Pattern[str] | None:
+        unknown = [n for n in names if n not in TYPES]
+        if unknown:
+            some = ", ".join(sorted(TYPES)[:12])
+            raise UsageError(
+                f"unknown file type {unknown[0]!r}; valid types include {some}, ... "
+                "(`kenning index --type-list` lists them all)"
+            )
+        return _basename_re(g for n in names for g in TYPES[n]) if names else None
+
+    def _last_glob(self, path: str) -> bool | None:
+        for regex, include in reversed(self._globs):
+            if regex.match(path):
+                return include
+        return None
+
+    def prunes_dir(self, rel: str) -> bool:
+        """True if an exclude glob is the last glob matching the directory (include globs never prune)."""
+        return bool(self._globs) and self._last_glob(rel + "/") is False
+
+    def matches_file(self, rel: str) -> bool:
+        """The file test alone, for a walk that has already pruned excluded directories."""
+        if self.trivial:
+            return True
+        verdict = self._last_glob(rel)
+        if verdict is False or (verdict is None and self._whitelist):
+            return False
+        name = rel.rsplit("/", 1)[-1]
+        if self._types is not None and not self._types.match(name):
+            return False
+        return not (self._types_not is not None and self._types_not.match(name))
+
+    def matches(self, rel: str) -> bool:
+        """True if an indexed path passes the filters, its directories included (as the walk prunes)."""
+        parts = rel.split("/")
+        dirs = ("/".join(parts[:i]) for i in range(1, len(parts)))
+        return self.matches_file(rel) and not any(self.prunes_dir(d) for d in dirs)
+
+
+def compile_selection(selection: Selection) -> SelectionMatcher:
+    """Compile the selection's globs and types; UsageError on an unknown type or a bad glob."""
+    return SelectionMatcher(selection)
+
+
+def _read_lines(path: Path) -> list[str]:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return []  # an ignore file we cannot read cannot be applied; the walk goes on
+
+
+class _IgnoreFile:
+    """The rules of one directory's ignore files, with a one-regex pre-check for the common no-match case."""
+
+    def __init__(self, lines: list[str]) -> None:
+        patterns = []
+        for line in lines:
+            try:
+                patterns.append(GitIgnoreSpecPattern(line))
+            except ValueError:
+                continue  # git skips a malformed line ("!", a lone "\\"); so does the walk
+        self.spec = GitIgnoreSpec(patterns)
+        regexes = [p.regex.pattern for p in patterns if p.include is not None and p.regex]
+        # Named groups repeat across patterns, and a union cannot hold two of one name: make them plain.
+        union = "|".join(re.sub(r"\(\?P<\w+>", "(?:", r) for r in regexes)
+        self.any = re.compile(union) if union else None
+
+    def verdict(self, path: str) -> bool | None:
+        if self.any is None or not self.any.search(path):
+            return None
+        return self.spec.check_file(path).include
+
+
+_Specs = tuple[tuple[str, _IgnoreFile], ...]  # (directory rel, its ignore files), root first
+
+
+def _ignored(specs: _Specs, rel: str, is_dir: bool) -> bool | None:
+    """The verdict of the nearest ignore file with a matching rule (deeper files override shallower)."""
+    probe = rel + "/" if is_dir else rel  # a trailing slash lets dir-only rules ("build/") match
+    for base, spec in reversed(specs):
+        verdict = spec.verdict(probe[len(base) + 1 :] if base else probe)
+        if verdict is not None:
+            return verdict
+    return None
+
+
+def walk(
+    root: Path | str,
+    selection: Selection,
+    *,
+    index_dir_name: str = INDEX_DIR_NAME,
+    on_skip: Callable[[Skip], None] | None = None,
+) -> Iterator[FileEntry | Skip]:
+    """Yield the selected files under root, and a Skip for each file left out for a reason worth telling.
+
+    Order is global lexicographic order of the posix relative paths. Silent (no Skip): ``.git``, the index
+    dir, hidden and ignored paths, files the globs/types do not select, symlinks when ``follow`` is off.
+    Symlinks are followed only with ``selection.follow`` and only when their target is inside the root; a
+    link out of the root is never followed, even with ``follow``. With ``on_skip``, Skips go to it instead
+    of the iterator.
+    """
+    base = check_root(root)
+    matcher = compile_selection(selection)
+    root_lines: list[str] = []
+    # Explicit --ignore-file rules stay on with no_ignore, as in ripgrep: the user named them. They have
+    # the lowest precedence, then .git/info/exclude, then the root's own .gitignore and .ignore.
+    for name in selection.ignore_files:
+        path = base / name
+        if not path.is_file():
+            raise UsageError(f"ignore file {path} not found; pass an existing file (relative to the root)")
+        root_lines += _read_lines(path)
+    if not selection.no_ignore:
+        root_lines += _read_lines(base / ".git" / "info" / "exclude")
+    real_root = str(base)
+    never = (".git", index_dir_name)
+
+    def walk_dir(
+        prefix: str, dirpath: Path, specs: _Specs, chain: frozenset[str]
+    ) -> Iterator[FileEntry | Skip]:
+        try:
+            with os.scandir(dirpath) as it:
+                entries = list(it)
+        except OSError as exc:
+            yield Skip(prefix, f"directory not readable ({exc.strerror or exc})")
+            return
+        lines = list(root_lines) if not prefix else []
+        if not selection.no_ignore:
+            names = {e.name for e in entries}
+            for f in (".gitignore", ".ignore"):  # .ignore last, so its rules win, as in ripgrep
+                lines += _read_lines(dirpath / f) if f in names else []
+        if lines:
+            specs = (*specs, (prefix, _IgnoreFile(lines)))
+        keyed = []
+        for e in entries:
+            try:
+                is_dir = e.is_dir()  # follows links, so a linked dir sorts like a dir
+            except OSError:
+                is_dir = False
+            keyed.append((e.name + "/" if is_dir else e.name, is_dir, e))
+        keyed.sort(key=lambda k: k[0])  # "a/" sorts after "a.txt", as in a sort of the full paths
+        for _, is_dir, entry in keyed:
+            name = entry.name
+            rel = prefix + "/" + name if prefix else name
+            if name in never or (name[0] == "." and not selection.hidden):
+                continue
+            verdict = _ignored(specs, rel, is_dir) if specs else None
+            if verdict is None and not selection.no_ignore:
+                # The defaults rank below every ignore file, so "!vendor/" in a .gitignore brings vendor back.
+                verdict = name in DEFAULT_IGNORE_DIRS if is_dir else _DEFAULT_FILES.match(name)
+            if verdict:
+                continue
+            # Filters before symlink checks, so links the selection would not take are not reported.
+            if matcher.prunes_dir(rel) if is_dir else not matcher.matches_file(rel):
+                continue
+            real = None
+            if entry.is_symlink():
+                if not os.path.exists(entry.path):
+                    yield Skip(rel, "broken symlink")
+                    continue
+                real = os.path.realpath(entry.path)
+                if real != real_root and not real.startswith(real_root + os.sep):
+                    yield Skip(rel, "symlink points outside the root")
+                    continue
+                if not selection.follow:
+                    continue  # the target is inside the root, so it is walked under its own path
+                # A link must not smuggle in what is never indexed under its real name.
+                target = real[len(real_root) + 1 :].replace(os.sep, "/")
+                if any(p in never for p in target.split("/")):
+                    continue
+                if not is_dir and is_secret(target):
+                    yield Skip(rel, "secret file (excluded by default)")
+                    continue
+            if not is_dir:
+                item = file_entry(rel, entry, dirpath)
+                if item is not None:
+                    yield item
+            elif not selection.follow:
+                yield from walk_dir(rel, dirpath / name, specs, chain)
+            else:
+                # Only followed links can make loops; the chain holds the real dirs from the root down.
+                real = real or os.path.realpath(entry.path)
+                if real in chain:
+                    yield Skip(rel, "symlink loop")
+                else:
+                    yield from walk_dir(rel, dirpath / name, specs, chain | {real})
+
+    def file_entry(rel: str, entry: os.DirEntry[str], dirpath: Path) -> FileEntry | Skip | None:
+        if is_secret(rel):
+            return Skip(rel, "secret file (excluded by default)")
+        kind = kind_of(rel)
+        if kind is None:
+            return Skip(rel, f"unsupported format (.{rel.rsplit('.', 1)[-1].lower()})")
+        try:
+            st = entry.stat()
+        except OSError as exc:
+            return Skip(rel, f"cannot stat ({exc.strerror or exc})")
+        if not stat.S_ISREG(st.st_mode):
+            return None  # fifos, sockets, devices: reading them could block or never end
+        limit = selection.max_filesize if selection.max_filesize is not None else SIZE_LIMITS[kind[0]]
+        if st.st_size == 0:
+            return Skip(rel, "empty")
+        if st.st_size > limit:
+            return Skip(rel, f"{st.st_size} bytes, past the {limit}-byte limit (--max-filesize)")
+        if not os.access(entry.path, os.R_OK):
+            return Skip(rel, "permission denied")
+        return FileEntry(rel, dirpath / entry.name, st.st_size, st.st_mtime_ns, kind[0], kind[1])
+
+    for item in walk_dir("", base, (), frozenset({real_root})):
+        if on_skip is not None and isinstance(item, Skip):
+            on_skip(item)
+        else:
+            yield item
+
+
+@dataclass(frozen=True, slots=True)
+class NotText:
+    """Why read_text gave no text: "binary", "not text", "empty", a size or an OS error."""
+
+    reason: str
+
+
+# Control bytes that do not occur in text; \t \n \r \f \b and ESC (ANSI colour in logs) do.
+_CONTROL = bytes(b for b in range(32) if b not in b"\t\n\r\f\b\x1b") + b"\x7f"
+
+
+def read_text(path: Path, *, max_bytes: int | None = None) -> str | NotText:
+    """The file's text (see :func:`decode`), or NotText saying why there is none."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read() if max_bytes is None else fh.read(max_bytes + 1)
+    except OSError as exc:
+        return NotText(f"cannot read ({exc.strerror or exc})")
+    if max_bytes is not None and len(data) > max_bytes:
+        return NotText(f"past the {max_bytes}-byte limit (--max-filesize)")
+    return decode(data)
+
+
+def decode(data: bytes) -> str | NotText:
+    """Bytes to text with line ends normalised to ``\\n``, or NotText ("empty", "binary", "not text").
+
+    UTF-8 first (BOM stripped), then UTF-16 if it has a BOM, then cp1252, then latin-1, so legacy 8-bit files
+    keep their accented letters instead of turning into U+FFFD.
+    """
+    if not data:
+        return NotText("empty")
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):  # UTF-16 has NULs, so decode before the sniff
+        try:
+            text = data.decode("utf-16")
+        except UnicodeDecodeError:
+            return NotText("not text")
+    else:
+        head = data[:SNIFF_BYTES]
+        if b"\0" in head or len(head) - len(head.translate(None, _CONTROL)) > 0.3 * len(head):
+            return NotText("binary")
+        try:
+            text = data.decode("utf-8-sig")
+        except UnicodeDecodeError:
+            try:
+                text = data.decode("cp1252")
+            except UnicodeDecodeError:
+                text = data.decode("latin-1")  # maps every byte, never fails
+    if text.count("\ufffd") > 0.01 * len(text):
+        return NotText("not text")
+    return text.replace("\r\n", "\n").replace("\r", "\n")

@@ -1,0 +1,633 @@
+"""The walk and its rules, on real files in tmp dirs: ignore files, defaults, hidden, secrets, globs, types,
+sizes, symlinks, permissions, root checks, determinism and speed; plus kind_of and read_text."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+
+from kenning.errors import RootError, UsageError
+from kenning.types import FileEntry, Selection, Skip
+from kenning.walk import (
+    INDEX_DIR_NAME,
+    TYPES,
+    NotText,
+    check_root,
+    compile_selection,
+    decode,
+    is_secret,
+    kind_of,
+    read_text,
+    walk,
+)
+
+
+def tree(root: Path, files: Mapping[str, str | bytes]) -> Path:
+    for rel, content in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+    return root
+
+
+def run(root: Path, **sel: object) -> tuple[list[str], dict[str, str]]:
+    """The rels walked, and the Skips as rel -> reason."""
+    files: list[str] = []
+    skips: dict[str, str] = {}
+    for item in walk(root, Selection(**sel)):  # type: ignore[arg-type]
+        if isinstance(item, FileEntry):
+            files.append(item.rel)
+        else:
+            skips[item.rel] = item.reason
+    return files, skips
+
+
+def spy_on_scandir(monkeypatch: pytest.MonkeyPatch, scanned: list[str]) -> None:
+    """Record every directory the walk lists, to prove pruned ones are never entered."""
+    real_scandir = os.scandir
+
+    def spy(path: str | os.PathLike[str]) -> object:
+        scanned.append(os.fspath(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", spy)
+
+
+def files_of(root: Path, **sel: object) -> list[str]:
+    return run(root, **sel)[0]
+
+
+# --- order, shape, determinism ---------------------------------------------------------------------------
+
+
+def test_sorted_posix_relative_and_entry_fields(tmp_path: Path) -> None:
+    tree(tmp_path, {"b.py": "x=1\n", "a/z.md": "# z\n", "a.txt": "t\n", "a-b.txt": "t\n", "A/c.rst": "c\n"})
+    entries = [e for e in walk(tmp_path, Selection()) if isinstance(e, FileEntry)]
+    rels = [e.rel for e in entries]
+    assert rels == sorted(rels) == ["A/c.rst", "a-b.txt", "a.txt", "a/z.md", "b.py"]
+    b = entries[-1]
+    assert (b.kind, b.lang, b.size) == ("code", "python", 4)
+    assert b.path == tmp_path.resolve() / "b.py" and b.mtime_ns == os.stat(b.path).st_mtime_ns
+    assert [(e.kind, e.lang) for e in entries[:4]] == [
+        ("rst", None),
+        ("text", None),
+        ("text", None),
+        ("markdown", None),
+    ]
+
+
+def test_deterministic(tmp_path: Path) -> None:
+    tree(tmp_path, {f"d{i % 7}/f{i}.py": "x\n" for i in range(200)})
+    assert files_of(tmp_path) == files_of(tmp_path) == sorted(files_of(tmp_path))
+
+
+def test_accepts_str_root_and_on_skip(tmp_path: Path) -> None:
+    tree(tmp_path, {"a.py": "x\n", "empty.txt": ""})
+    seen: list[Skip] = []
+    items = list(walk(str(tmp_path), Selection(), on_skip=seen.append))
+    assert [i.rel for i in items] == ["a.py"] and all(isinstance(i, FileEntry) for i in items)
+    assert seen == [Skip("empty.txt", "empty")]
+
+
+# --- ignore files -------------------------------------------------------------------------------------------
+
+
+def test_nested_gitignore_negation_anchor_dironly_doublestar(tmp_path: Path) -> None:
+    tree(
+        tmp_path,
+        {
+            ".gitignore": "*.log\n/only_root.txt\ncache/\na/**/gen.txt\n",
+            "x.log": "l\n",
+            "keep.log": "l\n",
+            "only_root.txt": "r\n",
+            "cache/c.txt": "c\n",
+            "sub/cache": "a file named cache, not a dir\n",
+            "a/b/c/gen.txt": "g\n",
+            "a/gen2.txt": "g\n",
+            "sub/.gitignore": "!keep.log\n/local.txt\n",
+            "sub/keep.log": "l\n",
+            "sub/other.log": "l\n",
+            "sub/only_root.txt": "r\n",
+            "sub/local.txt": "l\n",
+            "sub/deeper/local.txt": "l\n",
+            "sib/keep.log": "l\n",
+        },
+    )
+    assert files_of(tmp_path) == [
+        "a/gen2.txt",
+        "sub/cache",
+        "sub/deeper/local.txt",
+        "sub/keep.log",
+        "sub/only_root.txt",
+    ]
+
+
+def test_malformed_ignore_lines_are_skipped_and_bad_globs_refused(tmp_path: Path) -> None:
+    tree(tmp_path, {".gitignore": "!\n\\\n*.log\n", "a.log": "l\n", "a.md": "a\n"})
+    assert files_of(tmp_path) == ["a.md"]
+    with pytest.raises(UsageError, match="invalid glob"):
+        compile_selection(Selection(globs=("!",)))
+
+
+def test_dot_ignore_overrides_gitignore_in_same_dir(tmp_path: Path) -> None:
+    tree(
+        tmp_path,
+        {
+            ".gitignore": "*.txt\n",
+            ".ignore": "!keep.txt\n*.md\n",
+            "keep.txt": "k\n",
+            "x.txt": "x\n",
+            "r.md": "r\n",
+            "s.py": "s\n",
+        },
+    )
+    assert files_of(tmp_path) == ["keep.txt", "s.py"]
+
+
+def test_git_info_exclude(tmp_path: Path) -> None:
+    tree(tmp_path, {".git/info/exclude": "secret_notes.txt\n", "secret_notes.txt": "s\n", "a.txt": "a\n"})
+    assert files_of(tmp_path) == ["a.txt"]
+
+
+def test_ignore_files_relative_and_absolute_and_missing(tmp_path: Path) -> None:
+    root = tree(tmp_path / "ws", {"a.txt": "a\n", "b.txt": "b\n", "c.md": "c\n", "rules/extra": "b.txt\n"})
+    outside = tree(tmp_path, {"abs.ignore": "*.md\n"}) / "abs.ignore"
+    assert files_of(root, ignore_files=("rules/extra",)) == ["a.txt", "c.md", "rules/extra"]
+    assert files_of(root, ignore_files=("rules/extra", str(outside))) == ["a.txt", "rules/extra"]
+    with pytest.raises(UsageError, match=r"ignore file .*nope.* not found"):
+        files_of(root, ignore_files=("nope",))
+
+
+def test_gitignore_can_bring_back_a_default_ignored_dir(tmp_path: Path) -> None:
+    tree(
+        tmp_path, {".gitignore": "!vendor/\n", "vendor/lib.go": "package lib\n", "build/x.go": "package x\n"}
+    )
+    assert files_of(tmp_path) == ["vendor/lib.go"]
+
+
+def test_no_ignore_drops_ignore_files_and_defaults_but_not_always_rules(tmp_path: Path) -> None:
+    tree(
+        tmp_path,
+        {
+            ".gitignore": "*.txt\n",
+            ".git/info/exclude": "ex.md\n",
+            "a.txt": "a\n",
+            "ex.md": "e\n",
+            "node_modules/m/index.js": "m\n",
+            "package-lock.json": "{}\n",
+            ".git/config": "[core]\n",
+            ".kenning/index.db": "db\n",
+            "id_rsa": "-----BEGIN\n",
+            "extra.ignore": "ex.md\n",
+        },
+    )
+    files, skips = run(tmp_path, no_ignore=True, hidden=True)
+    assert files == [
+        ".gitignore",
+        "a.txt",
+        "ex.md",
+        "extra.ignore",
+        "node_modules/m/index.js",
+        "package-lock.json",
+    ]
+    assert skips == {"id_rsa": "secret file (excluded by default)"}
+    # Explicit --ignore-file rules stay on under no_ignore, as in ripgrep.
+    assert "ex.md" not in files_of(tmp_path, no_ignore=True, ignore_files=("extra.ignore",))
+
+
+# --- defaults -----------------------------------------------------------------------------------------------
+
+
+def test_default_dirs_pruned_before_descending(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    dirs = [
+        "node_modules",
+        "vendor",
+        "dist",
+        "build",
+        "target",
+        "__pycache__",
+        "venv",
+        "env",
+        "tmp",
+        "logs",
+        "third_party",
+        "Pods",
+        "coverage",
+        "generated",
+        "src/node_modules",
+    ]
+    tree(tmp_path, {f"{d}/x.js": "x\n" for d in dirs} | {"src/a.js": "a\n", "locale/fr.md": "# fr\n"})
+    scanned: list[str] = []
+    spy_on_scandir(monkeypatch, scanned)
+    assert files_of(tmp_path) == ["locale/fr.md", "src/a.js"]
+    assert any(p.endswith("/src") for p in scanned)
+    assert not [p for p in scanned if "node_modules" in p or "vendor" in p]
+
+
+def test_default_files_ignored_and_images_unsupported_with_no_ignore(tmp_path: Path) -> None:
+    names = [
+        "yarn.lock",
+        "package-lock.json",
+        "pnpm-lock.yaml",
+        "npm-shrinkwrap.json",
+        "go.sum",
+        "app.min.js",
+        "app.js.map",
+        "x.bundle.js",
+        "api.generated.ts",
+        "m.pb.go",
+        "m_pb2.py",
+        "w.g.dart",
+        "Form.designer.cs",
+        "Package.resolved",
+        "logo.png",
+        "photo.JPG",
+    ]
+    tree(tmp_path, dict.fromkeys(names, "x\n") | {"app.js": "x\n"})
+    assert run(tmp_path) == (["app.js"], {})
+    files, skips = run(tmp_path, no_ignore=True)
+    assert "yarn.lock" in files and "app.min.js" in files
+    assert skips == {"logo.png": "unsupported format (.png)", "photo.JPG": "unsupported format (.jpg)"}
+
+
+# --- hidden, .git, index dir ------------------------------------------------------------------------------
+
+
+def test_hidden_skipped_unless_asked(tmp_path: Path) -> None:
+    tree(tmp_path, {".hidden.md": "h\n", ".github/ci.yml": "on: push\n", "a.md": "a\n"})
+    assert files_of(tmp_path) == ["a.md"]
+    assert files_of(tmp_path, hidden=True) == [".github/ci.yml", ".hidden.md", "a.md"]
+
+
+def test_git_and_index_dir_always_skipped(tmp_path: Path) -> None:
+    tree(
+        tmp_path,
+        {
+            ".git/HEAD": "ref\n",
+            f"{INDEX_DIR_NAME}/meta.json": "{}\n",
+            "sub/.git": "gitdir: x\n",
+            "sub/.kenning/x.txt": "x\n",
+            ".idx/y.txt": "y\n",
+            "a.md": "a\n",
+        },
+    )
+    assert files_of(tmp_path, hidden=True, no_ignore=True) == [".idx/y.txt", "a.md"]
+    assert files_of(tmp_path, hidden=True, no_ignore=True, globs=("*",)) == [".idx/y.txt", "a.md"]
+    got = [e.rel for e in walk(tmp_path, Selection(hidden=True, no_ignore=True), index_dir_name=".idx")]
+    assert got == [".kenning/meta.json", "a.md", "sub/.kenning/x.txt"]
+
+
+# --- secrets ------------------------------------------------------------------------------------------------
+
+SECRETS = [
+    "server.pem",
+    "tls.key",
+    "cert.p12",
+    "store.pfx",
+    "app.keystore",
+    "app.jks",
+    "id_rsa",
+    "id_rsa.pub",
+    "id_ed25519",
+    ".env",
+    ".env.production",
+    "vault.kdbx",
+    ".netrc",
+    ".pgpass",
+    "credentials.json",
+    "secrets.yaml",
+    "conf/deep/prod.PEM",
+    ".ssh/config",
+    "infra/terraform.tfstate",
+]
+
+
+@pytest.mark.parametrize("globs", [(), ("*",), ("**/*.pem", "*"), ("!*.md", "*")])
+def test_secrets_never_selected_even_by_broad_globs(tmp_path: Path, globs: tuple[str, ...]) -> None:
+    tree(tmp_path, dict.fromkeys(SECRETS, "s3cr3t\n") | {"ok.md": "ok\n", ".env.example": "KEY=\n"})
+    files, skips = run(tmp_path, hidden=True, no_ignore=True, globs=globs, iglobs=globs)
+    assert not set(files) & set(SECRETS)
+    assert ".env.example" in files  # a committed template without values: decided not secret
+    assert all(skips[s] == "secret file (excluded by default)" for s in SECRETS if s in skips)
+    assert "server.pem" in skips
+
+
+def test_is_secret() -> None:
+    assert all(is_secret(s) for s in SECRETS)
+    assert not any(
+        is_secret(s) for s in ["keys.py", "env.md", ".env.example", ".env.sample", "pem.txt", "a/b.md"]
+    )
+
+
+# --- globs and types ----------------------------------------------------------------------------------------
+
+GLOB_TREE = {
+    "README.md": "r\n",
+    "docs/a.md": "a\n",
+    "docs/sub/b.md": "b\n",
+    "src/x.py": "x\n",
+    "src/docs/c.md": "c\n",
+    "lib/src/y.py": "y\n",
+    "src/Z.MD": "z\n",
+}
+
+
+def test_ordered_globs_later_wins(tmp_path: Path) -> None:
+    tree(tmp_path, GLOB_TREE)
+    assert files_of(tmp_path, globs=("*.md", "!docs/*")) == ["README.md", "src/docs/c.md"]
+    assert files_of(tmp_path, globs=("!docs/*", "*.md")) == ["README.md", "docs/a.md", "src/docs/c.md"]
+    # "docs/*" also matches the directory docs/sub, which is then pruned (as in git and ripgrep).
+    assert files_of(tmp_path, globs=("!docs/*/", "*.md", "!docs/a.md")) == ["README.md", "src/docs/c.md"]
+
+
+def test_glob_without_slash_matches_basename_anywhere_and_with_slash_is_anchored(tmp_path: Path) -> None:
+    tree(tmp_path, GLOB_TREE)
+    assert files_of(tmp_path, globs=("*.py",)) == ["lib/src/y.py", "src/x.py"]
+    assert files_of(tmp_path, globs=("src/*.py",)) == ["src/x.py"]
+    assert files_of(tmp_path, globs=("**/src/*.py",)) == ["lib/src/y.py", "src/x.py"]
+
+
+def test_exclude_only_globs_keep_the_rest(tmp_path: Path) -> None:
+    tree(tmp_path, GLOB_TREE)
+    assert files_of(tmp_path, globs=("!*.md", "!*.MD")) == ["lib/src/y.py", "src/x.py"]
+    assert files_of(tmp_path, globs=("!src",)) == ["README.md", "docs/a.md", "docs/sub/b.md"]
+
+
+def test_exclude_glob_prunes_directories(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tree(tmp_path, GLOB_TREE)
+    scanned: list[str] = []
+    spy_on_scandir(monkeypatch, scanned)
+    assert files_of(tmp_path, globs=("!/docs/",)) == [
+        "README.md",
+        "lib/src/y.py",
+        "src/Z.MD",
+        "src/docs/c.md",
+        "src/x.py",
+    ]
+    assert any(p.endswith("/src/docs") for p in scanned)
+    assert not [p for p in scanned if p.endswith(f"{tmp_path.name}/docs")]
+
+
+def test_iglobs_case_insensitive(tmp_path: Path) -> None:
+    tree(tmp_path, GLOB_TREE)
+    assert files_of(tmp_path, globs=("*.MD",)) == ["src/Z.MD"]
+    assert files_of(tmp_path, iglobs=("*.MD", "!DOCS/")) == ["README.md", "src/Z.MD"]
+    assert files_of(tmp_path, iglobs=("*.MD", "!/DOCS/")) == ["README.md", "src/Z.MD", "src/docs/c.md"]
+    assert files_of(tmp_path, globs=("*.md",), iglobs=("!readme.MD",)) == [
+        "docs/a.md",
+        "docs/sub/b.md",
+        "src/docs/c.md",
+    ]
+
+
+def test_types_and_types_not(tmp_path: Path) -> None:
+    tree(tmp_path, GLOB_TREE | {"Makefile": "all:\n", "s.pyi": "x: int\n", "n.rst": "n\n"})
+    assert files_of(tmp_path, types=("py",)) == ["lib/src/y.py", "s.pyi", "src/x.py"]
+    assert files_of(tmp_path, types=("make", "rst")) == ["Makefile", "n.rst"]
+    assert files_of(tmp_path, types_not=("md", "py")) == ["Makefile", "n.rst", "src/Z.MD"]
+    # Globs and types both have to pass.
+    assert files_of(tmp_path, types=("py",), globs=("src/**",)) == ["src/x.py"]
+
+
+def test_unknown_type_is_a_usage_error() -> None:
+    with pytest.raises(UsageError, match=r"unknown file type 'pyhton'.*--type-list"):
+        compile_selection(Selection(types=("pyhton",)))
+    with pytest.raises(UsageError, match="unknown file type 'nope'"):
+        compile_selection(Selection(types_not=("nope",)))
+
+
+def test_types_table_has_ripgrep_names() -> None:
+    names = (
+        "py rust go js ts java c cpp cs rb ruby php swift kotlin scala sh sql css html md markdown rst txt"
+    )
+    for name in [*names.split(" "), "json", "yaml", "toml"]:
+        assert TYPES[name], name
+    assert "*.rs" in TYPES["rust"] and "*.md" in TYPES["md"]
+
+
+def test_matcher_matches_indexed_paths_like_the_walk() -> None:
+    m = compile_selection(Selection(globs=("*.md", "!docs/*"), types_not=("rst",)))
+    assert m.matches("README.md") and m.matches("src/docs/c.md")
+    assert not m.matches("docs/a.md") and not m.matches("docs/sub/b.md") and not m.matches("a.py")
+    assert compile_selection(Selection()).matches("anything/at/all.bin")
+    m = compile_selection(Selection(globs=("!docs/", "docs/keep/*")))
+    assert not m.matches("docs/keep/a.md")  # an excluded directory is never walked, so never indexed
+
+
+# --- sizes, empty, unsupported ------------------------------------------------------------------------------
+
+
+def test_size_limits(tmp_path: Path) -> None:
+    big = "x" * (1024 * 1024) + "\n"  # 1 MiB + 1: past the code limit, well inside the prose limit
+    tree(tmp_path, {"big.py": big, "big.txt": big, "small.md": "0123456789abc\n"})
+    files, skips = run(tmp_path)
+    assert files == ["big.txt", "small.md"]
+    assert skips == {"big.py": "1048577 bytes, past the 1048576-byte limit (--max-filesize)"}
+    files, skips = run(tmp_path, max_filesize=10)
+    assert files == [] and skips["small.md"] == "14 bytes, past the 10-byte limit (--max-filesize)"
+    assert files_of(tmp_path, max_filesize=2 * 1024 * 1024) == ["big.py", "big.txt", "small.md"]
+
+
+def test_empty_file(tmp_path: Path) -> None:
+    tree(tmp_path, {"e.md": "", "a.md": "a\n"})
+    assert run(tmp_path) == (["a.md"], {"e.md": "empty"})
+
+
+def test_unsupported_only_reported_when_it_would_be_selected(tmp_path: Path) -> None:
+    tree(tmp_path, {"report.pdf": b"%PDF-1.4", "a.zip": b"PK", "notes.md": "n\n"})
+    assert run(tmp_path) == (
+        ["notes.md"],
+        {"a.zip": "unsupported format (.zip)", "report.pdf": "unsupported format (.pdf)"},
+    )
+    assert run(tmp_path, globs=("*.md",)) == (["notes.md"], {})
+
+
+def test_kind_of() -> None:
+    assert kind_of("src/a.py") == ("code", "python") and kind_of("A.PY") == ("code", "python")
+    assert kind_of("x.rs") == ("code", "rust") and kind_of("x.tsx") == ("code", "typescript")
+    assert kind_of("docs/a.md") == ("markdown", None) and kind_of("a.rst") == ("rst", None)
+    assert kind_of("notes.txt") == ("text", None) and kind_of("data.weird") == ("text", None)
+    assert kind_of("Makefile") == ("code", "make") and kind_of("Dockerfile") == ("code", "dockerfile")
+    assert kind_of("Dockerfile.dev") == ("code", "dockerfile") and kind_of("CMakeLists.txt") == (
+        "code",
+        "cmake",
+    )
+    assert kind_of("README") == ("text", None) and kind_of("LICENSE") == ("text", None)
+    assert kind_of(".bashrc") == ("code", "shell") and kind_of(".editorconfig") == ("text", None)
+    for name in [
+        "a.pdf",
+        "a.docx",
+        "a.xlsx",
+        "a.zip",
+        "a.tar.gz",
+        "a.exe",
+        "a.so",
+        "a.png",
+        "a.mp4",
+        "a.sqlite",
+        "a.woff2",
+        "a.pyc",
+        "a.class",
+        "a.jar",
+        "a.wasm",
+    ]:
+        assert kind_of(name) is None, name
+
+
+# --- text decoding ------------------------------------------------------------------------------------------
+
+
+def test_read_text_binary_sniff(tmp_path: Path) -> None:
+    tree(
+        tmp_path,
+        {"nul.dat": b"abc\x00def", "ctl.dat": bytes(range(1, 9)) * 50 + b"text", "ok.txt": b"a\tb\n"},
+    )
+    assert read_text(tmp_path / "nul.dat") == NotText("binary")
+    assert read_text(tmp_path / "ctl.dat") == NotText("binary")
+    assert read_text(tmp_path / "ok.txt") == "a\tb\n"
+
+
+def test_read_text_encodings(tmp_path: Path) -> None:
+    tree(
+        tmp_path,
+        {
+            "latin1.txt": "café naïve Ærø\n".encode("latin-1"),
+            "cp1252.txt": "“quoted” – dash €\n".encode("cp1252"),
+            "bom.txt": b"\xef\xbb\xbfhello\n",
+            "crlf.txt": b"one\r\ntwo\rthree\n",
+            "u16.txt": "héllo\nwörld\n".encode("utf-16"),
+            "fffd.txt": ("\ufffd" * 5 + "abc\n").encode("utf-8"),
+        },
+    )
+    assert read_text(tmp_path / "latin1.txt") == "café naïve Ærø\n"
+    assert read_text(tmp_path / "cp1252.txt") == "“quoted” – dash €\n"
+    assert read_text(tmp_path / "bom.txt") == "hello\n"
+    assert read_text(tmp_path / "crlf.txt") == "one\ntwo\nthree\n"
+    assert read_text(tmp_path / "u16.txt") == "héllo\nwörld\n"
+    assert read_text(tmp_path / "fffd.txt") == NotText("not text")
+
+
+def test_decode_bytes_directly() -> None:
+    assert decode(b"caf\xe9\r\n") == "café\n"
+    assert decode(b"") == NotText("empty")
+    assert decode(b"\x00\x01") == NotText("binary")
+
+
+def test_read_text_limits_and_errors(tmp_path: Path) -> None:
+    tree(tmp_path, {"a.txt": "0123456789\n", "e.txt": ""})
+    assert read_text(tmp_path / "a.txt", max_bytes=11) == "0123456789\n"
+    assert read_text(tmp_path / "a.txt", max_bytes=5) == NotText("past the 5-byte limit (--max-filesize)")
+    assert read_text(tmp_path / "e.txt") == NotText("empty")
+    missing = read_text(tmp_path / "gone.txt")
+    assert isinstance(missing, NotText) and missing.reason.startswith("cannot read")
+
+
+def test_non_ascii_names_and_content(tmp_path: Path) -> None:
+    tree(tmp_path, {"données/résumé.md": "# Résumé\nnaïve 日本語 ✓\n", "日本/読む.txt": "テキスト\n"})
+    entries = [e for e in walk(tmp_path, Selection()) if isinstance(e, FileEntry)]
+    assert [e.rel for e in entries] == ["données/résumé.md", "日本/読む.txt"]
+    assert read_text(entries[0].path) == "# Résumé\nnaïve 日本語 ✓\n"
+    assert entries[0].size == len("# Résumé\nnaïve 日本語 ✓\n".encode())
+
+
+# --- symlinks -----------------------------------------------------------------------------------------------
+
+
+def test_broken_symlink(tmp_path: Path) -> None:
+    tree(tmp_path, {"a.md": "a\n"})
+    (tmp_path / "dangling.md").symlink_to(tmp_path / "missing.md")
+    assert run(tmp_path) == (["a.md"], {"dangling.md": "broken symlink"})
+    assert run(tmp_path, follow=True) == (["a.md"], {"dangling.md": "broken symlink"})
+
+
+def test_symlink_outside_root_never_followed(tmp_path: Path) -> None:
+    outside = tree(tmp_path / "outside", {"o.md": "o\n", "dir/p.md": "p\n"})
+    root = tree(tmp_path / "ws", {"a.md": "a\n"})
+    (root / "out.md").symlink_to(outside / "o.md")
+    (root / "outdir").symlink_to(outside / "dir", target_is_directory=True)
+    (root / "rel_out").symlink_to(Path("..") / "outside", target_is_directory=True)
+    want = {r: "symlink points outside the root" for r in ("out.md", "outdir", "rel_out")}
+    assert run(root) == (["a.md"], want)
+    assert run(root, follow=True) == (["a.md"], want)
+
+
+def test_follow_inside_root(tmp_path: Path) -> None:
+    tree(tmp_path, {"real/r.md": "r\n", "real/s.py": "s\n"})
+    (tmp_path / "link").symlink_to(tmp_path / "real", target_is_directory=True)
+    (tmp_path / "alias.md").symlink_to(Path("real") / "r.md")
+    assert run(tmp_path) == (["real/r.md", "real/s.py"], {})  # not followed, not reported
+    files, skips = run(tmp_path, follow=True)
+    assert files == ["alias.md", "link/r.md", "link/s.py", "real/r.md", "real/s.py"] and skips == {}
+    entry = next(e for e in walk(tmp_path, Selection(follow=True)) if e.rel == "alias.md")
+    assert isinstance(entry, FileEntry) and entry.size == 2 and entry.path == tmp_path.resolve() / "alias.md"
+
+
+def test_symlink_loop_terminates(tmp_path: Path) -> None:
+    tree(tmp_path, {"a/b/f.md": "f\n", "x/g.md": "g\n"})
+    (tmp_path / "a" / "b" / "up").symlink_to(tmp_path / "a", target_is_directory=True)
+    (tmp_path / "a" / "self").symlink_to(Path("."), target_is_directory=True)
+    (tmp_path / "x" / "toy").symlink_to(tmp_path / "y", target_is_directory=True)
+    (tmp_path / "y").symlink_to(tmp_path / "x", target_is_directory=True)
+    (tmp_path / "root").symlink_to(tmp_path, target_is_directory=True)
+    assert run(tmp_path) == (["a/b/f.md", "x/g.md"], {})
+    files, skips = run(tmp_path, follow=True)
+    assert files == ["a/b/f.md", "x/g.md", "y/g.md"]
+    assert skips == {
+        "a/b/up": "symlink loop",
+        "a/self": "symlink loop",
+        "root": "symlink loop",
+        "x/toy": "symlink loop",
+        "y/toy": "symlink loop",
+    }
+
+
+def test_followed_link_cannot_smuggle_secrets_or_git(tmp_path: Path) -> None:
+    tree(tmp_path, {".env": "TOKEN=x\n", ".git/config": "[core]\n", "a.md": "a\n"})
+    (tmp_path / "notes.txt").symlink_to(tmp_path / ".env")
+    (tmp_path / "gitdir").symlink_to(tmp_path / ".git", target_is_directory=True)
+    assert run(tmp_path, follow=True) == (["a.md"], {"notes.txt": "secret file (excluded by default)"})
+
+
+# --- permissions and root ----------------------------------------------------------------------------------
+
+
+def test_unreadable_file_and_dir_are_skipped(tmp_path: Path) -> None:
+    probe = tmp_path / "probe"
+    probe.write_text("p")
+    probe.chmod(0)
+    try:
+        probe.read_text()
+        pytest.skip("this user reads files whatever their mode (root with CAP_DAC_OVERRIDE)")
+    except PermissionError:
+        probe.unlink()
+    tree(tmp_path, {"a.md": "a\n", "locked.md": "l\n", "closed/c.md": "c\n", "z.md": "z\n"})
+    (tmp_path / "locked.md").chmod(0)
+    (tmp_path / "closed").chmod(0)
+    try:
+        files, skips = run(tmp_path)
+    finally:
+        (tmp_path / "locked.md").chmod(0o644)
+        (tmp_path / "closed").chmod(0o755)
+    assert files == ["a.md", "z.md"]
+    assert skips["locked.md"] == "permission denied"
+    assert skips["closed"].startswith("directory not readable")
+
+
+def test_root_errors(tmp_path: Path) -> None:
+    with pytest.raises(RootError, match=r"nope does not exist; pass an existing directory"):
+        check_root(tmp_path / "nope")
+    (tmp_path / "f.txt").write_text("x")
+    with pytest.raises(RootError, match=r"f\.txt is not a directory"):
+        check_root(tmp_path / "f.txt")
+    with pytest.raises(RootError, match="filesystem root"):
+        check_root("/")
+    with pytest.raises(RootError):
+        list(walk(tmp_path / "nope", Selection()))
+    (tmp_path / "link").symlink_to(tmp_path, target_is_directory=True)
+    assert check_root(tmp_path / "link") == tmp_path.resolve()
