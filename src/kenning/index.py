@@ -24,7 +24,7 @@ from kenning.store import Database, FileRow, write_vectors
 from kenning.store.terms import TERMS_VERSION
 from kenning.types import FileEntry, Selection, Skip
 
-COMMIT_EVERY_S = 0.5
+COMMIT_EVERY_S = 1.0
 EMBED_COMMIT_BATCH = 64
 
 

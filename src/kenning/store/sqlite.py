@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from kenning.errors import IndexCorrupt, IndexMismatch
-from kenning.store.terms import document_terms
+from kenning.store.terms import identifier_parts
 from kenning.types import Passage
 
 SCHEMA_VERSION = 1
@@ -44,13 +44,17 @@ _MIGRATIONS: list[tuple[int, str, str]] = [
             end_line INTEGER NOT NULL,
             heading TEXT NOT NULL,
             text TEXT NOT NULL,
+            parts TEXT NOT NULL,
             ehash BLOB NOT NULL
         );
         CREATE INDEX passages_file ON passages(file_id);
         CREATE INDEX passages_ehash ON passages(ehash);
-        CREATE VIRTUAL TABLE fts USING fts5(terms, tokenize = "porter unicode61 remove_diacritics 2 tokenchars '_'");
+        CREATE VIRTUAL TABLE fts USING fts5(
+            heading, text, parts, content = 'passages', content_rowid = 'id',
+            tokenize = "porter unicode61 remove_diacritics 2 tokenchars '_'"
+        );
         CREATE TRIGGER passages_fts_delete AFTER DELETE ON passages BEGIN
-            DELETE FROM fts WHERE rowid = old.id;
+            INSERT INTO fts(fts, rowid, heading, text, parts) VALUES ('delete', old.id, old.heading, old.text, old.parts);
         END;
         CREATE TABLE embeddings(ehash BLOB PRIMARY KEY, vec BLOB NOT NULL) WITHOUT ROWID;
         """,
@@ -204,13 +208,18 @@ class Database:
         return removed
 
     def add_passages(self, file_id: int, passages: Sequence[Passage], ehashes: Sequence[bytes]) -> None:
-        for passage, ehash in zip(passages, ehashes, strict=True):
+        # The FTS index is external-content over `passages` (the text is stored once). Rows enter it here, in
+        # one executemany (an insert trigger measured 2.5x slower); a delete trigger keeps it in step.
+        rows = []
+        for p, h in zip(passages, ehashes, strict=True):
+            parts = identifier_parts(f"{p.heading}\n{p.text}" if p.heading else p.text)
             cur = self.conn.execute(
-                "INSERT INTO passages(file_id, start_line, end_line, heading, text, ehash) VALUES (?,?,?,?,?,?)",
-                (file_id, passage.start_line, passage.end_line, passage.heading, passage.text, ehash),
+                "INSERT INTO passages(file_id, start_line, end_line, heading, text, parts, ehash) "
+                "VALUES (?,?,?,?,?,?,?)",
+                (file_id, p.start_line, p.end_line, p.heading, p.text, parts, h),
             )
-            terms = document_terms(f"{passage.heading}\n{passage.text}" if passage.heading else passage.text)
-            self.conn.execute("INSERT INTO fts(rowid, terms) VALUES (?, ?)", (cur.lastrowid, terms))
+            rows.append((cur.lastrowid, p.heading, p.text, parts))
+        self.conn.executemany("INSERT INTO fts(rowid, heading, text, parts) VALUES (?, ?, ?, ?)", rows)
 
     # -- embeddings -----------------------------------------------------------------------------------------
     def missing_embeddings(self) -> list[tuple[bytes, str, str]]:
@@ -288,6 +297,9 @@ class Database:
             "SELECT id FROM passages WHERE file_id IN (SELECT id FROM temp.wanted_files)"
         ).fetchall()
         return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+
+    def fts_count(self) -> int:
+        return int(self.conn.execute("SELECT count(*) FROM fts").fetchone()[0])
 
     def lexical(self, match: str, limit: int, allowed: np.ndarray | None) -> list[tuple[int, float]]:
         """(passage id, bm25 score, higher is better) for a MATCH expression, optionally within `allowed`."""

