@@ -34,8 +34,12 @@ DEPTH = 50  # passages per query, so that ten distinct documents survive the sco
 
 
 def score(qrels: Path, run: Path) -> dict[str, float]:
-    out = subprocess.run([sys.executable, str(EVAL / "score.py"), str(qrels), str(run), "--json"],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, str(EVAL / "score.py"), str(qrels), str(run), "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     data = json.loads(out.stdout)
     return {k: float(v) for k, v in data.items() if isinstance(v, int | float)}
 
@@ -47,8 +51,10 @@ def evaluate(name: str, model: str, work: Path) -> dict[str, dict[str, float]]:
     engine = Engine(base / "corpus", config=config)
     t = time.perf_counter()
     report = engine.index()
-    print(f"[{name}] indexed {report.files} files, {report.passages} passages in {time.perf_counter() - t:.0f}s",
-          file=sys.stderr)
+    print(
+        f"[{name}] indexed {report.files} files, {report.passages} passages in {time.perf_counter() - t:.0f}s",
+        file=sys.stderr,
+    )
     queries = [json.loads(line) for line in (base / queries_file).read_text().splitlines() if line.strip()]
     scores = {}
     for mode in MODES:
@@ -71,7 +77,10 @@ def main() -> None:
     parser.add_argument("--out", default=str(HERE / ".work"))
     args = parser.parse_args()
     work = Path(args.out)
-    rows = ["| set | lexical nDCG@10 / R@10 | semantic nDCG@10 / R@10 | hybrid nDCG@10 / R@10 |", "|---|---|---|---|"]
+    rows = [
+        "| set | lexical nDCG@10 / R@10 | semantic nDCG@10 / R@10 | hybrid nDCG@10 / R@10 |",
+        "|---|---|---|---|",
+    ]
     results = {}
     for name in args.sets.split(","):
         s = evaluate(name, args.model, work)

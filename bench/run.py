@@ -13,7 +13,6 @@ import argparse
 import json
 import os
 import platform
-import resource
 import shutil
 import sqlite3
 import statistics
@@ -67,11 +66,20 @@ def bench_lexical(tree: Path, repeats: int) -> dict[str, float]:
     walls = []
     for _ in range(repeats):
         t = time.perf_counter()
-        subprocess.run([*KENNING, "index", "--lexical-only", str(tree)], check=True, capture_output=True,
-                       env=dict(os.environ, KENNING_MODEL="hash-384"))
+        subprocess.run(
+            [*KENNING, "index", "--lexical-only", str(tree)],
+            check=True,
+            capture_output=True,
+            env=dict(os.environ, KENNING_MODEL="hash-384"),
+        )
         walls.append(time.perf_counter() - t)
-    return {"files": files, "passages": report.passages, "lexical_pps": statistics.median(rates),
-            "noop_reindex_s": statistics.median(noop), "noop_reindex_cli_s": statistics.median(walls)}
+    return {
+        "files": files,
+        "passages": report.passages,
+        "lexical_pps": statistics.median(rates),
+        "noop_reindex_s": statistics.median(noop),
+        "noop_reindex_cli_s": statistics.median(walls),
+    }
 
 
 def bench_semantic(tree: Path, n: int, repeats: int) -> dict[str, float]:
@@ -99,16 +107,25 @@ def bench_semantic(tree: Path, n: int, repeats: int) -> dict[str, float]:
         report = e.index()
         piped.append(report.embedded / report.semantic_seconds)
         e.close()
-    return {"passages": len(texts), "raw_pps": statistics.median(raw), "pipeline_pps": statistics.median(piped),
-            "ratio": statistics.median(raw) / statistics.median(piped)}
+    return {
+        "passages": len(texts),
+        "raw_pps": statistics.median(raw),
+        "pipeline_pps": statistics.median(piped),
+        "ratio": statistics.median(raw) / statistics.median(piped),
+    }
 
 
 def bench_query(tree: Path, repeats: int) -> dict[str, float]:
     """Warm hybrid query latency at ~50k passages (vectors are random unit vectors: latency does not depend on
     their values), the real model embedding each query; then `kenning search` wall time in a fresh process."""
     shutil.rmtree(tree / ".kenning", ignore_errors=True)
-    proc = subprocess.run(["/usr/bin/time", "-f", "%M", *KENNING, "index", "--lexical-only", str(tree)],
-                          capture_output=True, text=True, check=True, env=dict(os.environ, KENNING_MODEL="minilm"))
+    proc = subprocess.run(
+        ["/usr/bin/time", "-f", "%M", *KENNING, "index", "--lexical-only", str(tree)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=dict(os.environ, KENNING_MODEL="minilm"),
+    )
     lexical_peak_mb = int(proc.stderr.strip().splitlines()[-1]) / 1024
     engine = Engine(tree, config=Config())
     con = sqlite3.connect(engine.db_path)
@@ -116,8 +133,10 @@ def bench_query(tree: Path, repeats: int) -> dict[str, float]:
     rng = np.random.default_rng(0)
     vecs = rng.standard_normal((len(hashes), 384)).astype(np.float32)
     vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
-    con.executemany("INSERT OR REPLACE INTO embeddings VALUES (?, ?)", zip(hashes, (v.tobytes() for v in vecs),
-                                                                          strict=True))
+    con.executemany(
+        "INSERT OR REPLACE INTO embeddings VALUES (?, ?)",
+        zip(hashes, (v.tobytes() for v in vecs), strict=True),
+    )
     con.commit()
     con.close()
     from kenning.store import Database, write_vectors
@@ -141,17 +160,26 @@ def bench_query(tree: Path, repeats: int) -> dict[str, float]:
         subprocess.run([*KENNING, "search", "--json", q, str(tree)], capture_output=True, check=True)
         walls.append(time.perf_counter() - t)
     size = sum(p.stat().st_size for p in engine.directory.iterdir() if p.is_file())
-    return {"passages": passages, "p50_ms": statistics.median(lat["hybrid"]),
-            "p95_ms": float(np.percentile(lat["hybrid"], 95)), "lexical_p50_ms": statistics.median(lat["lexical"]),
-            "cli_wall_s": statistics.median(walls), "bytes_per_passage": size / passages,
-            "lexical_peak_mb": lexical_peak_mb}
+    return {
+        "passages": passages,
+        "p50_ms": statistics.median(lat["hybrid"]),
+        "p95_ms": float(np.percentile(lat["hybrid"], 95)),
+        "lexical_p50_ms": statistics.median(lat["lexical"]),
+        "cli_wall_s": statistics.median(walls),
+        "bytes_per_passage": size / passages,
+        "lexical_peak_mb": lexical_peak_mb,
+    }
 
 
 def bench_memory(tree: Path) -> float:
     """Peak RSS of a full `kenning index` (both passes, the real model) of `tree`, in MB."""
     shutil.rmtree(tree / ".kenning", ignore_errors=True)
-    proc = subprocess.run(["/usr/bin/time", "-f", "%M", *KENNING, "index", str(tree)], capture_output=True, text=True,
-                          check=True)
+    proc = subprocess.run(
+        ["/usr/bin/time", "-f", "%M", *KENNING, "index", str(tree)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return int(proc.stderr.strip().splitlines()[-1]) / 1024
 
 
@@ -171,7 +199,9 @@ def machine() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repeats and smaller corpora")
-    parser.add_argument("--no-eval", action="store_true", help="reuse bench/.work/eval.md instead of running eval")
+    parser.add_argument(
+        "--no-eval", action="store_true", help="reuse bench/.work/eval.md instead of running eval"
+    )
     args = parser.parse_args()
     repeats = 2 if args.quick else 3
     WORK.mkdir(parents=True, exist_ok=True)
@@ -190,13 +220,17 @@ def main() -> None:
     peak = bench_memory(memory_tree)
     print("peak", peak, file=sys.stderr)
     if not args.no_eval:
-        out = subprocess.run([sys.executable, str(HERE / "eval.py")], capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [sys.executable, str(HERE / "eval.py")], capture_output=True, text=True, check=True
+        )
         (WORK / "eval.md").write_text(out.stdout)
     quality = (WORK / "eval.md").read_text() if (WORK / "eval.md").exists() else "(not run)\n"
     write_report(started, lexical, semantic, query, peak, quality, args)
 
 
-def write_report(started: str, lex: dict, sem: dict, q: dict, peak: float, quality: str, args: argparse.Namespace) -> None:
+def write_report(
+    started: str, lex: dict, sem: dict, q: dict, peak: float, quality: str, args: argparse.Namespace
+) -> None:
     cmd = "python bench/run.py" + (" --quick" if args.quick else "") + (" --no-eval" if args.no_eval else "")
     text = f"""# Benchmarks
 
@@ -208,16 +242,16 @@ noisy: compare ratios within one run, not absolute numbers across runs.
 
 | what | measured | target |
 |---|---|---|
-| lexical pass ({lex['files']} real files, {lex['passages']} passages) | {lex['lexical_pps']:,.0f} passages/s | ≥ 10,000 |
-| semantic pass vs the model called directly ({sem['passages']} passages) | {sem['pipeline_pps']:.1f} vs {sem['raw_pps']:.1f} passages/s: ratio {sem['ratio']:.2f}x | ≤ 1.3x |
-| re-index of the unchanged {lex['files']}-file tree, in process | {lex['noop_reindex_s']:.2f} s | < 1 s |
-| the same, `kenning index` as a new process | {lex['noop_reindex_cli_s']:.2f} s | |
-| warm hybrid query at {q['passages']:,} passages (model embeds the query) | p50 {q['p50_ms']:.1f} ms, p95 {q['p95_ms']:.1f} ms | p50 < 20 ms |
-| warm lexical-only query, same index | p50 {q['lexical_p50_ms']:.1f} ms | |
-| `kenning search` wall time, process start included, {q['passages']:,} passages | {q['cli_wall_s']:.2f} s | < 1 s |
-| peak memory, lexical pass over {q['passages']:,} passages | {q['lexical_peak_mb']:.0f} MB | < 600 MB |
+| lexical pass ({lex["files"]} real files, {lex["passages"]} passages) | {lex["lexical_pps"]:,.0f} passages/s | ≥ 10,000 |
+| semantic pass vs the model called directly ({sem["passages"]} passages) | {sem["pipeline_pps"]:.1f} vs {sem["raw_pps"]:.1f} passages/s: ratio {sem["ratio"]:.2f}x | ≤ 1.3x |
+| re-index of the unchanged {lex["files"]}-file tree, in process | {lex["noop_reindex_s"]:.2f} s | < 1 s |
+| the same, `kenning index` as a new process | {lex["noop_reindex_cli_s"]:.2f} s | |
+| warm hybrid query at {q["passages"]:,} passages (model embeds the query) | p50 {q["p50_ms"]:.1f} ms, p95 {q["p95_ms"]:.1f} ms | p50 < 20 ms |
+| warm lexical-only query, same index | p50 {q["lexical_p50_ms"]:.1f} ms | |
+| `kenning search` wall time, process start included, {q["passages"]:,} passages | {q["cli_wall_s"]:.2f} s | < 1 s |
+| peak memory, lexical pass over {q["passages"]:,} passages | {q["lexical_peak_mb"]:.0f} MB | < 600 MB |
 | peak memory, full index (both passes, real model) of 600 files | {peak:.0f} MB | < 600 MB |
-| index size on disk | {q['bytes_per_passage']:,.0f} bytes/passage | |
+| index size on disk | {q["bytes_per_passage"]:,.0f} bytes/passage | |
 
 Notes: the 50k-passage index carries random unit vectors in place of real embeddings (query latency does not
 depend on the values; embedding 50k passages with the real model takes most of an hour on 2 cores). Peak memory of

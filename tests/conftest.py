@@ -20,7 +20,7 @@ CORPUS = {
     "src/upload.py": "import time\n\n\ndef upload_file(path, client, retry_count=3):\n"
     "    for attempt in range(retry_count):\n        try:\n            return client.put(path)\n"
     "        except IOError:\n            time.sleep(2 ** attempt)\n    raise RuntimeError('upload failed')\n",
-    "src/limits.py": "class RateLimiter:\n    \"\"\"Token bucket rate limiting for the API.\"\"\"\n\n"
+    "src/limits.py": 'class RateLimiter:\n    """Token bucket rate limiting for the API."""\n\n'
     "    def __init__(self, rate):\n        self.rate = rate\n",
     "docs/guide.rst": "Guide\n=====\n\nInstallation\n------------\n\nRun pip install to set it up.\n",
     "notes/café.txt": "Le café est prêt. Naïve façade, déjà vu.\n",
@@ -57,8 +57,13 @@ def engine_factory() -> Callable[..., Engine]:
         e.close()
 
 
-def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
-            input: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    *args: str,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    input: str | None = None,
+    timeout: float = 120,
+) -> subprocess.CompletedProcess[str]:
     """The real CLI in a subprocess, with the hash embedder and a private config/cache home."""
     full_env = dict(os.environ)
     full_env.setdefault("KENNING_MODEL", "hash")
@@ -66,6 +71,11 @@ def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = No
     full_env["XDG_CONFIG_HOME"] = str(home / ".cfg-none")
     full_env.update(env or {})
     return subprocess.run(
-        [sys.executable, "-m", "kenning.cli", *args], cwd=cwd, env=full_env, capture_output=True, text=True,
-        input=input, timeout=timeout,
+        [sys.executable, "-m", "kenning.cli", *args],
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        input=input,
+        timeout=timeout,
     )

@@ -51,8 +51,16 @@ def test_json_lines_schema(corpus: Path) -> None:
     hits, summary = lines[:-1], lines[-1]
     assert summary["type"] == "summary" and summary["schema"] == 1 and summary["hits"] == len(hits) <= 2
     for h in hits:
-        assert h["type"] == "hit" and set(h) >= {"path", "start_line", "end_line", "score", "matched_by", "stale",
-                                                 "text", "trace"}
+        assert h["type"] == "hit" and set(h) >= {
+            "path",
+            "start_line",
+            "end_line",
+            "score",
+            "matched_by",
+            "stale",
+            "text",
+            "trace",
+        }
         assert h["matched_by"] in ("lexical", "semantic", "both") and h["trace"]["fused_rank"] >= 1
 
 
@@ -119,9 +127,17 @@ def test_models_lists_default(tmp_path: Path) -> None:
 def test_remote_embedder_refused_without_opt_in(corpus: Path, tmp_path: Path) -> None:
     cfg = tmp_path / "xdg" / "kenning"
     cfg.mkdir(parents=True)
-    (cfg / "config.toml").write_text('[embedders.remote]\nprovider = "openai"\nurl = "http://127.0.0.1:9"\ndim = 8\n')
-    out = run_cli("index", "--model", "remote", str(corpus), cwd=corpus.parent,
-                  env={"XDG_CONFIG_HOME": str(tmp_path / "xdg")})
+    (cfg / "config.toml").write_text(
+        '[embedders.remote]\nprovider = "openai"\nurl = "http://127.0.0.1:9"\ndim = 8\n'
+    )
+    out = run_cli(
+        "index",
+        "--model",
+        "remote",
+        str(corpus),
+        cwd=corpus.parent,
+        env={"XDG_CONFIG_HOME": str(tmp_path / "xdg")},
+    )
     assert out.returncode == 2 and "--allow-remote" in out.stderr
 
 

@@ -18,8 +18,9 @@ from kenning.types import Selection
 def test_index_then_search_returns_exact_spans(corpus: Path, engine_factory) -> None:
     engine = engine_factory(corpus)
     report = engine.index()
-    assert sorted(report.added) == sorted(["README.md", "docs/guide.rst", "notes/café.txt", "src/limits.py",
-                                           "src/upload.py"])
+    assert sorted(report.added) == sorted(
+        ["README.md", "docs/guide.rst", "notes/café.txt", "src/limits.py", "src/upload.py"]
+    )
     assert report.coverage == 1.0
     [result] = engine.search("retry_count upload")
     top = result.hits[0]

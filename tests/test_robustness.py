@@ -17,8 +17,11 @@ from kenning.embed.hashing import HashEmbedder
 
 
 def _big_tree(root: Path, n: int) -> Path:
-    files = {f"pkg{i % 20}/mod{i}.py": f"def handler_{i}(request):\n    '''Handle request {i}.'''\n"
-             f"    return compute_{i % 7}(request) + {i}\n\n\nclass Thing{i}:\n    value = {i}\n" for i in range(n)}
+    files = {
+        f"pkg{i % 20}/mod{i}.py": f"def handler_{i}(request):\n    '''Handle request {i}.'''\n"
+        f"    return compute_{i % 7}(request) + {i}\n\n\nclass Thing{i}:\n    value = {i}\n"
+        for i in range(n)
+    }
     return make_tree(root, files)
 
 
@@ -32,7 +35,9 @@ def _consistency(db_path: Path) -> tuple[int, int]:
             "SELECT count(*) FROM (SELECT file_id, start_line, end_line, count(*) c FROM passages "
             "GROUP BY 1, 2, 3 HAVING c > 1)"
         ).fetchone()[0]
-        orphans = con.execute("SELECT count(*) FROM passages WHERE file_id NOT IN (SELECT id FROM files)").fetchone()[0]
+        orphans = con.execute(
+            "SELECT count(*) FROM passages WHERE file_id NOT IN (SELECT id FROM files)"
+        ).fetchone()[0]
         unembedded = con.execute(
             "SELECT count(*) FROM passages p WHERE NOT EXISTS (SELECT 1 FROM embeddings e WHERE e.ehash = p.ehash)"
         ).fetchone()[0]
@@ -48,12 +53,19 @@ def _db(root: Path) -> Path:
 
 def _spawn_index(root: Path) -> subprocess.Popen[str]:
     env = dict(os.environ, KENNING_MODEL="hash", XDG_CONFIG_HOME=str(root.parent / "cfg"))
-    return subprocess.Popen([sys.executable, "-m", "kenning.cli", "index", str(root)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "kenning.cli", "index", str(root)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 @pytest.mark.parametrize(("phase", "delay"), [("lexical", 0.0), ("lexical", 0.3), ("semantic", 0.05)])
-def test_kill_9_during_indexing_loses_and_duplicates_nothing(tmp_path: Path, phase: str, delay: float) -> None:
+def test_kill_9_during_indexing_loses_and_duplicates_nothing(
+    tmp_path: Path, phase: str, delay: float
+) -> None:
     root = _big_tree(tmp_path / "ws", 3000)
     proc = _spawn_index(root)
     assert proc.stderr is not None
@@ -89,8 +101,16 @@ def test_second_writer_is_refused_clearly_while_the_lock_is_held(tmp_path: Path)
 def test_two_concurrent_index_processes_leave_one_consistent_index(tmp_path: Path) -> None:
     root = _big_tree(tmp_path / "ws", 3000)
     env = dict(os.environ, KENNING_MODEL="hash", XDG_CONFIG_HOME=str(tmp_path / "cfg"))
-    procs = [subprocess.Popen([sys.executable, "-m", "kenning.cli", "index", "--wait", "300", str(root)], env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "kenning.cli", "index", "--wait", "300", str(root)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
     outs = [p.communicate(timeout=300) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs
     reference = _big_tree(tmp_path / "ref", 3000)
@@ -109,14 +129,25 @@ def test_second_writer_waits_with_wait_flag(tmp_path: Path) -> None:
 
 
 def _git(root: Path, *args: str) -> None:
-    subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True,
-                   env=dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t",
-                            GIT_COMMITTER_EMAIL="t@t"))
+    subprocess.run(
+        ["git", "-C", str(root), *args],
+        check=True,
+        capture_output=True,
+        env=dict(
+            os.environ,
+            GIT_AUTHOR_NAME="t",
+            GIT_AUTHOR_EMAIL="t@t",
+            GIT_COMMITTER_NAME="t",
+            GIT_COMMITTER_EMAIL="t@t",
+        ),
+    )
 
 
 def test_git_blob_ids_vouch_for_files_whose_mtime_changed(tmp_path: Path, engine_factory) -> None:
-    root = make_tree(tmp_path / "repo", {"a.md": "# A\n\nalpha text here\n", "b.py": "def beta():\n    return 2\n",
-                                         "c.txt": "gamma words\n"})
+    root = make_tree(
+        tmp_path / "repo",
+        {"a.md": "# A\n\nalpha text here\n", "b.py": "def beta():\n    return 2\n", "c.txt": "gamma words\n"},
+    )
     _git(root, "init", "-q")
     _git(root, "add", ".")
     _git(root, "commit", "-q", "-m", "init")
@@ -151,18 +182,23 @@ def test_git_blob_ids_vouch_for_files_whose_mtime_changed(tmp_path: Path, engine
 
 
 def test_hostile_fixture_corpus(tmp_path: Path, engine_factory) -> None:
-    root = make_tree(tmp_path / "ws", {
-        "ok/unicode.md": "# Überschrift\n\nGrüße aus Köln — naïve 日本語 text.\n",
-        "ok/latin1.txt": "Caf\xe9 cr\xe8me br\xfbl\xe9e recipe\n".encode("latin-1"),
-        "bad/blob.bin": bytes(range(256)) * 40,
-        "bad/huge.py": "x = 1\n" * 400_000,
-        "bad/bundle.js": "var a=" + ";".join(f"f{i}=function(){{return {i}}}" for i in range(8000)) + "\n",
-        ".env": "API_KEY=hunter2\n",
-        "id_rsa": "-----BEGIN OPENSSH PRIVATE KEY-----\n",
-        "node_modules/dep/index.js": "module.exports = 1\n",
-        "ignored/x.md": "# ignored\n",
-        ".gitignore": "ignored/\n",
-    })
+    root = make_tree(
+        tmp_path / "ws",
+        {
+            "ok/unicode.md": "# Überschrift\n\nGrüße aus Köln — naïve 日本語 text.\n",
+            "ok/latin1.txt": "Caf\xe9 cr\xe8me br\xfbl\xe9e recipe\n".encode("latin-1"),
+            "bad/blob.bin": bytes(range(256)) * 40,
+            "bad/huge.py": "x = 1\n" * 400_000,
+            "bad/bundle.js": "var a="
+            + ";".join(f"f{i}=function(){{return {i}}}" for i in range(8000))
+            + "\n",
+            ".env": "API_KEY=hunter2\n",
+            "id_rsa": "-----BEGIN OPENSSH PRIVATE KEY-----\n",
+            "node_modules/dep/index.js": "module.exports = 1\n",
+            "ignored/x.md": "# ignored\n",
+            ".gitignore": "ignored/\n",
+        },
+    )
     (root / "loop").symlink_to(root, target_is_directory=True)
     (root / "dangling.md").symlink_to(root / "nope.md")
     (root / "outside.md").symlink_to(tmp_path / "secret.md")

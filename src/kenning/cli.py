@@ -13,9 +13,10 @@ import sys
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast
 
 from kenning.errors import Interrupted, KenningError, UsageError
+from kenning.types import Mode, Preview
 
 EXAMPLES = {
     "index": """examples:
@@ -51,22 +52,60 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _selection_args(p: argparse.ArgumentParser, *, index: bool) -> None:
-    p.add_argument("-g", "--glob", action="append", default=None, metavar="GLOB",
-                   help="include files matching GLOB; '!GLOB' excludes (repeatable, ordered, later wins)")
-    p.add_argument("--iglob", action="append", default=None, metavar="GLOB", help="like --glob, case-insensitive")
-    p.add_argument("-t", "--type", action="append", default=None, metavar="TYPE",
-                   help="only files of this ripgrep-style type (py, rust, md, ...; repeatable)")
-    p.add_argument("-T", "--type-not", action="append", default=None, metavar="TYPE",
-                   help="exclude files of this type (repeatable)")
+    p.add_argument(
+        "-g",
+        "--glob",
+        action="append",
+        default=None,
+        metavar="GLOB",
+        help="include files matching GLOB; '!GLOB' excludes (repeatable, ordered, later wins)",
+    )
+    p.add_argument(
+        "--iglob", action="append", default=None, metavar="GLOB", help="like --glob, case-insensitive"
+    )
+    p.add_argument(
+        "-t",
+        "--type",
+        action="append",
+        default=None,
+        metavar="TYPE",
+        help="only files of this ripgrep-style type (py, rust, md, ...; repeatable)",
+    )
+    p.add_argument(
+        "-T",
+        "--type-not",
+        action="append",
+        default=None,
+        metavar="TYPE",
+        help="exclude files of this type (repeatable)",
+    )
     if index:
-        p.add_argument("--hidden", action="store_true", default=None, help="include hidden files and directories")
-        p.add_argument("--no-ignore", action="store_true", default=None,
-                       help="ignore .gitignore/.ignore and the default ignore list (secrets stay excluded)")
-        p.add_argument("--ignore-file", action="append", default=None, metavar="PATH",
-                       help="an extra gitignore-style file (repeatable)")
-        p.add_argument("--max-filesize", default=None, metavar="SIZE", help="skip larger files (bytes, or 10K/2M/1G)")
-        p.add_argument("-L", "--follow", action="store_true", default=None,
-                       help="follow symlinks that stay inside the root (never outside)")
+        p.add_argument(
+            "--hidden", action="store_true", default=None, help="include hidden files and directories"
+        )
+        p.add_argument(
+            "--no-ignore",
+            action="store_true",
+            default=None,
+            help="ignore .gitignore/.ignore and the default ignore list (secrets stay excluded)",
+        )
+        p.add_argument(
+            "--ignore-file",
+            action="append",
+            default=None,
+            metavar="PATH",
+            help="an extra gitignore-style file (repeatable)",
+        )
+        p.add_argument(
+            "--max-filesize", default=None, metavar="SIZE", help="skip larger files (bytes, or 10K/2M/1G)"
+        )
+        p.add_argument(
+            "-L",
+            "--follow",
+            action="store_true",
+            default=None,
+            help="follow symlinks that stay inside the root (never outside)",
+        )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -83,8 +122,13 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     def command(name: str, help_: str) -> argparse.ArgumentParser:
-        return sub.add_parser(name, help=help_, description=help_, epilog=EXAMPLES[name],
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
+        return sub.add_parser(
+            name,
+            help=help_,
+            description=help_,
+            epilog=EXAMPLES[name],
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
 
     p = command("index", "Build or refresh the index of ROOT (default: the current directory).")
     p.add_argument("root", nargs="?", default=".", metavar="ROOT")
@@ -96,46 +140,81 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--drop", action="store_true", help="delete the whole index of ROOT (asks unless --yes)")
     p.add_argument("-y", "--yes", action="store_true", help="do not ask before --drop")
     p.add_argument("--lexical-only", action="store_true", help="skip the semantic pass (embed later)")
-    p.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
-                   help="wait this long for another writer instead of failing at once")
-    p.add_argument("--allow-remote", action="store_true", default=None,
-                   help="allow a remote embedding endpoint to receive workspace text")
+    p.add_argument(
+        "--wait",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="wait this long for another writer instead of failing at once",
+    )
+    p.add_argument(
+        "--allow-remote",
+        action="store_true",
+        default=None,
+        help="allow a remote embedding endpoint to receive workspace text",
+    )
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
 
     p = command("search", "Search the index of ROOT (or its nearest indexed ancestor) by meaning and words.")
     p.add_argument("query", nargs="?", default=None, metavar="QUERY")
     p.add_argument("root", nargs="?", default=".", metavar="ROOT")
-    p.add_argument("-q", "--query", dest="queries", action="append", default=None, metavar="QUERY",
-                   help="a query group (repeatable; each ranked separately unless --fuse)")
+    p.add_argument(
+        "-q",
+        "--query",
+        dest="queries",
+        action="append",
+        default=None,
+        metavar="QUERY",
+        help="a query group (repeatable; each ranked separately unless --fuse)",
+    )
     p.add_argument("--fuse", action="store_true", help="merge all query groups into one ranking")
     arm = p.add_mutually_exclusive_group()
     arm.add_argument("--lexical", action="store_true", help="BM25 only")
     arm.add_argument("--semantic", action="store_true", help="embeddings only")
     p.add_argument("-k", "--limit", type=int, default=None, help="hits per group (default 10)")
-    p.add_argument("--path", action="append", default=None, metavar="PATH", help="only under PATH (repeatable)")
+    p.add_argument(
+        "--path", action="append", default=None, metavar="PATH", help="only under PATH (repeatable)"
+    )
     _selection_args(p, index=False)
-    p.add_argument("--modified-after", default=None, metavar="WHEN", help="date (YYYY-MM-DD) or epoch seconds")
-    p.add_argument("--modified-before", default=None, metavar="WHEN", help="date (YYYY-MM-DD) or epoch seconds")
+    p.add_argument(
+        "--modified-after", default=None, metavar="WHEN", help="date (YYYY-MM-DD) or epoch seconds"
+    )
+    p.add_argument(
+        "--modified-before", default=None, metavar="WHEN", help="date (YYYY-MM-DD) or epoch seconds"
+    )
     p.add_argument("--preview", choices=("none", "short", "full"), default=None, help="passage text shown")
     p.add_argument("--trace", action="store_true", help="show each hit's rank and score in each arm")
     p.add_argument("--json", action="store_true", help="JSON Lines: one hit per line, then a summary")
-    p.add_argument("--no-index", action="store_true",
-                   help="never build an index; without one, fall back to literal exhaustive search")
+    p.add_argument(
+        "--no-index",
+        action="store_true",
+        help="never build an index; without one, fall back to literal exhaustive search",
+    )
     p.add_argument("--model", default=None, help="search the index of this embedder")
 
     p = command("grep", "Exhaustive regex search, no index needed, over the same file selection.")
     p.add_argument("pattern", nargs="?", default=None, metavar="PATTERN")
     p.add_argument("paths", nargs="*", metavar="PATH")
-    p.add_argument("-e", "--regexp", action="append", default=None, metavar="PATTERN",
-                   help="a pattern (repeatable; use for patterns starting with '-')")
+    p.add_argument(
+        "-e",
+        "--regexp",
+        action="append",
+        default=None,
+        metavar="PATTERN",
+        help="a pattern (repeatable; use for patterns starting with '-')",
+    )
     p.add_argument("-i", "--ignore-case", action="store_true")
     p.add_argument("-F", "--fixed-strings", action="store_true", help="patterns are literal strings")
     p.add_argument("-w", "--word-regexp", action="store_true", help="match whole words only")
     p.add_argument("-A", "--after-context", type=int, default=0, metavar="N")
     p.add_argument("-B", "--before-context", type=int, default=0, metavar="N")
     p.add_argument("-C", "--context", type=int, default=None, metavar="N")
-    p.add_argument("--engine", choices=("auto", "rg", "python"), default="auto",
-                   help="rg when on PATH (auto), or the pure-Python matcher")
+    p.add_argument(
+        "--engine",
+        choices=("auto", "rg", "python"),
+        default="auto",
+        help="rg when on PATH (auto), or the pure-Python matcher",
+    )
     _selection_args(p, index=True)
 
     p = command("status", "What is indexed under ROOT, what changed since, how big, which model.")
@@ -182,9 +261,15 @@ def _selection(args: argparse.Namespace, base: Any) -> Any:
     from kenning.types import Selection
 
     given = {
-        "globs": args.glob, "iglobs": args.iglob, "types": args.type, "types_not": args.type_not,
-        "hidden": args.hidden, "no_ignore": args.no_ignore, "ignore_files": args.ignore_file,
-        "max_filesize": _size(args.max_filesize), "follow": args.follow,
+        "globs": args.glob,
+        "iglobs": args.iglob,
+        "types": args.type,
+        "types_not": args.type_not,
+        "hidden": args.hidden,
+        "no_ignore": args.no_ignore,
+        "ignore_files": args.ignore_file,
+        "max_filesize": _size(args.max_filesize),
+        "follow": args.follow,
     }
     given = {k: (tuple(v) if isinstance(v, list) else v) for k, v in given.items() if v is not None}
     if not given:
@@ -263,9 +348,9 @@ def cmd_search(args: argparse.Namespace) -> int:
         raise UsageError("no query given", hint='kenning search "what you are looking for" [ROOT]')
     start = check_root(root_arg)
     config = load_config(start).with_overrides(preview=args.preview, limit=args.limit)
-    mode = "lexical" if args.lexical else "semantic" if args.semantic else "hybrid"
+    mode: Mode = "lexical" if args.lexical else "semantic" if args.semantic else "hybrid"
     found = find_index_root(start, config)
-    preview = config.preview
+    preview = cast(Preview, config.preview)
     if found is None:
         if args.no_index:
             return _literal(start, queries, config, args, started)
@@ -276,7 +361,9 @@ def cmd_search(args: argparse.Namespace) -> int:
         with make_progress() as progress:
             report = engine.index(None, progress=progress)
         if report.interrupted:
-            raise Interrupted("indexing interrupted; finished work is kept", hint="run `kenning index` to resume")
+            raise Interrupted(
+                "indexing interrupted; finished work is kept", hint="run `kenning index` to resume"
+            )
         found = start
     else:
         config = load_config(found).with_overrides(preview=args.preview, limit=args.limit)
@@ -284,13 +371,16 @@ def cmd_search(args: argparse.Namespace) -> int:
     filters = Filters(
         paths=tuple(engine._rel(start / p if not Path(p).is_absolute() else p) for p in (args.path or []))
         + ((engine._rel(start),) if start != found else ()),
-        globs=tuple(args.glob or ()), iglobs=tuple(args.iglob or ()), types=tuple(args.type or ()),
+        globs=tuple(args.glob or ()),
+        iglobs=tuple(args.iglob or ()),
+        types=tuple(args.type or ()),
         types_not=tuple(args.type_not or ()),
         modified_after=parse_time(args.modified_after) if args.modified_after else None,
         modified_before=parse_time(args.modified_before) if args.modified_before else None,
     )
-    results = engine.search(queries, mode=mode, limit=config.limit, filters=filters, fuse=args.fuse,
-                            trace=args.trace)
+    results = engine.search(
+        queries, mode=mode, limit=config.limit, filters=filters, fuse=args.fuse, trace=args.trace
+    )
     if args.json:
         _out(render_json(results, preview, root=str(engine.root), model=engine.model_name, started=started))
     else:
@@ -308,7 +398,9 @@ def _literal(start: Path, queries: list[str], config: Any, args: argparse.Namesp
         r.group = f"Q{n}"
         results.append(r)
     if args.json:
-        _out(render_json(results, config.preview, root=str(start), model="none", started=started, literal=True))
+        _out(
+            render_json(results, config.preview, root=str(start), model="none", started=started, literal=True)
+        )
     else:
         _err(NOTE)
         _out(render_text(results, config.preview))
@@ -333,8 +425,14 @@ def cmd_grep(args: argparse.Namespace) -> int:
     root = check_root(_common_root(targets))
     before = args.context if args.context is not None else args.before_context
     after = args.context if args.context is not None else args.after_context
-    options = grep.GrepOptions(patterns=tuple(patterns), ignore_case=args.ignore_case, fixed=args.fixed_strings,
-                               word=args.word_regexp, before=before, after=after)
+    options = grep.GrepOptions(
+        patterns=tuple(patterns),
+        ignore_case=args.ignore_case,
+        fixed=args.fixed_strings,
+        word=args.word_regexp,
+        before=before,
+        after=after,
+    )
     selection = _selection(args, Selection()) or Selection()
     restrict = [p for p in targets if p.resolve() != root]
     found = False
@@ -389,11 +487,17 @@ def cmd_models(args: argparse.Namespace) -> int:
         mark = "*" if m.default else " "
         state = "ok " if m.available else "no "
         _out([f"{mark} {m.name:<14} {m.provider:<22} {state} {m.reason}"])
-    _out(["", "* = default. Choose with --model NAME or `model = \"NAME\"` in config."])
+    _out(["", '* = default. Choose with --model NAME or `model = "NAME"` in config.'])
     return 0
 
 
-COMMANDS = {"index": cmd_index, "search": cmd_search, "grep": cmd_grep, "status": cmd_status, "models": cmd_models}
+COMMANDS = {
+    "index": cmd_index,
+    "search": cmd_search,
+    "grep": cmd_grep,
+    "status": cmd_status,
+    "models": cmd_models,
+}
 
 
 def _attach_pattern_values(argv: list[str]) -> list[str]:

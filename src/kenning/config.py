@@ -36,7 +36,6 @@ class Config:
     sources: tuple[str, ...] = ()  # which files/layers contributed, for `kenning status`
     explicit: frozenset[str] = frozenset()  # settings given by a file, the environment or a flag
 
-
     def with_overrides(self, **values: Any) -> Config:
         """Apply command-line flags (None means "not given")."""
         given = {k: v for k, v in values.items() if v is not None}
@@ -103,7 +102,12 @@ def _read_toml(path: Path) -> dict[str, Any]:
 
 
 def _merge(
-    values: dict[str, Any], embedders: dict[str, dict[str, Any]], data: dict[str, Any], where: str, *, trusted: bool
+    values: dict[str, Any],
+    embedders: dict[str, dict[str, Any]],
+    data: dict[str, Any],
+    where: str,
+    *,
+    trusted: bool,
 ) -> None:
     for key, value in data.items():
         if key == "embedders":

@@ -86,7 +86,11 @@ def find_index_root(start: Path | str, config: Config | None = None) -> Path | N
 
 class Engine:
     def __init__(
-        self, root: Path | str, *, config: Config | None = None, model: str | None = None,
+        self,
+        root: Path | str,
+        *,
+        config: Config | None = None,
+        model: str | None = None,
         embedder: Embedder | None = None,
     ) -> None:
         self.root = walk.check_root(root)
@@ -99,7 +103,9 @@ class Engine:
         else:
             # a flag wins, then a model the user configured, then the one the index was built with
             self.model_name = model or (
-                self.manifest.model if self.manifest and "model" not in self.config.explicit else self.config.model
+                self.manifest.model
+                if self.manifest and "model" not in self.config.explicit
+                else self.config.model
             )
             self.embedder = create_embedder(self.model_name, self.config)
         self._db: Database | None = None
@@ -150,9 +156,16 @@ class Engine:
             db = Database(self.db_path, identity=self.embedder.identity)
             try:
                 report = run_index(
-                    self.root, self.directory, db, self.embedder, self.config, chosen,
-                    index_dir_name=self._index_dir_name(), scope=[self._rel(p) for p in scope],
-                    semantic=semantic, progress=progress,
+                    self.root,
+                    self.directory,
+                    db,
+                    self.embedder,
+                    self.config,
+                    chosen,
+                    index_dir_name=self._index_dir_name(),
+                    scope=[self._rel(p) for p in scope],
+                    semantic=semantic,
+                    progress=progress,
                 )
             finally:
                 db.close()
@@ -201,8 +214,10 @@ class Engine:
     # -- reading ---------------------------------------------------------------------------------------------
     def _open(self) -> Database:
         if not self.exists():
-            raise IndexMissing(f"{self.root} has no index for model '{self.embedder.name}'",
-                               hint=f"run `kenning index {self.root}`")
+            raise IndexMissing(
+                f"{self.root} has no index for model '{self.embedder.name}'",
+                hint=f"run `kenning index {self.root}`",
+            )
         if self._db is None:
             self._db = Database(self.db_path, identity=self.embedder.identity, readonly=True)
         return self._db
@@ -215,13 +230,20 @@ class Engine:
         return self._vectors
 
     def search(
-        self, queries: str | Sequence[str], *, mode: Mode = "hybrid", limit: int | None = None,
-        filters: Filters | None = None, fuse: bool = False, trace: bool = False,
+        self,
+        queries: str | Sequence[str],
+        *,
+        mode: Mode = "hybrid",
+        limit: int | None = None,
+        filters: Filters | None = None,
+        fuse: bool = False,
+        trace: bool = False,
     ) -> list[SearchResult]:
         """Ranked passages, one SearchResult per query group (one group when `fuse`)."""
         qs = [queries] if isinstance(queries, str) else list(queries)
-        plan = plan_search(qs, mode=mode, limit=limit or self.config.limit, filters=filters, fuse=fuse,
-                           trace=trace)
+        plan = plan_search(
+            qs, mode=mode, limit=limit or self.config.limit, filters=filters, fuse=fuse, trace=trace
+        )
         db = self._open()
         db.conn.execute("BEGIN")  # one snapshot for the whole search
         try:
@@ -236,16 +258,23 @@ class Engine:
     def status(self, *, pending: bool = True) -> Status:
         st = Status(str(self.root), str(self.home), self.exists(), self.model_name, self.embedder.identity)
         if self.home.exists():
-            st.other_models = sorted(p.name for p in self.home.iterdir()
-                                     if p.is_dir() and p.name != self.embedder.slug and (p / "index.db").exists())
+            st.other_models = sorted(
+                p.name
+                for p in self.home.iterdir()
+                if p.is_dir() and p.name != self.embedder.slug and (p / "index.db").exists()
+            )
         if not st.exists:
             return st
         if self.manifest:
             st.selection = self.manifest.selection
         db = self._open()
         counts = db.counts()
-        st.files, st.passages, st.embedded, st.skipped = (counts["files"], counts["passages"], counts["embedded"],
-                                                          counts["skipped"])
+        st.files, st.passages, st.embedded, st.skipped = (
+            counts["files"],
+            counts["passages"],
+            counts["embedded"],
+            counts["skipped"],
+        )
         st.size_bytes = sum(p.stat().st_size for p in self.directory.iterdir() if p.is_file())
         last = db.get_meta("last_indexed")
         st.last_indexed = float(last) if last else None
@@ -286,11 +315,19 @@ class Engine:
             text = str(path).strip()
             if text in ("", "."):
                 return ""
-            p = (Path.cwd() / p) if (Path.cwd() / p).exists() and not (self.root / p).exists() else self.root / p
+            p = (
+                (Path.cwd() / p)
+                if (Path.cwd() / p).exists() and not (self.root / p).exists()
+                else self.root / p
+            )
         resolved = p.resolve() if p.exists() else Path(str(p))
         try:
-            return resolved.relative_to(self.root).as_posix().strip("/").replace("./", "") if resolved != self.root \
+            return (
+                resolved.relative_to(self.root).as_posix().strip("/").replace("./", "")
+                if resolved != self.root
                 else ""
+            )
         except ValueError:
-            raise RootError(f"{path} is outside the indexed root {self.root}",
-                            hint="name a path inside the root") from None
+            raise RootError(
+                f"{path} is outside the indexed root {self.root}", hint="name a path inside the root"
+            ) from None

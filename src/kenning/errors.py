@@ -48,7 +48,7 @@ class RootError(KenningError):
     code = "KENNING.ROOT"
 
 
-class IndexError_(KenningError):  # noqa: N801 - trailing underscore avoids the builtin name
+class IndexError_(KenningError):
     code = "KENNING.INDEX"
 
 

@@ -117,8 +117,14 @@ def run_index(
 
 
 def _lexical_pass(
-    root: Path, db: Database, config: Config, selection: Selection, index_dir_name: str,
-    scope: Sequence[str], progress: Progress, report: IndexReport,
+    root: Path,
+    db: Database,
+    config: Config,
+    selection: Selection,
+    index_dir_name: str,
+    scope: Sequence[str],
+    progress: Progress,
+    report: IndexReport,
 ) -> None:
     entries: list[FileEntry] = []
     for item in walk.walk(root, selection, index_dir_name=index_dir_name):
@@ -155,8 +161,14 @@ def _lexical_pass(
 
 
 def _index_file(
-    root: Path, db: Database, config: Config, entry: FileEntry, row: FileRow | None, git: GitState | None,
-    force: bool, report: IndexReport,
+    root: Path,
+    db: Database,
+    config: Config,
+    entry: FileEntry,
+    row: FileRow | None,
+    git: GitState | None,
+    force: bool,
+    report: IndexReport,
 ) -> None:
     if row is not None and not force:
         if row.size == entry.size and row.mtime_ns == entry.mtime_ns:
@@ -179,8 +191,13 @@ def _index_file(
         _unchanged(row, report)
         return
     decoded = walk.decode(data)
-    passages = chunk.chunk_text(decoded, entry.kind, entry.lang, max_chars=config.max_chars,
-                                overlap_chars=config.overlap_chars) if isinstance(decoded, str) else decoded.reason
+    passages = (
+        chunk.chunk_text(
+            decoded, entry.kind, entry.lang, max_chars=config.max_chars, overlap_chars=config.overlap_chars
+        )
+        if isinstance(decoded, str)
+        else decoded.reason
+    )
     if row is not None:
         report.passages_removed += db.delete_passages(row.id)
     if isinstance(passages, str):

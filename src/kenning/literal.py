@@ -14,13 +14,17 @@ from kenning.store.terms import query_terms
 from kenning.types import Hit, SearchResult, Selection
 
 CONTEXT = 3
-NOTE = ("note: no index here, so these are literal matches of the query's words, not semantic ones; "
-        "run `kenning index` for meaning-based search")
+NOTE = (
+    "note: no index here, so these are literal matches of the query's words, not semantic ones; "
+    "run `kenning index` for meaning-based search"
+)
 
 
 def literal_search(root: Path, query: str, *, limit: int, selection: Selection | None = None) -> SearchResult:
     terms = [t for t in query_terms(query) if len(t) > 1] or query_terms(query)
-    options = grep.GrepOptions(patterns=tuple(terms), ignore_case=True, fixed=True, before=CONTEXT, after=CONTEXT)
+    options = grep.GrepOptions(
+        patterns=tuple(terms), ignore_case=True, fixed=True, before=CONTEXT, after=CONTEXT
+    )
     scored: list[tuple[int, int, str, Hit]] = []
     searched = 0
     for found in grep.grep(root, options, selection=selection or Selection()):
@@ -29,12 +33,22 @@ def literal_search(root: Path, query: str, *, limit: int, selection: Selection |
         words = {t for t in terms for ln in matches if t in ln.text.lower()}
         first = matches[0].line
         region = [ln for ln in found.lines if first - CONTEXT <= ln.line <= first + CONTEXT]
-        hit = Hit(found.path, region[0].line, region[-1].line, 0.0, "lexical", "\n".join(ln.text for ln in region))
+        hit = Hit(
+            found.path, region[0].line, region[-1].line, 0.0, "lexical", "\n".join(ln.text for ln in region)
+        )
         scored.append((len(words), len(matches), found.path, hit))
     scored.sort(key=lambda s: (-s[0], -s[1], s[2]))
     hits = []
     for words_found, _, _, hit in scored[:limit]:
-        hits.append(Hit(hit.path, hit.start_line, hit.end_line, round(words_found / max(len(terms), 1), 4),
-                        "lexical", hit.text))
+        hits.append(
+            Hit(
+                hit.path,
+                hit.start_line,
+                hit.end_line,
+                round(words_found / max(len(terms), 1), 4),
+                "lexical",
+                hit.text,
+            )
+        )
     result = SearchResult(query, hits, searched, 0.0, "lexical")
     return result

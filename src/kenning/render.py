@@ -61,11 +61,15 @@ def trace_line(hit: Hit) -> str | None:
         return f"{name} -" if rank is None else f"{name} #{rank} ({score:.3f})"
 
     t = hit.trace
-    return (f"trace: {arm('lexical', t.lexical.rank, t.lexical.score)}, "
-            f"{arm('semantic', t.semantic.rank, t.semantic.score)}; fused #{t.fused_rank}")
+    return (
+        f"trace: {arm('lexical', t.lexical.rank, t.lexical.score)}, "
+        f"{arm('semantic', t.semantic.rank, t.semantic.score)}; fused #{t.fused_rank}"
+    )
 
 
-def render_text(results: Sequence[SearchResult], preview: Preview, *, literal_note: str | None = None) -> Iterator[str]:
+def render_text(
+    results: Sequence[SearchResult], preview: Preview, *, literal_note: str | None = None
+) -> Iterator[str]:
     if literal_note:
         yield literal_note
         yield ""
@@ -76,8 +80,11 @@ def render_text(results: Sequence[SearchResult], preview: Preview, *, literal_no
         for note in result.notes:
             yield f"note: {note}"
         if not result.hits:
-            yield (f"no passages matched among {result.searched} searched"
-                   if result.searched else "nothing to search: the index (or the filtered part of it) is empty")
+            yield (
+                f"no passages matched among {result.searched} searched"
+                if result.searched
+                else "nothing to search: the index (or the filtered part of it) is empty"
+            )
         for hit in result.hits:
             yield hit_header(hit)
             if hit.heading:
@@ -110,14 +117,30 @@ def hit_json(hit: Hit, result: SearchResult, rank: int, preview: Preview) -> dic
             "fused_rank": hit.trace.fused_rank,
         }
     return {
-        "type": "hit", "schema": JSON_SCHEMA_VERSION, "group": result.group, "query": result.query, "rank": rank,
-        "path": hit.path, "start_line": hit.start_line, "end_line": hit.end_line, "score": hit.score,
-        "matched_by": hit.matched_by, "stale": hit.stale, "heading": hit.heading, "text": text, "trace": trace,
+        "type": "hit",
+        "schema": JSON_SCHEMA_VERSION,
+        "group": result.group,
+        "query": result.query,
+        "rank": rank,
+        "path": hit.path,
+        "start_line": hit.start_line,
+        "end_line": hit.end_line,
+        "score": hit.score,
+        "matched_by": hit.matched_by,
+        "stale": hit.stale,
+        "heading": hit.heading,
+        "text": text,
+        "trace": trace,
     }
 
 
 def render_json(
-    results: Sequence[SearchResult], preview: Preview, *, root: str, model: str, started: float,
+    results: Sequence[SearchResult],
+    preview: Preview,
+    *,
+    root: str,
+    model: str,
+    started: float,
     literal: bool = False,
 ) -> Iterator[str]:
     total = 0
@@ -126,12 +149,25 @@ def render_json(
             total += 1
             yield json.dumps(hit_json(hit, result, rank, preview), ensure_ascii=False)
     summary = {
-        "type": "summary", "schema": JSON_SCHEMA_VERSION, "root": root, "model": model,
+        "type": "summary",
+        "schema": JSON_SCHEMA_VERSION,
+        "root": root,
+        "model": model,
         "mode": results[0].mode if results else "hybrid",
         "coverage": round(results[0].coverage, 4) if results else 1.0,
-        "groups": [{"group": r.group, "query": r.query, "hits": len(r.hits), "searched": r.searched,
-                    "notes": r.notes} for r in results],
-        "hits": total, "elapsed_ms": round((time.perf_counter() - started) * 1000, 1), "literal": literal,
+        "groups": [
+            {
+                "group": r.group,
+                "query": r.query,
+                "hits": len(r.hits),
+                "searched": r.searched,
+                "notes": r.notes,
+            }
+            for r in results
+        ],
+        "hits": total,
+        "elapsed_ms": round((time.perf_counter() - started) * 1000, 1),
+        "literal": literal,
     }
     yield json.dumps(summary, ensure_ascii=False)
 

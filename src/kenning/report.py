@@ -16,10 +16,14 @@ SHOW_SKIPPED = 20
 
 def index_summary(r: IndexReport) -> Iterator[str]:
     verb = "interrupted" if r.interrupted else "indexed"
-    yield (f"{verb} {r.root}: {len(r.added)} added, {len(r.changed)} changed, {len(r.removed)} removed, "
-           f"{r.unchanged} unchanged, {len(r.skipped)} skipped")
-    yield (f"passages: {r.passages_added} added, {r.passages_removed} removed; {r.embedded} embedded "
-           f"({r.lexical_seconds:.1f}s words, {r.semantic_seconds:.1f}s meaning)")
+    yield (
+        f"{verb} {r.root}: {len(r.added)} added, {len(r.changed)} changed, {len(r.removed)} removed, "
+        f"{r.unchanged} unchanged, {len(r.skipped)} skipped"
+    )
+    yield (
+        f"passages: {r.passages_added} added, {r.passages_removed} removed; {r.embedded} embedded "
+        f"({r.lexical_seconds:.1f}s words, {r.semantic_seconds:.1f}s meaning)"
+    )
     yield f"index: {r.files} files, {r.passages} passages, semantic coverage {r.coverage:.0%}, model {r.model}"
     if r.skipped:
         reasons = Counter(_reason_kind(s.reason) for s in r.skipped)
@@ -36,11 +40,22 @@ def _reason_kind(reason: str) -> str:
 
 def index_summary_json(r: IndexReport) -> dict[str, Any]:
     return {
-        "type": "index", "schema": 1, "root": r.root, "model": r.model, "added": r.added, "changed": r.changed,
-        "removed": r.removed, "unchanged": r.unchanged,
+        "type": "index",
+        "schema": 1,
+        "root": r.root,
+        "model": r.model,
+        "added": r.added,
+        "changed": r.changed,
+        "removed": r.removed,
+        "unchanged": r.unchanged,
         "skipped": [{"path": s.rel, "reason": s.reason} for s in r.skipped],
-        "passages_added": r.passages_added, "passages_removed": r.passages_removed, "embedded": r.embedded,
-        "files": r.files, "passages": r.passages, "coverage": round(r.coverage, 4), "interrupted": r.interrupted,
+        "passages_added": r.passages_added,
+        "passages_removed": r.passages_removed,
+        "embedded": r.embedded,
+        "files": r.files,
+        "passages": r.passages,
+        "coverage": round(r.coverage, 4),
+        "interrupted": r.interrupted,
         "elapsed_s": round(r.elapsed, 3),
     }
 
@@ -53,7 +68,9 @@ def status_lines(s: Status) -> Iterator[str]:
         return
     yield f"files     {s.files} indexed, {s.skipped} skipped"
     yield f"passages  {s.passages}, semantic coverage {s.coverage:.1%} ({s.embedded}/{s.passages})"
-    yield f"size      {human_size(s.size_bytes)}" + (f" ({s.size_bytes / s.passages:.0f} B/passage)" if s.passages else "")
+    yield f"size      {human_size(s.size_bytes)}" + (
+        f" ({s.size_bytes / s.passages:.0f} B/passage)" if s.passages else ""
+    )
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s.last_indexed)) if s.last_indexed else "never"
     yield f"indexed   {when}"
     yield f"pending   {s.added} added, {s.modified} modified, {s.deleted} deleted"

@@ -37,8 +37,15 @@ class Filters:
     modified_before: float | None = None
 
     def active(self) -> bool:
-        return bool(self.paths or self.globs or self.iglobs or self.types or self.types_not
-                    or self.modified_after is not None or self.modified_before is not None)
+        return bool(
+            self.paths
+            or self.globs
+            or self.iglobs
+            or self.types
+            or self.types_not
+            or self.modified_after is not None
+            or self.modified_before is not None
+        )
 
 
 @dataclass(frozen=True)
@@ -65,8 +72,13 @@ class Plan:
 
 
 def plan_search(
-    queries: Sequence[str], *, mode: Mode = "hybrid", limit: int = 10, filters: Filters | None = None,
-    fuse: bool = False, trace: bool = False,
+    queries: Sequence[str],
+    *,
+    mode: Mode = "hybrid",
+    limit: int = 10,
+    filters: Filters | None = None,
+    fuse: bool = False,
+    trace: bool = False,
 ) -> Plan:
     cleaned = [q.strip() for q in queries]
     if not cleaned or any(not q for q in cleaned):
@@ -74,8 +86,11 @@ def plan_search(
     if limit < 1:
         raise UsageError(f"limit {limit} must be at least 1")
     filters = filters or Filters()
-    if (filters.modified_after is not None and filters.modified_before is not None
-            and filters.modified_after > filters.modified_before):
+    if (
+        filters.modified_after is not None
+        and filters.modified_before is not None
+        and filters.modified_after > filters.modified_before
+    ):
         raise UsageError("--modified-after is later than --modified-before", hint="swap the two dates")
     depth = max(limit * 5, MIN_DEPTH)
     arms = ("lexical", "semantic") if mode == "hybrid" else (mode,)
@@ -94,7 +109,9 @@ def parse_time(value: str) -> float:
     try:
         moment = dt.datetime.fromisoformat(text)
     except ValueError:
-        raise UsageError(f"cannot read the time '{value}'", hint="use YYYY-MM-DD, an ISO date-time or epoch seconds") from None
+        raise UsageError(
+            f"cannot read the time '{value}'", hint="use YYYY-MM-DD, an ISO date-time or epoch seconds"
+        ) from None
     if moment.tzinfo is None:
         moment = moment.astimezone()
     return moment.timestamp()
@@ -106,8 +123,11 @@ def allowed_passages(db: Database, filters: Filters) -> np.ndarray | None:
         return None
     matcher = None
     if filters.globs or filters.iglobs or filters.types or filters.types_not:
-        matcher = walk.compile_selection(Selection(globs=filters.globs, iglobs=filters.iglobs,
-                                                   types=filters.types, types_not=filters.types_not))
+        matcher = walk.compile_selection(
+            Selection(
+                globs=filters.globs, iglobs=filters.iglobs, types=filters.types, types_not=filters.types_not
+            )
+        )
     prefixes = [p.strip("/") for p in filters.paths if p.strip("/") not in ("", ".")]
     after = None if filters.modified_after is None else int(filters.modified_after * 1e9)
     before = None if filters.modified_before is None else int(filters.modified_before * 1e9)
@@ -126,7 +146,10 @@ def allowed_passages(db: Database, filters: Filters) -> np.ndarray | None:
 
 
 def execute(
-    plan: Plan, db: Database, vectors: VectorIndex | None, embed_query: Callable[[str], np.ndarray] | None,
+    plan: Plan,
+    db: Database,
+    vectors: VectorIndex | None,
+    embed_query: Callable[[str], np.ndarray] | None,
     root: Path,
 ) -> list[SearchResult]:
     counts = db.counts()
@@ -154,7 +177,9 @@ def execute(
         hits = _fuse(ranked, db, plan.limit, plan.trace, root)
         result = SearchResult(group.query, hits, searched, coverage, plan.mode, group.id)
         if plan.mode != "lexical" and coverage < 1.0:
-            result.notes.append(f"semantic coverage is {coverage:.0%}: run `kenning index` to finish embedding")
+            result.notes.append(
+                f"semantic coverage is {coverage:.0%}: run `kenning index` to finish embedding"
+            )
         results.append(result)
     return results
 
@@ -190,8 +215,19 @@ def _fuse(
         if trace:
             lex, sem = arms.get("lexical"), arms.get("semantic")
             hit_trace = Trace(ArmTrace(*(lex or (None, None))), ArmTrace(*(sem or (None, None))), fused_rank)
-        hits.append(Hit(row.path, row.start_line, row.end_line, round(fused[pid], 6), matched, row.text,
-                        row.heading, _stale(root, row, stat_cache), hit_trace))
+        hits.append(
+            Hit(
+                row.path,
+                row.start_line,
+                row.end_line,
+                round(fused[pid], 6),
+                matched,
+                row.text,
+                row.heading,
+                _stale(root, row, stat_cache),
+                hit_trace,
+            )
+        )
         if len(hits) >= limit:
             break
     return hits

@@ -21,7 +21,11 @@ from kenning.errors import ConfigError, EmbedderError, RemoteNotAllowed
 
 __all__ = ["Embedder", "ModelInfo", "Vectors", "create_embedder", "list_models", "normalise"]
 
-_ALIASES = {"minilm": "minilm", "all-minilm-l6-v2": "minilm", "sentence-transformers/all-minilm-l6-v2": "minilm"}
+_ALIASES = {
+    "minilm": "minilm",
+    "all-minilm-l6-v2": "minilm",
+    "sentence-transformers/all-minilm-l6-v2": "minilm",
+}
 
 
 @dataclass(frozen=True)
@@ -100,7 +104,9 @@ def _from_table(name: str, table: dict[str, Any], config: Config) -> Embedder:
             return OpenAIEmbedder(model, **table)
     except TypeError as exc:
         raise ConfigError(f"[embedders.{name}]: {exc}") from exc
-    raise ConfigError(f"[embedders.{name}]: unknown provider '{provider}'", hint="use minilm, st, openai or hash")
+    raise ConfigError(
+        f"[embedders.{name}]: unknown provider '{provider}'", hint="use minilm, st, openai or hash"
+    )
 
 
 def list_models(config: Config) -> list[ModelInfo]:
@@ -117,7 +123,9 @@ def list_models(config: Config) -> list[ModelInfo]:
             "ready (ships with kenning)" if not missing else f"missing packages: {', '.join(missing)}",
         )
     )
-    out.append(ModelInfo("hash", "built-in", default == "hash", True, "deterministic test embedder, not semantic"))
+    out.append(
+        ModelInfo("hash", "built-in", default == "hash", True, "deterministic test embedder, not semantic")
+    )
     has_st = _has("sentence_transformers")
     out.append(
         ModelInfo(

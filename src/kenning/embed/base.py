@@ -54,7 +54,8 @@ class Embedder(ABC):
         return self.embed_batch([self.document_prefix + t for t in texts])
 
     def embed_query(self, text: str) -> Vectors:
-        return self.embed_batch([self.query_prefix + text])[0]
+        vector: Vectors = self.embed_batch([self.query_prefix + text])[0]
+        return vector
 
 
 def normalise(v: npt.NDArray[np.floating]) -> Vectors:
@@ -62,4 +63,5 @@ def normalise(v: npt.NDArray[np.floating]) -> Vectors:
     v = np.asarray(v, dtype=np.float32)
     norms = np.linalg.norm(v, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
-    return (v / norms).astype(np.float32, copy=False)
+    out: Vectors = (v / norms).astype(np.float32, copy=False)
+    return out

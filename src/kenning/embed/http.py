@@ -69,7 +69,9 @@ class OpenAIEmbedder(Embedder):
             rows = sorted(payload["data"], key=lambda d: d["index"])
             vecs = np.asarray([r["embedding"] for r in rows], dtype=np.float32)
         except (KeyError, TypeError, ValueError) as exc:
-            raise EmbedderError(f"embedding endpoint {self.url} answered in an unexpected shape: {exc}") from exc
+            raise EmbedderError(
+                f"embedding endpoint {self.url} answered in an unexpected shape: {exc}"
+            ) from exc
         if vecs.shape != (len(texts), self.dim):
             raise EmbedderError(
                 f"embedding endpoint {self.url} returned vectors of shape {vecs.shape}, expected "

@@ -1,11 +1,11 @@
 """Where an index lives on disk, its manifest, and the cross-process writer lock.
 
-    <root>/.kenning/                 (or <index_dir>/<name>-<hash> when `index_dir` is configured)
-        .gitignore                   "*": never committed by accident
-        kenning.json                 manifest: format, root, active model, stored file selection
-        writer.lock, writer.json     one writer at a time; who holds it
-        <model-slug>/index.db        one complete index per embedder identity (switching back finds it intact)
-        <model-slug>/vectors-N.*     the vector snapshot derived from index.db
+<root>/.kenning/                 (or <index_dir>/<name>-<hash> when `index_dir` is configured)
+    .gitignore                   "*": never committed by accident
+    kenning.json                 manifest: format, root, active model, stored file selection
+    writer.lock, writer.json     one writer at a time; who holds it
+    <model-slug>/index.db        one complete index per embedder identity (switching back finds it intact)
+    <model-slug>/vectors-N.*     the vector snapshot derived from index.db
 """
 
 from __future__ import annotations
@@ -72,7 +72,9 @@ def read_manifest(home: Path) -> Manifest | None:
         raw = dict(data["selection"])
         for key in ("globs", "iglobs", "types", "types_not", "ignore_files"):
             raw[key] = tuple(raw.get(key, ()))
-        return Manifest(str(data["root"]), str(data["model"]), Selection(**raw), float(data.get("created", 0)))
+        return Manifest(
+            str(data["root"]), str(data["model"]), Selection(**raw), float(data.get("created", 0))
+        )
     except (KeyError, TypeError, ValueError) as exc:
         raise IndexCorrupt(f"{path} is malformed ({exc})", hint="run `kenning index --rebuild`") from exc
 
@@ -114,8 +116,10 @@ def writer_lock(home: Path, *, wait: float = 0.0, operation: str = "index") -> I
             hint="wait for it to finish, or pass --wait SECONDS to queue behind it",
         ) from None
     try:
-        atomic_write(home / "writer.json", json.dumps({"pid": os.getpid(), "operation": operation,
-                                                       "started": time.time()}))
+        atomic_write(
+            home / "writer.json",
+            json.dumps({"pid": os.getpid(), "operation": operation, "started": time.time()}),
+        )
         yield
     finally:
         lock.release()

@@ -95,8 +95,9 @@ class Database:
         self.identity = identity
         try:
             if readonly:
-                self.conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None,
-                                            check_same_thread=False)
+                self.conn = sqlite3.connect(
+                    f"file:{path}?mode=ro", uri=True, isolation_level=None, check_same_thread=False
+                )
             else:
                 self.conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
                 self.conn.execute("PRAGMA journal_mode=WAL")
@@ -115,7 +116,9 @@ class Database:
     # -- schema -----------------------------------------------------------------------------------------
     def _migrate(self) -> None:
         c = self.conn
-        c.execute("CREATE TABLE IF NOT EXISTS migrations(version INTEGER PRIMARY KEY, name TEXT, applied_at REAL)")
+        c.execute(
+            "CREATE TABLE IF NOT EXISTS migrations(version INTEGER PRIMARY KEY, name TEXT, applied_at REAL)"
+        )
         done = {row[0] for row in c.execute("SELECT version FROM migrations")}
         newest = max(done, default=0)
         if newest > SCHEMA_VERSION:
@@ -141,8 +144,10 @@ class Database:
         stored = self.get_meta("identity")
         if stored is None:
             if readonly:
-                raise IndexCorrupt(f"the index at {self.path.parent} has no identity record",
-                                   hint="run `kenning index --rebuild`")
+                raise IndexCorrupt(
+                    f"the index at {self.path.parent} has no identity record",
+                    hint="run `kenning index --rebuild`",
+                )
             self.set_meta("identity", self.identity)
         elif stored != self.identity:
             raise IndexMismatch(
@@ -181,7 +186,13 @@ class Database:
         return {r[1]: FileRow(*r) for r in rows}
 
     def upsert_file(
-        self, path: str, size: int, mtime_ns: int, sha256: str | None, blob_id: str | None, kind: str | None,
+        self,
+        path: str,
+        size: int,
+        mtime_ns: int,
+        sha256: str | None,
+        blob_id: str | None,
+        kind: str | None,
         skip_reason: str | None,
     ) -> int:
         row = self.conn.execute(
@@ -233,7 +244,10 @@ class Database:
     def add_embeddings(self, ehashes: Sequence[bytes], vectors: np.ndarray) -> None:
         self.conn.executemany(
             "INSERT OR REPLACE INTO embeddings VALUES (?, ?)",
-            ((h, np.ascontiguousarray(v, dtype=np.float32).tobytes()) for h, v in zip(ehashes, vectors, strict=True)),
+            (
+                (h, np.ascontiguousarray(v, dtype=np.float32).tobytes())
+                for h, v in zip(ehashes, vectors, strict=True)
+            ),
         )
 
     def prune_embeddings(self) -> int:
@@ -259,8 +273,10 @@ class Database:
         blob = b"".join(r[1] for r in rows)
         vecs = np.frombuffer(blob, dtype=np.float32)
         if vecs.size != len(rows) * dim:
-            raise IndexCorrupt(f"stored vectors in {self.path} do not have {dim} dimensions",
-                               hint="run `kenning index --rebuild`")
+            raise IndexCorrupt(
+                f"stored vectors in {self.path} do not have {dim} dimensions",
+                hint="run `kenning index --rebuild`",
+            )
         return ids, vecs.reshape(len(rows), dim)
 
     # -- reads for search -----------------------------------------------------------------------------------
@@ -306,9 +322,13 @@ class Database:
         if allowed is not None:
             self.conn.execute("CREATE TEMP TABLE IF NOT EXISTS allowed_passages(id INTEGER PRIMARY KEY)")
             self.conn.execute("DELETE FROM temp.allowed_passages")
-            self.conn.executemany("INSERT INTO temp.allowed_passages VALUES (?)", ((int(i),) for i in allowed))
-            sql = ("SELECT rowid, bm25(fts) FROM fts WHERE fts MATCH ? AND rowid IN "
-                   "(SELECT id FROM temp.allowed_passages) ORDER BY bm25(fts) LIMIT ?")
+            self.conn.executemany(
+                "INSERT INTO temp.allowed_passages VALUES (?)", ((int(i),) for i in allowed)
+            )
+            sql = (
+                "SELECT rowid, bm25(fts) FROM fts WHERE fts MATCH ? AND rowid IN "
+                "(SELECT id FROM temp.allowed_passages) ORDER BY bm25(fts) LIMIT ?"
+            )
         else:
             sql = "SELECT rowid, bm25(fts) FROM fts WHERE fts MATCH ? ORDER BY bm25(fts) LIMIT ?"
         try:

@@ -8,6 +8,7 @@ in BENCHMARKS.md against a quantised index, it is fast enough at the sizes kenni
 
 from __future__ import annotations
 
+import contextlib
 import os
 from abc import ABC, abstractmethod
 from pathlib import Path
@@ -90,8 +91,6 @@ def write_vectors(directory: Path, db: Database, dim: int) -> ExactVectors:
     db.set_meta("vectors_generation", generation)
     for old in directory.glob("vectors-*"):
         if old.name not in (mat_path.name, ids_path.name):
-            try:
+            with contextlib.suppress(OSError):
                 old.unlink()
-            except OSError:
-                pass
     return ExactVectors(ids, vecs)
