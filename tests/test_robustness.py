@@ -225,3 +225,25 @@ def test_corrupt_database_gives_one_line_error(tmp_path: Path) -> None:
     assert "--rebuild" in out.stderr and "Traceback" not in out.stderr and len(out.stderr.splitlines()) == 1
     assert run_cli("index", "--rebuild", str(root), cwd=tmp_path).returncode == 0
     assert run_cli("search", "alpha", str(root), cwd=tmp_path).returncode == 0
+
+
+def test_ctrl_c_during_semantic_pass_keeps_finished_work_and_resumes(tmp_path: Path) -> None:
+    root = _big_tree(tmp_path / "ws", 3000)
+    proc = _spawn_index(root)
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if line.startswith("kenning: semantic pass over"):
+            break
+    time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "Traceback" not in err
+    con = sqlite3.connect(_db(root))
+    kept = con.execute("SELECT count(*) FROM embeddings").fetchone()[0]
+    con.close()
+    assert 0 < kept < 3000
+    done = run_cli("index", "--json", str(root), cwd=tmp_path)
+    assert done.returncode == 0
+    assert '"embedded": ' + str(3000 - kept) in done.stdout
+    _consistency(_db(root))

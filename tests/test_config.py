@@ -1,0 +1,65 @@
+"""Configuration layers: defaults < user config < workspace .kenning.toml < KENNING_* env < flags."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kenning.config import Config, load_config
+from kenning.errors import ConfigError
+
+
+def _layers(tmp_path: Path, user: str, local: str) -> tuple[Path, dict[str, str]]:
+    (tmp_path / "xdg" / "kenning").mkdir(parents=True)
+    (tmp_path / "xdg" / "kenning" / "config.toml").write_text(user)
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / ".kenning.toml").write_text(local)
+    return root, {"XDG_CONFIG_HOME": str(tmp_path / "xdg")}
+
+
+def test_precedence_of_every_layer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root, env = _layers(
+        tmp_path, "limit = 3\npreview = 'full'\nmax_chars = 800\n", "limit = 4\nmax_chars = 900\n"
+    )
+    monkeypatch.setenv("XDG_CONFIG_HOME", env["XDG_CONFIG_HOME"])
+    config = load_config(root, env={**env, "KENNING_MAX_CHARS": "700"})
+    assert (config.preview, config.limit, config.max_chars) == ("full", 4, 700)
+    assert config.with_overrides(limit=9, preview=None).limit == 9
+    assert Config().limit == 10
+
+
+def test_bad_values_are_config_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root, env = _layers(tmp_path, "", "limit = 'many'\n")
+    monkeypatch.setenv("XDG_CONFIG_HOME", env["XDG_CONFIG_HOME"])
+    with pytest.raises(ConfigError, match="limit"):
+        load_config(root, env=env)
+    (root / ".kenning.toml").write_text("colour = 'blue'\n")
+    with pytest.raises(ConfigError, match="unknown setting 'colour'"):
+        load_config(root, env=env)
+    (root / ".kenning.toml").write_text("this is = not toml [")
+    with pytest.raises(ConfigError, match="cannot read config"):
+        load_config(root, env=env)
+    (root / ".kenning.toml").write_text("")
+    with pytest.raises(ConfigError, match="KENNING_LIMIT"):
+        load_config(root, env={**env, "KENNING_LIMIT": "ten"})
+    with pytest.raises(ConfigError, match="overlap_chars"):
+        load_config(root, env={**env, "KENNING_OVERLAP_CHARS": "5000"})
+
+
+def test_workspace_file_cannot_define_a_remote_embedder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root, env = _layers(
+        tmp_path, "", '[embedders.x]\nprovider = "openai"\nurl = "http://example.invalid"\ndim = 8\n'
+    )
+    monkeypatch.setenv("XDG_CONFIG_HOME", env["XDG_CONFIG_HOME"])
+    with pytest.raises(ConfigError, match="may only be defined"):
+        load_config(root, env=env)
+
+
+def test_user_config_may_enable_remote(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root, env = _layers(tmp_path, "allow_remote = true\n", "")
+    monkeypatch.setenv("XDG_CONFIG_HOME", env["XDG_CONFIG_HOME"])
+    assert load_config(root, env=env).allow_remote
