@@ -310,24 +310,19 @@ class Engine:
         self.close()
 
     def _rel(self, path: str | Path) -> str:
-        p = Path(path)
+        """A user's spelling of a path (absolute, ./x, relative to the cwd or to the root) as root-relative posix."""
+        text = str(path).strip()
+        if text in ("", "."):
+            return ""
+        p = Path(text).expanduser()
         if not p.is_absolute():
-            text = str(path).strip()
-            if text in ("", "."):
-                return ""
-            p = (
-                (Path.cwd() / p)
-                if (Path.cwd() / p).exists() and not (self.root / p).exists()
-                else self.root / p
-            )
-        resolved = p.resolve() if p.exists() else Path(str(p))
+            # relative to where the user stands when that exists, else relative to the root
+            p = Path.cwd() / p if (Path.cwd() / p).exists() else self.root / p
+        resolved = p.resolve()
         try:
-            return (
-                resolved.relative_to(self.root).as_posix().strip("/").replace("./", "")
-                if resolved != self.root
-                else ""
-            )
+            rel = resolved.relative_to(self.root).as_posix()
         except ValueError:
             raise RootError(
                 f"{path} is outside the indexed root {self.root}", hint="name a path inside the root"
             ) from None
+        return "" if rel == "." else rel
