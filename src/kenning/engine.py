@@ -190,6 +190,7 @@ class Engine:
                 from kenning.store import write_vectors
 
                 write_vectors(self.directory, db, self.embedder.dim)
+                db.save_counts()
             finally:
                 db.close()
         self._vectors = None
@@ -316,8 +317,10 @@ class Engine:
             return ""
         p = Path(text).expanduser()
         if not p.is_absolute():
-            # relative to where the user stands when that exists, else relative to the root
-            p = Path.cwd() / p if (Path.cwd() / p).exists() else self.root / p
+            # relative to where the user stands when that is inside the root and exists, else to the root
+            here = Path.cwd().resolve()
+            inside = here == self.root or self.root in here.parents
+            p = here / p if inside and (here / p).exists() else self.root / p
         resolved = p.resolve()
         try:
             rel = resolved.relative_to(self.root).as_posix()

@@ -109,7 +109,7 @@ def run_index(
         if report.added or report.changed or report.removed or report.embedded or report.interrupted:
             write_vectors(directory, db, embedder.dim)
         db.set_meta("last_indexed", str(time.time()))
-        counts = db.counts()
+        counts = db.save_counts()
         report.files, report.passages = counts["files"], counts["passages"]
         report.coverage = counts["embedded"] / counts["passages"] if counts["passages"] else 1.0
         report.elapsed = time.perf_counter() - started

@@ -69,6 +69,7 @@ class Plan:
     mode: Mode
     filters: Filters = field(default_factory=Filters)
     trace: bool = False
+    weights: tuple[tuple[str, float], ...] = (("lexical", 1.0), ("semantic", 1.0))  # RRF weight per arm
 
 
 def plan_search(
@@ -152,7 +153,7 @@ def execute(
     embed_query: Callable[[str], np.ndarray] | None,
     root: Path,
 ) -> list[SearchResult]:
-    counts = db.counts()
+    counts = db.cached_counts()
     allowed = allowed_passages(db, plan.filters)
     searched = counts["passages"] if allowed is None else int(allowed.size)
     coverage = counts["embedded"] / counts["passages"] if counts["passages"] else 1.0
@@ -174,7 +175,7 @@ def execute(
                 if route.query not in query_vectors:
                     query_vectors[route.query] = embed_query(route.query)
                 ranked[key] = vectors.search(query_vectors[route.query], route.depth, allowed)
-        hits = _fuse(ranked, db, plan.limit, plan.trace, root)
+        hits = _fuse(ranked, db, plan.limit, plan.trace, root, dict(plan.weights))
         result = SearchResult(group.query, hits, searched, coverage, plan.mode, group.id)
         if plan.mode != "lexical" and coverage < 1.0:
             result.notes.append(
@@ -185,14 +186,20 @@ def execute(
 
 
 def _fuse(
-    ranked: dict[str, list[tuple[int, float]]], db: Database, limit: int, trace: bool, root: Path
+    ranked: dict[str, list[tuple[int, float]]],
+    db: Database,
+    limit: int,
+    trace: bool,
+    root: Path,
+    weights: dict[str, float],
 ) -> list[Hit]:
     fused: dict[int, float] = {}
     arm_rank: dict[int, dict[str, tuple[int, float]]] = {}
     for key, items in ranked.items():
         arm = key.partition("#")[0]
+        weight = weights.get(arm, 1.0)
         for rank, (pid, score) in enumerate(items, 1):
-            fused[pid] = fused.get(pid, 0.0) + 1.0 / (RRF_K + rank)
+            fused[pid] = fused.get(pid, 0.0) + weight / (RRF_K + rank)
             best = arm_rank.setdefault(pid, {})
             if arm not in best or best[arm][0] > rank:
                 best[arm] = (rank, score)

@@ -6,6 +6,7 @@ migrations recorded in the `migrations` table; a database from a newer kenning i
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -289,6 +290,22 @@ class Database:
             "SELECT count(*) FROM passages p WHERE EXISTS (SELECT 1 FROM embeddings e WHERE e.ehash = p.ehash)"
         ).fetchone()[0]
         return {"files": files, "skipped": skipped, "passages": passages, "embedded": embedded}
+
+    def save_counts(self) -> dict[str, int]:
+        """Count now and remember it, so a search reads the totals instead of scanning for them."""
+        counts = self.counts()
+        self.set_meta("counts", json.dumps(counts))
+        return counts
+
+    def cached_counts(self) -> dict[str, int]:
+        raw = self.get_meta("counts")
+        if raw:
+            try:
+                data = json.loads(raw)
+                return {k: int(data[k]) for k in ("files", "skipped", "passages", "embedded")}
+            except (ValueError, KeyError, TypeError):
+                pass
+        return self.counts()
 
     def passages_by_id(self, ids: Iterable[int]) -> dict[int, PassageRow]:
         wanted = list(ids)

@@ -1,9 +1,12 @@
 """The vector index: nearest passages to a query vector, with an optional allow-list of passage ids.
 
-The database holds every vector (the embedding cache); this file is a derived, disposable snapshot of them as one
-float32 matrix, memory-mapped for speed and rebuilt from the database when missing, stale or unreadable, so a
-crash or a corrupt file never costs an embedding pass. Search is exact (a matrix-vector product): measured
-in BENCHMARKS.md against a quantised index, it is fast enough at the sizes kenning targets and loses nothing.
+The database holds every vector (the embedding cache); the files here are a derived, disposable snapshot of them,
+rebuilt from the database when missing, stale or unreadable, so a crash or a corrupt file never costs an embedding
+pass: a float32 matrix (memory-mapped) and, for larger indexes, a turbovec 4-bit quantised index over the same rows.
+
+Small indexes are searched exactly (one matrix-vector product). From TURBO_MIN rows on, turbovec proposes
+candidates and the float32 rows re-rank them exactly: measured in BENCHMARKS.md (bench/vectors.py), that keeps
+recall@10 at exact search's level for a fraction of the memory traffic.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import contextlib
 import os
 from abc import ABC, abstractmethod
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -56,6 +60,43 @@ class ExactVectors(VectorIndex):
         return [(int(ids[i]), float(scores[i])) for i in top if scores[i] > 0.0]
 
 
+TURBO_MIN = 20_000
+CANDIDATES = 4  # turbovec returns this many times k candidates for the exact re-rank
+SMALL_ALLOWED = 4_096  # a filter this narrow is searched exactly over its own rows
+
+
+class TurboVectors(ExactVectors):
+    """turbovec candidates, re-ranked exactly from the float32 rows. Row numbers are the turbovec ids."""
+
+    def __init__(self, ids: np.ndarray, matrix: np.ndarray, index: Any) -> None:
+        super().__init__(ids, matrix)
+        self.index = index
+
+    def search(self, query: np.ndarray, k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
+        if len(self) == 0 or k <= 0:
+            return []
+        allowlist = None
+        if allowed is not None:
+            rows = np.flatnonzero(np.isin(self.ids, allowed, assume_unique=True))
+            if rows.size <= SMALL_ALLOWED:
+                return super().search(query, k, allowed)
+            allowlist = rows.astype(np.uint64)
+        q = np.ascontiguousarray(query, dtype=np.float32)[None, :]
+        _, found = self.index.search(q, k * CANDIDATES, allowlist=allowlist)
+        rows = found[0].astype(np.int64)
+        scores = self.matrix[rows] @ query
+        order = np.argsort(-scores, kind="stable")[:k]
+        return [(int(self.ids[rows[i]]), float(scores[i])) for i in order if scores[i] > 0.0]
+
+
+def _turbovec() -> Any:
+    try:
+        import turbovec
+    except ImportError:
+        return None
+    return turbovec
+
+
 def _paths(directory: Path, generation: str) -> tuple[Path, Path]:
     return directory / f"vectors-{generation}.f32", directory / f"vectors-{generation}.ids"
 
@@ -66,11 +107,18 @@ def load_vectors(directory: Path, db: Database, dim: int) -> ExactVectors:
     mat_path, ids_path = _paths(directory, generation)
     try:
         ids = np.fromfile(ids_path, dtype=np.int64)
-        matrix = np.memmap(mat_path, dtype=np.float32, mode="r")
-        if matrix.size != ids.size * dim:
+        mapped = np.memmap(mat_path, dtype=np.float32, mode="r")
+        if mapped.size != ids.size * dim:
             raise ValueError("size mismatch")
-        return ExactVectors(ids, matrix.reshape(ids.size, dim))
-    except (OSError, ValueError):
+        matrix = mapped.reshape(ids.size, dim)
+        tv = _turbovec()
+        tvim = directory / f"vectors-{generation}.tvim"
+        if tv is not None and tvim.exists():
+            index = tv.IdMapIndex.load(str(tvim))
+            if len(index) == ids.size:
+                return TurboVectors(ids, matrix, index)
+        return ExactVectors(ids, matrix)
+    except (OSError, ValueError, RuntimeError):
         ids, vecs = db.passage_vectors(dim)
         return ExactVectors(ids, vecs)
 
@@ -87,10 +135,17 @@ def write_vectors(directory: Path, db: Database, dim: int) -> ExactVectors:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    # the generation is published only after both files are durable, so readers never pair it with half a file
+    tv = _turbovec()
+    if tv is not None and ids.size >= TURBO_MIN and dim % 8 == 0:
+        index = tv.IdMapIndex(dim=dim, bit_width=4)
+        rng = np.random.default_rng(0)
+        index.calibrate(np.ascontiguousarray(vecs[rng.choice(ids.size, 1024, replace=False)]))
+        index.add_with_ids(np.ascontiguousarray(vecs, dtype=np.float32), np.arange(ids.size, dtype=np.uint64))
+        index.write(str(directory / f"vectors-{generation}.tvim"))  # atomic: temp file, fsync, rename
+    # the generation is published only after every file is durable, so readers never pair it with half a file
     db.set_meta("vectors_generation", generation)
     for old in directory.glob("vectors-*"):
-        if old.name not in (mat_path.name, ids_path.name):
+        if not old.name.startswith(f"vectors-{generation}."):
             with contextlib.suppress(OSError):
                 old.unlink()
-    return ExactVectors(ids, vecs)
+    return load_vectors(directory, db, dim)
