@@ -45,6 +45,8 @@ def preview_lines(hit: Hit, preview: Preview, query: str) -> list[tuple[int, str
             anchor = i
             break
     begin = max(0, anchor - 2)
+    while begin < anchor and not lines[begin].strip():
+        begin += 1  # a preview that opens on blank lines wastes its budget
     return [(n, _clip(t)) for n, t in numbered[begin : begin + SHORT_LINES]]
 
 

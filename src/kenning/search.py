@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -157,8 +158,34 @@ def execute(
     allowed = allowed_passages(db, plan.filters)
     searched = counts["passages"] if allowed is None else int(allowed.size)
     coverage = counts["embedded"] / counts["passages"] if counts["passages"] else 1.0
+    query_vectors: dict[str, Future[np.ndarray]] = {}
+    pool = None
+    if vectors is not None and embed_query is not None:
+        # embed the queries on another thread while SQLite runs BM25: both release the GIL, so on two cores a
+        # hybrid search costs about its slower arm instead of the sum of both
+        pool = ThreadPoolExecutor(max_workers=1)
+        for group in plan.groups:
+            for route in group.routes:
+                if route.arm == "semantic" and route.query not in query_vectors:
+                    query_vectors[route.query] = pool.submit(embed_query, route.query)
+    try:
+        return _run_groups(plan, db, vectors, query_vectors, allowed, searched, coverage, root)
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True)
+
+
+def _run_groups(
+    plan: Plan,
+    db: Database,
+    vectors: VectorIndex | None,
+    query_vectors: dict[str, Future[np.ndarray]],
+    allowed: np.ndarray | None,
+    searched: int,
+    coverage: float,
+    root: Path,
+) -> list[SearchResult]:
     results = []
-    query_vectors: dict[str, np.ndarray] = {}
     for group in plan.groups:
         ranked: dict[str, list[tuple[int, float]]] = {}
         for n, route in enumerate(group.routes):
@@ -168,13 +195,10 @@ def execute(
             elif route.arm == "lexical":
                 terms = query_terms(route.query)
                 ranked[key] = db.lexical(fts_query(terms), route.depth, allowed) if terms else []
+            elif vectors is None or route.query not in query_vectors:
+                ranked[key] = []
             else:
-                if vectors is None or embed_query is None:
-                    ranked[key] = []
-                    continue
-                if route.query not in query_vectors:
-                    query_vectors[route.query] = embed_query(route.query)
-                ranked[key] = vectors.search(query_vectors[route.query], route.depth, allowed)
+                ranked[key] = vectors.search(query_vectors[route.query].result(), route.depth, allowed)
         hits = _fuse(ranked, db, plan.limit, plan.trace, root, dict(plan.weights))
         result = SearchResult(group.query, hits, searched, coverage, plan.mode, group.id)
         if plan.mode != "lexical" and coverage < 1.0:

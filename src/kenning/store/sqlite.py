@@ -94,6 +94,7 @@ class Database:
     def __init__(self, path: Path, *, identity: str, readonly: bool = False) -> None:
         self.path = path
         self.identity = identity
+        self._next_id: int | None = None
         try:
             if readonly:
                 self.conn = sqlite3.connect(
@@ -166,6 +167,7 @@ class Database:
             self.conn.execute("COMMIT")
 
     def rollback(self) -> None:
+        self._next_id = None  # ids handed out in the rolled-back transaction are free again
         if self.conn.in_transaction:
             self.conn.execute("ROLLBACK")
 
@@ -221,17 +223,26 @@ class Database:
 
     def add_passages(self, file_id: int, passages: Sequence[Passage], ehashes: Sequence[bytes]) -> None:
         # The FTS index is external-content over `passages` (the text is stored once). Rows enter it here, in
-        # one executemany (an insert trigger measured 2.5x slower); a delete trigger keeps it in step.
+        # one executemany (an insert trigger measured 2.5x slower); a delete trigger keeps it in step. Ids are
+        # assigned here, not by SQLite, so both inserts are batched: only the lock holder writes.
+        if self._next_id is None:
+            self._next_id = int(
+                self.conn.execute("SELECT coalesce(max(id), 0) + 1 FROM passages").fetchone()[0]
+            )
         rows = []
         for p, h in zip(passages, ehashes, strict=True):
             parts = identifier_parts(f"{p.heading}\n{p.text}" if p.heading else p.text)
-            cur = self.conn.execute(
-                "INSERT INTO passages(file_id, start_line, end_line, heading, text, parts, ehash) "
-                "VALUES (?,?,?,?,?,?,?)",
-                (file_id, p.start_line, p.end_line, p.heading, p.text, parts, h),
-            )
-            rows.append((cur.lastrowid, p.heading, p.text, parts))
-        self.conn.executemany("INSERT INTO fts(rowid, heading, text, parts) VALUES (?, ?, ?, ?)", rows)
+            rows.append((self._next_id, file_id, p.start_line, p.end_line, p.heading, p.text, parts, h))
+            self._next_id += 1
+        self.conn.executemany(
+            "INSERT INTO passages(id, file_id, start_line, end_line, heading, text, parts, ehash) "
+            "VALUES (?,?,?,?,?,?,?,?)",
+            rows,
+        )
+        self.conn.executemany(
+            "INSERT INTO fts(rowid, heading, text, parts) VALUES (?, ?, ?, ?)",
+            [(r[0], r[4], r[5], r[6]) for r in rows],
+        )
 
     # -- embeddings -----------------------------------------------------------------------------------------
     def missing_embeddings(self) -> list[tuple[bytes, str, str]]:
