@@ -228,6 +228,11 @@ def main() -> None:
     write_report(started, lexical, semantic, query, peak, quality, args)
 
 
+def _extra(name: str, heading: str) -> str:
+    path = WORK / name
+    return f"{heading}\n\n{path.read_text()}" if path.exists() else ""
+
+
 def write_report(
     started: str, lex: dict, sem: dict, q: dict, peak: float, quality: str, args: argparse.Namespace
 ) -> None:
@@ -261,6 +266,8 @@ the semantic pass does not grow with corpus size (fixed batches; vectors go to S
 ## Retrieval quality (development sets, `../shared/eval/score.py`, default model, documents max-pooled over passages)
 
 {quality}
+{_extra("vectors.md", "## Vector index: exact vs turbovec (`python bench/vectors.py`)")}
+{_extra("fusion.md", "## Fusion methods on the same arm outputs, nDCG@10 (`python bench/fusion.py`)")}
 """
     (HERE.parent / "BENCHMARKS.md").write_text(text)
     print(text)
