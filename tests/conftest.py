@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pytest
@@ -27,14 +27,12 @@ CORPUS = {
 }
 
 
-def make_tree(root: Path, files: dict[str, str | bytes]) -> Path:
+def make_tree(root: Path, files: Mapping[str, str | bytes]) -> Path:
+    """Write files under root; text is UTF-8 with its newlines exactly as given."""
     for rel, content in files.items():
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, bytes):
-            path.write_bytes(content)
-        else:
-            path.write_text(content, encoding="utf-8")
+        path.write_bytes(content if isinstance(content, bytes) else content.encode("utf-8"))
     return root
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from conftest import make_tree
 from kenning.errors import UsageError
 from kenning.grep import MAX_LINE_CHARS, GrepFile, GrepLine, GrepOptions, grep, render_grep, rg_available
 from kenning.types import Selection, Skip
@@ -35,17 +36,6 @@ CORPUS: dict[str, str | bytes] = {
     "src/long.txt": "x" * 600 + " needle\n",
 }
 EXCLUDED = ("ignored.txt", ".env", "secrets.yaml", "data.txt", "image.png")
-
-
-def make_tree(root: Path, files: dict[str, str | bytes]) -> Path:
-    for rel, content in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, bytes):
-            path.write_bytes(content)
-        else:
-            path.write_bytes(content.encode("utf-8"))  # write_text would turn "\n" into os.linesep
-    return root
 
 
 @pytest.fixture

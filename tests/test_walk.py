@@ -4,11 +4,11 @@ sizes, symlinks, permissions, root checks, determinism and speed; plus kind_of a
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 
+from conftest import make_tree
 from kenning.errors import RootError, UsageError
 from kenning.types import FileEntry, Selection, Skip
 from kenning.walk import (
@@ -24,16 +24,7 @@ from kenning.walk import (
     walk,
 )
 
-
-def tree(root: Path, files: Mapping[str, str | bytes]) -> Path:
-    for rel, content in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, bytes):
-            path.write_bytes(content)
-        else:
-            path.write_text(content, encoding="utf-8")
-    return root
+tree = make_tree
 
 
 def run(root: Path, **sel: object) -> tuple[list[str], dict[str, str]]:
