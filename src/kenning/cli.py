@@ -136,7 +136,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reset-selection", action="store_true", help="forget the stored file selection first")
     p.add_argument("--model", default=None, help="embedder to use (see `kenning models`); default minilm")
     p.add_argument("--rebuild", action="store_true", help="delete this model's index and build it again")
-    p.add_argument("--forget", nargs="+", default=None, metavar="PATH", help="remove these files/directories")
+    p.add_argument(
+        "--forget",
+        action="append",
+        default=None,
+        metavar="PATH",
+        help="remove this file or directory (repeatable)",
+    )
     p.add_argument("--drop", action="store_true", help="delete the whole index of ROOT (asks unless --yes)")
     p.add_argument("-y", "--yes", action="store_true", help="do not ask before --drop")
     p.add_argument("--lexical-only", action="store_true", help="skip the semantic pass (embed later)")
@@ -252,9 +258,12 @@ def _size(text: str | None) -> int | None:
     units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
     t = text.strip().upper().removesuffix("B")
     try:
-        return int(float(t[:-1]) * units[t[-1]]) if t and t[-1] in units else int(t)
-    except (ValueError, IndexError):
+        size = int(float(t[:-1]) * units[t[-1]]) if t and t[-1] in units else int(float(t))
+    except (ValueError, IndexError, OverflowError):
         raise UsageError(f"--max-filesize {text!r} is not a size", hint="use bytes or 10K, 2M, 1G") from None
+    if size <= 0:
+        raise UsageError(f"--max-filesize {text!r} would skip every file", hint="give a positive size")
+    return size
 
 
 def _selection(args: argparse.Namespace, base: Any) -> Any:
@@ -295,8 +304,8 @@ def cmd_index(args: argparse.Namespace) -> int:
             if answer.strip().lower() not in ("y", "yes"):
                 _err("kept the index")
                 return 1
-        Engine(root, config=config).drop(wait=args.wait)
-        _err(f"deleted the index of {root}")
+        existed = Engine(root, config=config).drop(wait=args.wait)
+        _err(f"deleted the index of {root}" if existed else f"{root} had no index; nothing to delete")
         return 0
     engine = Engine(root, config=config, model=args.model)
     if args.forget:
@@ -333,15 +342,17 @@ def cmd_search(args: argparse.Namespace) -> int:
     from kenning.config import load_config
     from kenning.engine import Engine, find_index_root
     from kenning.render import render_json, render_text
-    from kenning.search import Filters, parse_time
-    from kenning.walk import check_root
+    from kenning.search import Filters, parse_time, plan_search
+    from kenning.types import Selection
+    from kenning.walk import check_root, compile_selection
 
     started = time.perf_counter()
     queries = list(args.queries or [])
     root_arg = args.root
     if args.query is not None:
-        if queries and args.root == ".":
-            root_arg = args.query  # `search -q A -q B ROOT`: the positional is the root
+        # `search -q A -q B ROOT` puts the root first; a positional that is no directory is a query
+        if queries and args.root == "." and Path(args.query).expanduser().is_dir():
+            root_arg = args.query
         else:
             queries.insert(0, args.query)
     if not queries:
@@ -350,12 +361,36 @@ def cmd_search(args: argparse.Namespace) -> int:
     config = load_config(start).with_overrides(preview=args.preview, limit=args.limit)
     mode: Mode = "lexical" if args.lexical else "semantic" if args.semantic else "hybrid"
     found = find_index_root(start, config)
+    if found is not None:
+        config = load_config(found).with_overrides(preview=args.preview, limit=args.limit)
     preview = cast(Preview, config.preview)
+    if found is None and args.no_index:
+        return _literal(start, queries, config, args, started)
+    # check every argument before any index is built: a typo must not cost a full indexing run
+    compile_selection(
+        Selection(
+            globs=tuple(args.glob or ()),
+            iglobs=tuple(args.iglob or ()),
+            types=tuple(args.type or ()),
+            types_not=tuple(args.type_not or ()),
+        )
+    )
+    engine = Engine(found or start, config=config, model=args.model)
+    here = [engine._rel(start / p if not Path(p).is_absolute() else p) for p in (args.path or [])]
+    if not here and found is not None and start != found:
+        here = [engine._rel(start)]  # searching from a subdirectory searches that subtree
+    filters = Filters(
+        paths=tuple(here),
+        globs=tuple(args.glob or ()),
+        iglobs=tuple(args.iglob or ()),
+        types=tuple(args.type or ()),
+        types_not=tuple(args.type_not or ()),
+        modified_after=parse_time(args.modified_after) if args.modified_after else None,
+        modified_before=parse_time(args.modified_before) if args.modified_before else None,
+    )
+    plan_search(queries, mode=mode, limit=config.limit, filters=filters, fuse=args.fuse)
     if found is None:
-        if args.no_index:
-            return _literal(start, queries, config, args, started)
         _err(f"no index for {start} yet: building one first (use --no-index to skip)")
-        engine = Engine(start, config=config, model=args.model)
         from kenning.progress import make_progress
 
         with make_progress() as progress:
@@ -364,20 +399,6 @@ def cmd_search(args: argparse.Namespace) -> int:
             raise Interrupted(
                 "indexing interrupted; finished work is kept", hint="run `kenning index` to resume"
             )
-        found = start
-    else:
-        config = load_config(found).with_overrides(preview=args.preview, limit=args.limit)
-        engine = Engine(found, config=config, model=args.model)
-    filters = Filters(
-        paths=tuple(engine._rel(start / p if not Path(p).is_absolute() else p) for p in (args.path or []))
-        + ((engine._rel(start),) if start != found else ()),
-        globs=tuple(args.glob or ()),
-        iglobs=tuple(args.iglob or ()),
-        types=tuple(args.type or ()),
-        types_not=tuple(args.type_not or ()),
-        modified_after=parse_time(args.modified_after) if args.modified_after else None,
-        modified_before=parse_time(args.modified_before) if args.modified_before else None,
-    )
     results = engine.search(
         queries, mode=mode, limit=config.limit, filters=filters, fuse=args.fuse, trace=args.trace
     )
@@ -529,6 +550,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         _err("kenning: interrupted")
         return 130
+    except OSError as exc:
+        # e.g. a read-only folder for the index, a full disk, a folder removed under a running index
+        where = f": {exc.filename}" if exc.filename else ""
+        _err(
+            f"kenning: error: {exc.strerror or exc}{where} (check permissions and free space, or set "
+            "KENNING_INDEX_DIR to keep the index elsewhere)"
+        )
+        return 2
     except BrokenPipeError:
         # the reader went away (`| head`): exit quietly, as grep does
         devnull = os.open(os.devnull, os.O_WRONLY)

@@ -25,7 +25,7 @@ from kenning import walk
 from kenning.changes import sha256_file
 from kenning.config import Config, load_config
 from kenning.embed import Embedder, create_embedder
-from kenning.errors import IndexMissing, RootError
+from kenning.errors import IndexError_, IndexMissing, RootError, UsageError
 from kenning.index import IndexReport, Progress, run_index
 from kenning.search import Filters, execute, plan_search
 from kenning.store import Database, ExactVectors, load_vectors
@@ -96,7 +96,12 @@ class Engine:
         self.root = walk.check_root(root)
         self.config = config if config is not None else load_config(self.root)
         self.home = index_home(self.root, self.config.index_dir)
-        self.manifest = read_manifest(self.home)
+        # an unreadable manifest must not block the commands that repair it (--rebuild, --drop)
+        self.manifest_error: IndexError_ | None = None
+        try:
+            self.manifest = read_manifest(self.home)
+        except IndexError_ as exc:
+            self.manifest, self.manifest_error = None, exc
         if embedder is not None:
             self.embedder = embedder
             self.model_name = embedder.name
@@ -142,8 +147,11 @@ class Engine:
         """Build or refresh the index. `selection` replaces the stored file selection when given."""
         if selection is not None:
             walk.compile_selection(selection)  # refuse an unknown type name before taking the lock
+        if self.manifest_error is not None and not rebuild:
+            raise self.manifest_error
         with writer_lock(self.home, wait=wait, operation="index"):
-            self.manifest = read_manifest(self.home)
+            self.manifest = None if rebuild and self.manifest_error else read_manifest(self.home)
+            self.manifest_error = None
             chosen = selection or (self.manifest.selection if self.manifest else Selection())
             if rebuild and self.directory.exists():
                 self.close()
@@ -175,6 +183,10 @@ class Engine:
     def forget(self, paths: Sequence[str | Path], *, wait: float = 0.0) -> list[str]:
         """Remove files or directories from the index (the files on disk are untouched)."""
         rels = [self._rel(p) for p in paths]
+        if "" in rels:
+            raise UsageError(
+                "forgetting the root would empty the whole index", hint="use `kenning index --drop`"
+            )
         if not self.exists():
             raise IndexMissing(f"no index at {self.home}", hint=f"run `kenning index {self.root}` first")
         with writer_lock(self.home, wait=wait, operation="forget"):
@@ -183,7 +195,7 @@ class Engine:
                 removed = []
                 db.begin()
                 for path, row in db.files().items():
-                    if any(path == r or path.startswith(r.rstrip("/") + "/") or r in ("", ".") for r in rels):
+                    if any(path == r or path.startswith(r.rstrip("/") + "/") for r in rels):
                         db.delete_file(row.id)
                         removed.append(path)
                 db.commit()
@@ -196,11 +208,11 @@ class Engine:
         self._vectors = None
         return sorted(removed)
 
-    def drop(self, *, wait: float = 0.0) -> None:
-        """Delete the whole index of this root (every model's), leaving the files alone."""
+    def drop(self, *, wait: float = 0.0) -> bool:
+        """Delete the whole index of this root (every model's), leaving the files alone; False if there was none."""
         self.close()
         if not self.home.exists():
-            return
+            return False
         with writer_lock(self.home, wait=wait, operation="drop"):
             for child in self.home.iterdir():
                 if child.name in ("writer.lock", "writer.json"):
@@ -211,9 +223,12 @@ class Engine:
                     child.unlink()
         shutil.rmtree(self.home, ignore_errors=True)
         self.manifest = None
+        return True
 
     # -- reading ---------------------------------------------------------------------------------------------
     def _open(self) -> Database:
+        if self.manifest_error is not None:
+            raise self.manifest_error
         if not self.exists():
             raise IndexMissing(
                 f"{self.root} has no index for model '{self.embedder.name}'",

@@ -64,6 +64,25 @@ class IndexReport:
     elapsed: float = 0.0
     lexical_seconds: float = 0.0
     semantic_seconds: float = 0.0
+    _committed: tuple[int, int, int, int, int, int, int] = (0, 0, 0, 0, 0, 0, 0)
+
+    def mark_committed(self) -> None:
+        self._committed = (
+            len(self.added),
+            len(self.changed),
+            len(self.removed),
+            len(self.skipped),
+            self.unchanged,
+            self.passages_added,
+            self.passages_removed,
+        )
+
+    def restore_committed(self) -> None:
+        if self.embedded:  # interrupted in the semantic pass: the lexical pass was committed whole
+            return
+        a, c, r, s, u, pa, pr = self._committed
+        del self.added[a:], self.changed[c:], self.removed[r:], self.skipped[s:]
+        self.unchanged, self.passages_added, self.passages_removed = u, pa, pr
 
 
 def ehash(text: str) -> bytes:
@@ -104,6 +123,7 @@ def run_index(
             report.semantic_seconds = time.perf_counter() - t
     except KeyboardInterrupt:
         db.rollback()  # only the unfinished batch; every committed one stays
+        report.restore_committed()  # and the summary speaks only of what was kept
         report.interrupted = True
     finally:
         if report.added or report.changed or report.removed or report.embedded or report.interrupted:
@@ -130,13 +150,24 @@ def _lexical_pass(
     for item in walk.walk(root, selection, index_dir_name=index_dir_name):
         if not _in_scope(item.rel, scope):
             continue
+        try:
+            item.rel.encode("utf-8")
+        except UnicodeEncodeError:
+            # a file name that is not UTF-8 cannot be stored or printed faithfully; say so and go on
+            shown = item.rel.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+            report.skipped.append(Skip(shown, "file name is not valid UTF-8 (rename it to index it)"))
+            continue
         if isinstance(item, Skip):
             report.skipped.append(item)
         else:
             entries.append(item)
     known = db.files()
     settings = _settings(config)
-    force = db.get_meta("settings") != settings  # chunking changed: re-read everything (vectors stay cached)
+    # chunking changed since the last complete pass: re-read everything (vectors stay cached). A fresh index has
+    # nothing stale, so its marker is set at once and an interrupted first run resumes where it stopped.
+    force = bool(known) and db.get_meta("settings") != settings
+    if not known:
+        db.set_meta("settings", settings)
     git = git_state(root)
 
     progress.start("lexical", len(entries))
@@ -147,6 +178,7 @@ def _lexical_pass(
         progress.advance()
         if time.monotonic() - last_commit > COMMIT_EVERY_S:
             db.commit()
+            report.mark_committed()
             db.begin()
             last_commit = time.monotonic()
     present = {e.rel for e in entries}
@@ -157,6 +189,7 @@ def _lexical_pass(
                 report.removed.append(rel)
     db.set_meta("settings", settings)
     db.commit()
+    report.mark_committed()
     progress.finish()
 
 

@@ -3,8 +3,9 @@
 JSON Lines schema, version 1 (`kenning search --json`): one object per line.
 - `{"type": "hit", "schema": 1, "group": "Q1", "query": str, "rank": int, "path": str, "start_line": int,
    "end_line": int, "score": float, "matched_by": "lexical"|"semantic"|"both", "stale": bool, "heading": str,
-   "text": str|null, "trace": {"lexical": {"rank", "score"}, "semantic": {"rank", "score"}, "fused_rank"}|null}`
-  `text` is the passage as the preview level shows it (null for `--preview none`).
+   "text": str|null, "text_start_line": int|null, "trace": {"lexical": {"rank", "score"}, "semantic": {"rank", "score"}, "fused_rank"}|null}`
+  `text` is the passage as the preview level shows it (null for `--preview none`); `text_start_line` is the line
+  number of its first line (a short preview may start inside the passage, near the first query word).
 - then one `{"type": "summary", "schema": 1, "root": str, "model": str, "mode": str, "coverage": float,
    "groups": [{"group", "query", "hits", "searched", "notes": [str]}], "hits": int, "elapsed_ms": float,
    "literal": bool}`; `literal` is true when the answer came from exhaustive search, not the index.
@@ -105,12 +106,15 @@ def render_text(
 
 def hit_json(hit: Hit, result: SearchResult, rank: int, preview: Preview) -> dict[str, Any]:
     text: str | None
+    first: int | None = hit.start_line
     if preview == "none":
-        text = None
+        text, first = None, None
     elif preview == "full":
         text = hit.text
     else:
-        text = "\n".join(t for _, t in preview_lines(hit, preview, result.query))
+        shown = preview_lines(hit, preview, result.query)
+        text = "\n".join(t for _, t in shown)
+        first = shown[0][0] if shown else hit.start_line
     trace = None
     if hit.trace is not None:
         trace = {
@@ -132,6 +136,7 @@ def hit_json(hit: Hit, result: SearchResult, rank: int, preview: Preview) -> dic
         "stale": hit.stale,
         "heading": hit.heading,
         "text": text,
+        "text_start_line": first,
         "trace": trace,
     }
 

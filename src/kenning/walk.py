@@ -198,6 +198,8 @@ def kind_of(rel: str) -> tuple[FileKind, str | None] | None:
 
 def check_root(root: Path | str) -> Path:
     """The root, resolved; RootError if it is missing, not a directory, unreadable, or the filesystem root."""
+    if not str(root).strip():
+        raise RootError("the root is an empty string; pass a directory (use . for the current one)")
     try:
         path = Path(root).expanduser().resolve()
     except (OSError, ValueError, RuntimeError) as exc:

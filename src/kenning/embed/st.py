@@ -6,6 +6,7 @@ torch and sentence-transformers are imported only when the model loads, so listi
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -40,6 +41,8 @@ class SentenceTransformerEmbedder(Embedder):
     def load(self) -> None:
         if self._model is not None:
             return
+        # offline unless the user says otherwise: a mistyped model name must fail at once, not call a hub
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
         try:
             from sentence_transformers import SentenceTransformer
         except ImportError as exc:
@@ -50,7 +53,11 @@ class SentenceTransformerEmbedder(Embedder):
         try:
             self._model = SentenceTransformer(self.model, trust_remote_code=self.trust_remote_code)
         except Exception as exc:  # upstream raises many kinds; report it verbatim in one line
-            raise EmbedderError(f"sentence-transformers model '{self.model}' did not load: {exc}") from exc
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise EmbedderError(
+                f"sentence-transformers model '{self.model}' did not load: {first}",
+                hint="kenning runs offline: give a local model path, or set HF_HUB_OFFLINE=0 to allow a download",
+            ) from exc
         self.dim = int(self._model.get_sentence_embedding_dimension() or 0)
         self.max_tokens = int(getattr(self._model, "max_seq_length", self.max_tokens) or self.max_tokens)
 

@@ -1,0 +1,114 @@
+"""Regression tests, each named after a defect found in review (the CLI driven as a user would)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from conftest import make_tree, run_cli
+
+
+def test_forget_example_from_readme_does_not_wipe_the_index(corpus: Path) -> None:
+    assert run_cli("index", str(corpus), cwd=corpus.parent).returncode == 0
+    out = run_cli("index", "--forget", "src", "--json", str(corpus), cwd=corpus.parent)
+    assert out.returncode == 0 and json.loads(out.stdout)["removed"] == ["src/limits.py", "src/upload.py"]
+    status = json.loads(run_cli("status", "--json", str(corpus), cwd=corpus.parent).stdout)
+    assert status["files"] == 3
+    refused = run_cli("index", "--forget", ".", str(corpus), cwd=corpus.parent)
+    assert refused.returncode == 2 and "--drop" in refused.stderr
+
+
+def test_non_utf8_file_name_is_skipped_not_fatal(tmp_path: Path) -> None:
+    root = make_tree(tmp_path / "ws", {"ok.md": "# Ok\n\nfine text\n"})
+    (
+        root / "caf\udce9.txt".encode("utf-8", "surrogateescape").decode("utf-8", "surrogateescape")
+    ).write_bytes(b"x\n")
+    out = run_cli("index", "--json", str(root), cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["added"] == ["ok.md"]
+    assert any("not valid UTF-8" in s["reason"] for s in report["skipped"])
+
+
+def test_corrupt_manifest_can_be_rebuilt_and_dropped(corpus: Path) -> None:
+    assert run_cli("index", str(corpus), cwd=corpus.parent).returncode == 0
+    (corpus / ".kenning" / "kenning.json").write_text("{bad")
+    out = run_cli("search", "retry", str(corpus), cwd=corpus.parent)
+    assert out.returncode == 2 and "--rebuild" in out.stderr
+    assert run_cli("index", "--rebuild", str(corpus), cwd=corpus.parent).returncode == 0
+    assert run_cli("search", "retry", str(corpus), cwd=corpus.parent).returncode == 0
+    (corpus / ".kenning" / "kenning.json").write_text('{"format": 99}')
+    assert run_cli("index", "--drop", "--yes", str(corpus), cwd=corpus.parent).returncode == 0
+    assert not (corpus / ".kenning").exists()
+
+
+def test_search_checks_arguments_before_building_an_index(corpus: Path) -> None:
+    for bad in (["--modified-after", "garbage"], ["-t", "nosuchtype"], ["--path", "/etc"], ["-q", ""]):
+        out = run_cli("search", *bad, "x", str(corpus), cwd=corpus.parent)
+        assert out.returncode == 2, (bad, out.stderr)
+        assert not (corpus / ".kenning").exists(), bad
+
+
+def test_max_filesize_zero_or_negative_is_refused(corpus: Path) -> None:
+    for size in ("0", "-5", "infK"):
+        out = run_cli("index", "--max-filesize", size, str(corpus), cwd=corpus.parent)
+        assert out.returncode == 2 and "Traceback" not in out.stderr, size
+
+
+def test_interrupted_first_run_resumes_without_rechunking(tmp_path: Path) -> None:
+    files = {f"d{i % 30}/f{i}.md": f"# Note {i}\n\nbody text number {i}\n" for i in range(10000)}
+    root = make_tree(tmp_path / "ws", files)
+    env = {"KENNING_MODEL": "hash", "XDG_CONFIG_HOME": str(tmp_path / "cfg"), "PATH": "/usr/bin:/bin"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kenning.cli", "index", str(root)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if line.startswith("kenning: lexical pass over"):
+            break
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    db = next((root / ".kenning").glob("*/index.db"))
+    con = sqlite3.connect(db)
+    kept = con.execute("SELECT count(*) FROM files").fetchone()[0]
+    con.close()
+    claimed = int(out.split(":", 1)[1].split(" added")[0])
+    assert claimed == kept  # the summary speaks only of committed work
+    resumed = json.loads(run_cli("index", "--json", str(root), cwd=tmp_path).stdout)
+    assert resumed["changed"] == [] and resumed["unchanged"] == kept
+    assert len(resumed["added"]) == 10000 - kept
+
+
+def test_json_short_preview_says_where_its_text_starts(tmp_path: Path) -> None:
+    body = "\n".join(f"line {i} filler words" for i in range(1, 15)) + "\nthe needle is here\nafter\n"
+    root = make_tree(tmp_path / "ws", {"a.txt": body})
+    out = run_cli("search", "--lexical", "--json", "needle", str(root), cwd=tmp_path)
+    hit = json.loads(out.stdout.splitlines()[0])
+    lines = (root / "a.txt").read_text().splitlines()
+    first = hit["text_start_line"]
+    assert first > hit["start_line"]
+    assert hit["text"].splitlines() == lines[first - 1 : first - 1 + len(hit["text"].splitlines())]
+
+
+def test_path_from_a_subdirectory_narrows_instead_of_widening(corpus: Path) -> None:
+    assert run_cli("index", str(corpus), cwd=corpus.parent).returncode == 0
+    out = run_cli("search", "--json", "--path", "../docs", "upload retry install", ".", cwd=corpus / "src")
+    paths = {json.loads(x).get("path") for x in out.stdout.splitlines()} - {None}
+    assert paths and all(p.startswith("docs/") for p in paths)
+
+
+def test_query_then_q_flag_is_two_queries_not_a_root(corpus: Path) -> None:
+    assert run_cli("index", str(corpus), cwd=corpus.parent).returncode == 0
+    out = run_cli("search", "retry", "-q", "rate limiting", cwd=corpus)
+    assert out.returncode == 0 and "Q1: retry" in out.stdout and "Q2: rate limiting" in out.stdout
