@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -77,3 +78,25 @@ def run_cli(
         input=input,
         timeout=timeout,
     )
+
+
+def spawn_index(root: Path, *extra: str) -> subprocess.Popen[str]:
+    """`kenning index ROOT` as a background process with the hash embedder."""
+    env = dict(os.environ, KENNING_MODEL="hash", XDG_CONFIG_HOME=str(root.parent / "cfg"))
+    return subprocess.Popen(
+        [sys.executable, "-m", "kenning.cli", "index", *extra, str(root)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def signal_in_phase(proc: subprocess.Popen[str], phase: str, delay: float, sig: int) -> None:
+    """Wait until the run announces `phase` ("lexical"/"semantic") on stderr, then `delay` s, then signal it."""
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if line.startswith(f"kenning: {phase} pass over"):
+            break
+    time.sleep(delay)
+    proc.send_signal(sig)

@@ -5,12 +5,9 @@ from __future__ import annotations
 import json
 import signal
 import sqlite3
-import subprocess
-import sys
-import time
 from pathlib import Path
 
-from conftest import make_tree, run_cli
+from conftest import make_tree, run_cli, signal_in_phase, spawn_index
 
 
 def test_forget_example_from_readme_does_not_wipe_the_index(corpus: Path) -> None:
@@ -63,20 +60,8 @@ def test_max_filesize_zero_or_negative_is_refused(corpus: Path) -> None:
 def test_interrupted_first_run_resumes_without_rechunking(tmp_path: Path) -> None:
     files = {f"d{i % 30}/f{i}.md": f"# Note {i}\n\nbody text number {i}\n" for i in range(10000)}
     root = make_tree(tmp_path / "ws", files)
-    env = {"KENNING_MODEL": "hash", "XDG_CONFIG_HOME": str(tmp_path / "cfg"), "PATH": "/usr/bin:/bin"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "kenning.cli", "index", str(root)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stderr is not None
-    for line in proc.stderr:
-        if line.startswith("kenning: lexical pass over"):
-            break
-    time.sleep(0.5)
-    proc.send_signal(signal.SIGINT)
+    proc = spawn_index(root)
+    signal_in_phase(proc, "lexical", 0.5, signal.SIGINT)
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 130
     db = next((root / ".kenning").glob("*/index.db"))

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import make_tree, run_cli
+from conftest import make_tree, run_cli, signal_in_phase, spawn_index
 from kenning.embed.hashing import HashEmbedder
 
 
@@ -51,29 +51,13 @@ def _db(root: Path) -> Path:
     return next((root / ".kenning").glob("*/index.db"))
 
 
-def _spawn_index(root: Path) -> subprocess.Popen[str]:
-    env = dict(os.environ, KENNING_MODEL="hash", XDG_CONFIG_HOME=str(root.parent / "cfg"))
-    return subprocess.Popen(
-        [sys.executable, "-m", "kenning.cli", "index", str(root)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
 @pytest.mark.parametrize(("phase", "delay"), [("lexical", 0.0), ("lexical", 0.3), ("semantic", 0.05)])
 def test_kill_9_during_indexing_loses_and_duplicates_nothing(
     tmp_path: Path, phase: str, delay: float
 ) -> None:
     root = _big_tree(tmp_path / "ws", 3000)
-    proc = _spawn_index(root)
-    assert proc.stderr is not None
-    for line in proc.stderr:  # the run announces each pass on stderr; kill inside the chosen one
-        if line.startswith(f"kenning: {phase} pass over"):
-            break
-    time.sleep(delay)
-    proc.send_signal(signal.SIGKILL)
+    proc = spawn_index(root)
+    signal_in_phase(proc, phase, delay, signal.SIGKILL)
     assert proc.wait() == -signal.SIGKILL, "the run ended before the kill; the test proves nothing"
     done = run_cli("index", str(root), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
@@ -120,7 +104,7 @@ def test_two_concurrent_index_processes_leave_one_consistent_index(tmp_path: Pat
 
 def test_second_writer_waits_with_wait_flag(tmp_path: Path) -> None:
     root = _big_tree(tmp_path / "ws", 1500)
-    first = _spawn_index(root)
+    first = spawn_index(root)
     time.sleep(0.8)
     second = run_cli("index", "--wait", "300", str(root), cwd=tmp_path)
     first.wait(timeout=300)
@@ -229,13 +213,8 @@ def test_corrupt_database_gives_one_line_error(tmp_path: Path) -> None:
 
 def test_ctrl_c_during_semantic_pass_keeps_finished_work_and_resumes(tmp_path: Path) -> None:
     root = _big_tree(tmp_path / "ws", 3000)
-    proc = _spawn_index(root)
-    assert proc.stderr is not None
-    for line in proc.stderr:
-        if line.startswith("kenning: semantic pass over"):
-            break
-    time.sleep(0.1)
-    proc.send_signal(signal.SIGINT)
+    proc = spawn_index(root)
+    signal_in_phase(proc, "semantic", 0.1, signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert "interrupted" in err and "Traceback" not in err
