@@ -376,9 +376,9 @@ def cmd_search(args: argparse.Namespace) -> int:
         )
     )
     engine = Engine(found or start, config=config, model=args.model)
-    here = [engine._rel(start / p if not Path(p).is_absolute() else p) for p in (args.path or [])]
+    here = [engine.relative(start / p if not Path(p).is_absolute() else p) for p in (args.path or [])]
     if not here and found is not None and start != found:
-        here = [engine._rel(start)]  # searching from a subdirectory searches that subtree
+        here = [engine.relative(start)]  # searching from a subdirectory searches that subtree
     filters = Filters(
         paths=tuple(here),
         globs=tuple(args.glob or ()),

@@ -171,7 +171,7 @@ class Engine:
                     self.config,
                     chosen,
                     index_dir_name=self._index_dir_name(),
-                    scope=[self._rel(p) for p in scope],
+                    scope=[self.relative(p) for p in scope],
                     semantic=semantic,
                     progress=progress,
                 )
@@ -182,7 +182,7 @@ class Engine:
 
     def forget(self, paths: Sequence[str | Path], *, wait: float = 0.0) -> list[str]:
         """Remove files or directories from the index (the files on disk are untouched)."""
-        rels = [self._rel(p) for p in paths]
+        rels = [self.relative(p) for p in paths]
         if "" in rels:
             raise UsageError(
                 "forgetting the root would empty the whole index", hint="use `kenning index --drop`"
@@ -325,7 +325,7 @@ class Engine:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _rel(self, path: str | Path) -> str:
+    def relative(self, path: str | Path) -> str:
         """A user's spelling of a path (absolute, ./x, relative to the cwd or to the root) as root-relative posix."""
         text = str(path).strip()
         if text in ("", "."):
