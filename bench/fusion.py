@@ -65,7 +65,7 @@ def main() -> None:
         queries = [json.loads(x) for x in (base / queries_file).read_text().splitlines() if x.strip()]
         arms = {
             q["query_id"]: (
-                db.lexical(fts_query(query_terms(q["text"])), 100, None),
+                db.lexical(fts_query(query_terms(q["text"])), 100),
                 vectors.search(engine._embed_query(q["text"]), 100),
             )
             for q in queries

@@ -97,3 +97,39 @@ def test_query_then_q_flag_is_two_queries_not_a_root(corpus: Path) -> None:
     assert run_cli("index", str(corpus), cwd=corpus.parent).returncode == 0
     out = run_cli("search", "retry", "-q", "rate limiting", cwd=corpus)
     assert out.returncode == 0 and "Q1: retry" in out.stdout and "Q2: rate limiting" in out.stdout
+
+
+def test_literal_fallback_without_matches_does_not_blame_an_empty_index(corpus: Path) -> None:
+    out = run_cli("search", "--no-index", "zzqx", str(corpus), cwd=corpus.parent)
+    assert out.returncode == 1
+    assert "no file holds any of the words zzqx" in out.stdout and "index" not in out.stdout
+
+
+def test_unusable_index_location_is_one_line_not_a_traceback(corpus: Path, tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the index folder would go")
+    out = run_cli("index", str(corpus), cwd=corpus.parent, env={"KENNING_INDEX_DIR": str(blocker)})
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1 and "KENNING_INDEX_DIR" in out.stderr
+
+
+def test_index_from_a_newer_kenning_is_refused(corpus: Path) -> None:
+    assert run_cli("index", str(corpus), cwd=corpus.parent).returncode == 0
+    db = next((corpus / ".kenning").glob("*/index.db"))
+    con = sqlite3.connect(db)
+    con.execute("INSERT INTO migrations VALUES (99, 'from the future', 0)")
+    con.commit()
+    con.close()
+    out = run_cli("index", str(corpus), cwd=corpus.parent)
+    assert out.returncode == 2 and "schema 99" in out.stderr and "upgrade kenning" in out.stderr
+
+
+def test_missing_sentence_transformers_names_the_extra(corpus: Path) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("sentence_transformers") is not None:
+        import pytest
+
+        pytest.skip("sentence-transformers is installed here")
+    out = run_cli("index", "--model", "st:any/model", str(corpus), cwd=corpus.parent)
+    assert out.returncode == 2 and "kenning[st]" in out.stderr and "Traceback" not in out.stderr

@@ -26,11 +26,11 @@ from kenning.changes import sha256_file
 from kenning.config import Config, load_config
 from kenning.embed import Embedder, create_embedder
 from kenning.errors import IndexError_, IndexMissing, RootError, UsageError
-from kenning.index import IndexReport, Progress, run_index
+from kenning.index import IndexReport, Progress, publish, run_index
 from kenning.search import Filters, execute, plan_search
-from kenning.store import Database, ExactVectors, load_vectors
+from kenning.store import Database, VectorIndex, load_vectors
 from kenning.store.layout import Manifest, index_home, read_manifest, write_manifest, writer_lock
-from kenning.types import Mode, SearchResult, Selection
+from kenning.types import Mode, SearchResult, Selection, within
 
 __all__ = ["Engine", "Status", "find_index_root"]
 
@@ -77,9 +77,9 @@ def find_index_root(start: Path | str, config: Config | None = None) -> Path | N
     here = Path(start).expanduser().resolve()
     if here.is_file():
         here = here.parent
+    index_dir = (config or Config()).index_dir
     for candidate in (here, *here.parents):
-        cfg = config if config is not None else Config()
-        if (index_home(candidate, cfg.index_dir) / "kenning.json").is_file():
+        if (index_home(candidate, index_dir) / "kenning.json").is_file():
             return candidate
     return None
 
@@ -114,7 +114,7 @@ class Engine:
             )
             self.embedder = create_embedder(self.model_name, self.config)
         self._db: Database | None = None
-        self._vectors: ExactVectors | None = None
+        self._vectors: VectorIndex | None = None
         self._vectors_generation: str | None = None
 
     # -- paths -----------------------------------------------------------------------------------------------
@@ -195,14 +195,11 @@ class Engine:
                 removed = []
                 db.begin()
                 for path, row in db.files().items():
-                    if any(path == r or path.startswith(r.rstrip("/") + "/") for r in rels):
+                    if within(path, rels):
                         db.delete_file(row.id)
                         removed.append(path)
                 db.commit()
-                from kenning.store import write_vectors
-
-                write_vectors(self.directory, db, self.embedder.dim)
-                db.save_counts()
+                publish(self.directory, db, self.embedder.dim)
             finally:
                 db.close()
         self._vectors = None
@@ -238,7 +235,7 @@ class Engine:
             self._db = Database(self.db_path, identity=self.embedder.identity, readonly=True)
         return self._db
 
-    def _vector_index(self, db: Database) -> ExactVectors:
+    def _vector_index(self, db: Database) -> VectorIndex:
         generation = db.get_meta("vectors_generation")
         if self._vectors is None or generation != self._vectors_generation:
             self._vectors = load_vectors(self.directory, db, self.embedder.dim)

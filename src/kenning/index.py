@@ -22,7 +22,7 @@ from kenning.config import Config
 from kenning.embed import Embedder
 from kenning.store import Database, FileRow, write_vectors
 from kenning.store.terms import TERMS_VERSION
-from kenning.types import FileEntry, Selection, Skip
+from kenning.types import FileEntry, Selection, Skip, within
 
 COMMIT_EVERY_S = 1.0
 EMBED_COMMIT_BATCH = 64
@@ -94,7 +94,13 @@ def _settings(config: Config) -> str:
 
 
 def _in_scope(rel: str, scope: Sequence[str]) -> bool:
-    return not scope or any(rel == p or rel.startswith(p.rstrip("/") + "/") or p in ("", ".") for p in scope)
+    return not scope or within(rel, scope)
+
+
+def publish(directory: Path, db: Database, dim: int) -> None:
+    """After a change to passages or vectors: a fresh vector snapshot and the totals searches read."""
+    write_vectors(directory, db, dim)
+    db.save_counts()
 
 
 def run_index(

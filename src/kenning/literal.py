@@ -51,4 +51,6 @@ def literal_search(root: Path, query: str, *, limit: int, selection: Selection |
             )
         )
     result = SearchResult(query, hits, searched, 0.0, "lexical")
+    if not hits:
+        result.notes.append(f"no file holds any of the words {', '.join(terms)}")
     return result

@@ -82,7 +82,7 @@ def render_text(
             yield f"{result.group}: {result.query}  ({len(result.hits)} hits)"
         for note in result.notes:
             yield f"note: {note}"
-        if not result.hits:
+        if not result.hits and (result.searched or not result.notes):
             yield (
                 f"no passages matched among {result.searched} searched"
                 if result.searched

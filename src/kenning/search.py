@@ -21,7 +21,7 @@ from kenning import walk
 from kenning.errors import UsageError
 from kenning.store import Database, PassageRow, VectorIndex
 from kenning.store.terms import fts_query, query_terms
-from kenning.types import ArmTrace, Hit, MatchedBy, Mode, SearchResult, Selection, Trace
+from kenning.types import ArmTrace, Hit, MatchedBy, Mode, SearchResult, Selection, Trace, within
 
 RRF_K = 60
 MIN_DEPTH = 100
@@ -130,12 +130,12 @@ def allowed_passages(db: Database, filters: Filters) -> np.ndarray | None:
                 globs=filters.globs, iglobs=filters.iglobs, types=filters.types, types_not=filters.types_not
             )
         )
-    prefixes = [p.strip("/") for p in filters.paths if p.strip("/") not in ("", ".")]
+    prefixes = [p for p in filters.paths if p.strip("/") not in ("", ".")]
     after = None if filters.modified_after is None else int(filters.modified_after * 1e9)
     before = None if filters.modified_before is None else int(filters.modified_before * 1e9)
     keep: list[int] = []
     for file_id, path, mtime_ns in db.iter_file_paths():
-        if prefixes and not any(path == p or path.startswith(p + "/") for p in prefixes):
+        if prefixes and not within(path, prefixes):
             continue
         if after is not None and mtime_ns < after:
             continue
@@ -156,6 +156,8 @@ def execute(
 ) -> list[SearchResult]:
     counts = db.cached_counts()
     allowed = allowed_passages(db, plan.filters)
+    if allowed is not None and any(r.arm == "lexical" for g in plan.groups for r in g.routes):
+        db.restrict_lexical(allowed)
     searched = counts["passages"] if allowed is None else int(allowed.size)
     coverage = counts["embedded"] / counts["passages"] if counts["passages"] else 1.0
     query_vectors: dict[str, Future[np.ndarray]] = {}
@@ -194,7 +196,9 @@ def _run_groups(
                 ranked[key] = []
             elif route.arm == "lexical":
                 terms = query_terms(route.query)
-                ranked[key] = db.lexical(fts_query(terms), route.depth, allowed) if terms else []
+                ranked[key] = (
+                    db.lexical(fts_query(terms), route.depth, filtered=allowed is not None) if terms else []
+                )
             elif vectors is None or route.query not in query_vectors:
                 ranked[key] = []
             else:

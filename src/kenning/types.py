@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -10,6 +11,15 @@ FileKind = Literal["code", "markdown", "rst", "text"]
 MatchedBy = Literal["lexical", "semantic", "both"]
 Preview = Literal["none", "short", "full"]
 Mode = Literal["hybrid", "lexical", "semantic"]
+
+
+def within(rel: str, prefixes: Sequence[str]) -> bool:
+    """Whether root-relative `rel` is one of `prefixes` or below one; "" (the root) contains everything."""
+    for prefix in prefixes:
+        p = prefix.strip("/")
+        if p in ("", ".") or rel == p or rel.startswith(p + "/"):
+            return True
+    return False
 
 
 @dataclass(frozen=True, slots=True)

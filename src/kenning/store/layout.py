@@ -60,7 +60,7 @@ def read_manifest(home: Path) -> Manifest | None:
         data = json.loads(path.read_text("utf-8"))
     except FileNotFoundError:
         return None
-    except (OSError, ValueError) as exc:
+    except ValueError as exc:  # unreadable JSON; an OSError (permissions, a file in the way) is no corruption
         raise IndexCorrupt(f"cannot read {path}: {exc}", hint="run `kenning index --rebuild`") from exc
     if not isinstance(data, dict) or data.get("format") != MANIFEST_FORMAT:
         raise IndexMismatch(

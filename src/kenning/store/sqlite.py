@@ -345,14 +345,15 @@ class Database:
     def fts_count(self) -> int:
         return int(self.conn.execute("SELECT count(*) FROM fts").fetchone()[0])
 
-    def lexical(self, match: str, limit: int, allowed: np.ndarray | None) -> list[tuple[int, float]]:
-        """(passage id, bm25 score, higher is better) for a MATCH expression, optionally within `allowed`."""
-        if allowed is not None:
-            self.conn.execute("CREATE TEMP TABLE IF NOT EXISTS allowed_passages(id INTEGER PRIMARY KEY)")
-            self.conn.execute("DELETE FROM temp.allowed_passages")
-            self.conn.executemany(
-                "INSERT INTO temp.allowed_passages VALUES (?)", ((int(i),) for i in allowed)
-            )
+    def restrict_lexical(self, allowed: np.ndarray) -> None:
+        """Load the passage ids a filtered search may return (read by `lexical(..., filtered=True)`)."""
+        self.conn.execute("CREATE TEMP TABLE IF NOT EXISTS allowed_passages(id INTEGER PRIMARY KEY)")
+        self.conn.execute("DELETE FROM temp.allowed_passages")
+        self.conn.executemany("INSERT INTO temp.allowed_passages VALUES (?)", ((int(i),) for i in allowed))
+
+    def lexical(self, match: str, limit: int, *, filtered: bool = False) -> list[tuple[int, float]]:
+        """(passage id, bm25 score, higher is better); `filtered` keeps to the ids of `restrict_lexical`."""
+        if filtered:
             sql = (
                 "SELECT rowid, bm25(fts) FROM fts WHERE fts MATCH ? AND rowid IN "
                 "(SELECT id FROM temp.allowed_passages) ORDER BY bm25(fts) LIMIT ?"
