@@ -42,7 +42,24 @@ EXAMPLES = {
     "models": """examples:
   kenning models
   kenning models --json""",
+    "mcp": """examples:
+  kenning mcp                              serve the current directory to an agent over stdio
+  kenning mcp --root ~/src/a --root ~/src/b
+  kenning mcp --check                      say whether the server would start, and why not""",
+    "install": """examples:
+  kenning install                          register kenning with every supported agent (asks first)
+  kenning install --target claude --gate   Claude Code only, with the search-first gate
+  kenning install --dry-run                show what would change, change nothing""",
+    "uninstall": """examples:
+  kenning uninstall                        remove kenning's managed blocks from every agent's config
+  kenning uninstall --target codex -y""",
+    "gate": """examples:
+  (run by Claude Code as a PreToolUse hook; `kenning install --gate` registers it)
+  echo '{"tool_name":"Grep","tool_input":{"pattern":"x"},"cwd":"."}' | kenning gate""",
 }
+
+
+AGENT_TARGETS = ("claude", "codex", "cursor", "opencode", "all")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -113,7 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="kenning",
         description="Find the passage you meant in a folder of code and documents: hybrid BM25 + embedding "
         "search over a local index, offline on a CPU. Every hit is path:start-end with its text.",
-        epilog="commands: index, search, grep, status, models. `kenning COMMAND --help` shows each with examples.\n"
+        epilog="commands: index, search, grep, status, models, mcp, install, uninstall, gate. `kenning COMMAND --help` shows each with examples.\n"
         "exit codes: 0 found/ok, 1 nothing found or not ready, 2 error, 130 interrupted.\n"
         "config: defaults < ~/.config/kenning/config.toml < ROOT/.kenning.toml < KENNING_* env < flags.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -231,6 +248,43 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("models", "The embedders available, the default, and whether each can load here.")
     p.add_argument("--json", action="store_true")
+
+    p = command("mcp", "Serve kenning to AI agents over the Model Context Protocol (stdio).")
+    p.add_argument(
+        "--root",
+        action="append",
+        default=None,
+        metavar="DIR",
+        help="a workspace to serve (repeatable; default: the current directory); nothing outside is served",
+    )
+    p.add_argument("--model", default=None, help="embedder for searches and indexing (default: the index's)")
+    p.add_argument("--check", action="store_true", help="say whether the server would start, then exit")
+
+    for name, verb in (("install", "Register"), ("uninstall", "Remove")):
+        p = command(
+            name,
+            f"{verb} kenning's MCP server and agent guidance "
+            f"{'in' if name == 'install' else 'from'} each agent's configuration.",
+        )
+        p.add_argument(
+            "--target",
+            action="append",
+            choices=AGENT_TARGETS,
+            default=None,
+            help="which agent (repeatable; default all)",
+        )
+        if name == "install":
+            p.add_argument(
+                "--gate", action="store_true", help="also turn on the search-first gate (Claude Code)"
+            )
+        p.add_argument("-y", "--yes", action="store_true", help="do not ask before changing files")
+        p.add_argument("--dry-run", action="store_true", help="show what would change, change nothing")
+
+    p = command("gate", "Claude Code PreToolUse hook: deny grep until a kenning search has run.")
+    p.add_argument("--budget", type=int, default=3, help="grep calls each kenning search grants (1-20)")
+    p.add_argument(
+        "--window", type=float, default=10.0, metavar="MINUTES", help="how long a grant lasts (1-240)"
+    )
     return parser
 
 
@@ -512,12 +566,40 @@ def cmd_models(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from kenning import mcp
+
+    return mcp.main(roots=args.root or ["."], model=args.model, check=args.check)
+
+
+def cmd_install(args: argparse.Namespace) -> int:
+    from kenning import install
+
+    return install.run(
+        args.target or ["all"],
+        gate=getattr(args, "gate", False),
+        yes=args.yes,
+        dry_run=args.dry_run,
+        uninstall=args.command == "uninstall",
+    )
+
+
+def cmd_gate(args: argparse.Namespace) -> int:
+    from kenning import gate
+
+    return gate.main(sys.stdin, sys.stdout, budget=args.budget, window_minutes=args.window)
+
+
 COMMANDS = {
     "index": cmd_index,
     "search": cmd_search,
     "grep": cmd_grep,
     "status": cmd_status,
     "models": cmd_models,
+    "mcp": cmd_mcp,
+    "install": cmd_install,
+    "uninstall": cmd_install,
+    "gate": cmd_gate,
 }
 
 
@@ -550,6 +632,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         _err("kenning: interrupted")
         return 130
+    except BrokenPipeError:
+        # the reader went away (`| head`): exit quietly, as grep does
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
     except OSError as exc:
         # e.g. a read-only folder for the index, a full disk, a folder removed under a running index
         where = f": {exc.filename}" if exc.filename else ""
@@ -558,11 +645,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             "KENNING_INDEX_DIR to keep the index elsewhere)"
         )
         return 2
-    except BrokenPipeError:
-        # the reader went away (`| head`): exit quietly, as grep does
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return 0
 
 
 def entry() -> NoReturn:
