@@ -9,11 +9,31 @@
 Pipeline stages, each importable alone: walk -> chunk -> embed -> store -> search -> render.
 """
 
-from kenning.engine import Engine, Status, find_index_root
-from kenning.errors import KenningError
-from kenning.index import IndexReport
-from kenning.search import Filters
-from kenning.types import Hit, Passage, SearchResult, Selection
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kenning.engine import Engine, Status, find_index_root
+    from kenning.errors import KenningError
+    from kenning.index import IndexReport
+    from kenning.search import Filters
+    from kenning.types import Hit, Passage, SearchResult, Selection
+
+# importing a name loads its module on first use, so light commands (a hook, --help) stay fast
+_WHERE = {
+    "Engine": "kenning.engine",
+    "Filters": "kenning.search",
+    "Hit": "kenning.types",
+    "IndexReport": "kenning.index",
+    "KenningError": "kenning.errors",
+    "Passage": "kenning.types",
+    "SearchResult": "kenning.types",
+    "Selection": "kenning.types",
+    "Status": "kenning.engine",
+    "find_index_root": "kenning.engine",
+}
 
 __all__ = [
     "Engine",
@@ -27,3 +47,10 @@ __all__ = [
     "Status",
     "find_index_root",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

@@ -567,9 +567,9 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
-    from kenning import mcp
+    from kenning.mcp import main as serve
 
-    return mcp.main(roots=args.root or ["."], model=args.model, check=args.check)
+    return serve(roots=args.root or ["."], model=args.model, check=args.check)
 
 
 def cmd_install(args: argparse.Namespace) -> int:

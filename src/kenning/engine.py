@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,10 +27,17 @@ from kenning.changes import sha256_file
 from kenning.config import Config, load_config
 from kenning.embed import Embedder, create_embedder
 from kenning.errors import IndexError_, IndexMissing, RootError, UsageError
-from kenning.index import IndexReport, Progress, publish, run_index
+from kenning.index import IndexReport, Progress, Scope, publish, run_index
 from kenning.search import Filters, execute, plan_search
 from kenning.store import Database, VectorIndex, load_vectors
-from kenning.store.layout import Manifest, index_home, read_manifest, write_manifest, writer_lock
+from kenning.store.layout import (
+    Manifest,
+    find_index_root,
+    index_home,
+    read_manifest,
+    write_manifest,
+    writer_lock,
+)
 from kenning.types import Mode, SearchResult, Selection, within
 
 __all__ = ["Engine", "Status", "find_index_root"]
@@ -70,18 +78,6 @@ class Status:
         data = dataclasses.asdict(self)
         data.update(coverage=round(self.coverage, 4), pending=self.pending, ready=self.ready)
         return data
-
-
-def find_index_root(start: Path | str, config: Config | None = None) -> Path | None:
-    """The nearest ancestor of `start` (itself included) that holds a kenning index."""
-    here = Path(start).expanduser().resolve()
-    if here.is_file():
-        here = here.parent
-    index_dir = (config or Config()).index_dir
-    for candidate in (here, *here.parents):
-        if (index_home(candidate, index_dir) / "kenning.json").is_file():
-            return candidate
-    return None
 
 
 class Engine:
@@ -140,13 +136,20 @@ class Engine:
         *,
         rebuild: bool = False,
         scope: Sequence[str] = (),
+        scope_glob: str | None = None,
         semantic: bool = True,
         progress: Progress | None = None,
         wait: float = 0.0,
+        cancel: threading.Event | None = None,
     ) -> IndexReport:
-        """Build or refresh the index. `selection` replaces the stored file selection when given."""
+        """Build or refresh the index. `selection` replaces the stored file selection when given.
+
+        `scope` (paths) and `scope_glob` limit the run to part of the root; `cancel` stops it early, keeping
+        every finished batch (the report says `interrupted`).
+        """
         if selection is not None:
             walk.compile_selection(selection)  # refuse an unknown type name before taking the lock
+        part = Scope(tuple(self.relative(p) for p in scope), scope_glob)  # and a bad glob or path
         if self.manifest_error is not None and not rebuild:
             raise self.manifest_error
         with writer_lock(self.home, wait=wait, operation="index"):
@@ -171,9 +174,10 @@ class Engine:
                     self.config,
                     chosen,
                     index_dir_name=self._index_dir_name(),
-                    scope=[self.relative(p) for p in scope],
+                    scope=part,
                     semantic=semantic,
                     progress=progress,
+                    cancel=cancel,
                 )
             finally:
                 db.close()

@@ -6,8 +6,10 @@ daemon) translate these at their edge; nothing deeper prints or exits.
 
     KenningError
     ├── UsageError            bad arguments or configuration (exit 2)
-    │   └── ConfigError       a config file or environment value that cannot be used
+    │   ├── ConfigError       a config file or environment value that cannot be used
+    │   └── ArgumentError     a tool argument of the wrong type, size or shape (MCP)
     ├── RootError             the root is missing, not a directory, or not allowed
+    │   └── OutsideRoot       a path outside the roots being served
     ├── IndexError_           the on-disk index
     │   ├── IndexMissing      no index where one is needed
     │   ├── IndexCorrupt      the database cannot be read; rebuild it
@@ -44,8 +46,16 @@ class ConfigError(UsageError):
     code = "KENNING.CONFIG"
 
 
+class ArgumentError(UsageError):
+    code = "KENNING.ARGUMENT"
+
+
 class RootError(KenningError):
     code = "KENNING.ROOT"
+
+
+class OutsideRoot(RootError):
+    code = "KENNING.ROOT.OUTSIDE"
 
 
 class IndexError_(KenningError):

@@ -10,6 +10,7 @@ batch, and can be interrupted and resumed without losing finished work.
 from __future__ import annotations
 
 import hashlib
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from kenning import chunk, walk
 from kenning.changes import GitState, git_state, sha256_bytes
 from kenning.config import Config
 from kenning.embed import Embedder
+from kenning.errors import Interrupted
 from kenning.store import Database, FileRow, write_vectors
 from kenning.store.terms import TERMS_VERSION
 from kenning.types import FileEntry, Selection, Skip, within
@@ -93,8 +95,24 @@ def _settings(config: Config) -> str:
     return f"chunker={chunk.CHUNKER_VERSION};terms={TERMS_VERSION};max={config.max_chars};overlap={config.overlap_chars}"
 
 
-def _in_scope(rel: str, scope: Sequence[str]) -> bool:
-    return not scope or within(rel, scope)
+class Scope:
+    """The part of the root a run looks at: subpaths, optionally narrowed by one glob. Files outside it are
+    neither read nor removed."""
+
+    def __init__(self, paths: Sequence[str] = (), glob: str | None = None) -> None:
+        self.paths = tuple(paths)
+        self.glob = glob
+        self._matcher = walk.compile_selection(Selection(globs=(glob,))) if glob else None
+
+    def __contains__(self, rel: str) -> bool:
+        if self.paths and not within(rel, self.paths):
+            return False
+        return self._matcher is None or self._matcher.matches(rel)
+
+
+def _check(cancel: threading.Event | None) -> None:
+    if cancel is not None and cancel.is_set():
+        raise Interrupted("indexing cancelled; finished work is kept")
 
 
 def publish(directory: Path, db: Database, dim: int) -> None:
@@ -112,22 +130,28 @@ def run_index(
     selection: Selection,
     *,
     index_dir_name: str,
-    scope: Sequence[str] = (),
+    scope: Scope | None = None,
     semantic: bool = True,
     progress: Progress | None = None,
+    cancel: threading.Event | None = None,
 ) -> IndexReport:
-    """Index `root` (or only the `scope` subpaths of it) into `db`; the caller holds the writer lock."""
+    """Index `root` (or only the `scope` part of it) into `db`; the caller holds the writer lock.
+
+    Setting `cancel` (from another thread) stops the run like Ctrl-C does: the unfinished batch is rolled back,
+    everything committed stays, and the report says `interrupted`.
+    """
     progress = progress or NullProgress()
+    scope = scope or Scope()
     report = IndexReport(root=str(root), model=embedder.name)
     started = time.perf_counter()
     try:
-        _lexical_pass(root, db, config, selection, index_dir_name, scope, progress, report)
+        _lexical_pass(root, db, config, selection, index_dir_name, scope, progress, report, cancel)
         report.lexical_seconds = time.perf_counter() - started
         if semantic:
             t = time.perf_counter()
-            _semantic_pass(db, embedder, progress, report)
+            _semantic_pass(db, embedder, progress, report, cancel)
             report.semantic_seconds = time.perf_counter() - t
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Interrupted):
         db.rollback()  # only the unfinished batch; every committed one stays
         report.restore_committed()  # and the summary speaks only of what was kept
         report.interrupted = True
@@ -148,13 +172,14 @@ def _lexical_pass(
     config: Config,
     selection: Selection,
     index_dir_name: str,
-    scope: Sequence[str],
+    scope: Scope,
     progress: Progress,
     report: IndexReport,
+    cancel: threading.Event | None,
 ) -> None:
     entries: list[FileEntry] = []
     for item in walk.walk(root, selection, index_dir_name=index_dir_name):
-        if not _in_scope(item.rel, scope):
+        if item.rel not in scope:
             continue
         try:
             item.rel.encode("utf-8")
@@ -180,6 +205,7 @@ def _lexical_pass(
     db.begin()
     last_commit = time.monotonic()
     for entry in entries:
+        _check(cancel)
         _index_file(root, db, config, entry, known.get(entry.rel), git, force, report)
         progress.advance()
         if time.monotonic() - last_commit > COMMIT_EVERY_S:
@@ -189,7 +215,7 @@ def _lexical_pass(
             last_commit = time.monotonic()
     present = {e.rel for e in entries}
     for rel, row in known.items():
-        if rel not in present and _in_scope(rel, scope):
+        if rel not in present and rel in scope:
             report.passages_removed += db.delete_file(row.id)
             if row.skip_reason is None:
                 report.removed.append(rel)
@@ -258,7 +284,9 @@ def _unchanged(row: FileRow, report: IndexReport) -> None:
         report.unchanged += 1
 
 
-def _semantic_pass(db: Database, embedder: Embedder, progress: Progress, report: IndexReport) -> None:
+def _semantic_pass(
+    db: Database, embedder: Embedder, progress: Progress, report: IndexReport, cancel: threading.Event | None
+) -> None:
     missing = db.missing_embeddings()
     if not missing:
         return
@@ -266,6 +294,7 @@ def _semantic_pass(db: Database, embedder: Embedder, progress: Progress, report:
     missing.sort(key=lambda m: len(m[1]) + len(m[2]))
     progress.start("semantic", len(missing))
     for start in range(0, len(missing), EMBED_COMMIT_BATCH):
+        _check(cancel)
         batch = missing[start : start + EMBED_COMMIT_BATCH]
         texts = [f"{heading}\n{text}" if heading else text for _, heading, text in batch]
         vectors = embedder.embed_documents(texts)

@@ -7,6 +7,7 @@ matches, never semantic ones, and every surface says so.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from kenning import grep
@@ -20,14 +21,21 @@ NOTE = (
 )
 
 
-def literal_search(root: Path, query: str, *, limit: int, selection: Selection | None = None) -> SearchResult:
+def literal_search(
+    root: Path,
+    query: str,
+    *,
+    limit: int,
+    selection: Selection | None = None,
+    paths: Sequence[Path | str] = (),
+) -> SearchResult:
     terms = [t for t in query_terms(query) if len(t) > 1] or query_terms(query)
     options = grep.GrepOptions(
         patterns=tuple(terms), ignore_case=True, fixed=True, before=CONTEXT, after=CONTEXT
     )
     scored: list[tuple[int, int, str, Hit]] = []
     searched = 0
-    for found in grep.grep(root, options, selection=selection or Selection()):
+    for found in grep.grep(root, options, paths=paths, selection=selection or Selection()):
         searched += 1
         matches = [ln for ln in found.lines if ln.match]
         words = {t for t in terms for ln in matches if t in ln.text.lower()}

@@ -18,12 +18,15 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from filelock import FileLock, Timeout
 
 from kenning.errors import IndexBusy, IndexCorrupt, IndexMismatch
 from kenning.types import Selection
+
+if TYPE_CHECKING:
+    from kenning.config import Config
 
 MANIFEST_FORMAT = 1
 INDEX_DIR_NAME = ".kenning"
@@ -123,3 +126,15 @@ def writer_lock(home: Path, *, wait: float = 0.0, operation: str = "index") -> I
         yield
     finally:
         lock.release()
+
+
+def find_index_root(start: Path | str, config: Config | None = None) -> Path | None:
+    """The nearest ancestor of `start` (itself included) that holds a kenning index."""
+    here = Path(start).expanduser().resolve()
+    if here.is_file():
+        here = here.parent
+    index_dir = config.index_dir if config is not None else None
+    for candidate in (here, *here.parents):
+        if (index_home(candidate, index_dir) / "kenning.json").is_file():
+            return candidate
+    return None

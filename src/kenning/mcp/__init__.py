@@ -1,0 +1,59 @@
+"""kenning for AI agents: an MCP server over stdio (`kenning mcp`), serving only the roots it was started with.
+
+`schemas` holds the tool contracts, `tools` what each tool does over the Engine, `server` the protocol edge.
+Before serving, every embedder is loaded: a server whose search cannot work refuses to start, with one line on
+stderr saying why, instead of advertising tools that fail on every call. Only protocol messages reach stdout.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from kenning.errors import KenningError
+
+
+def main(roots: Sequence[str], *, model: str | None = None, check: bool = False) -> int:
+    """Run the server (or, with `check`, only say whether it would start). Returns the exit code."""
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=os.environ.get("KENNING_LOG_LEVEL", "WARNING").upper(),
+        format="kenning mcp: %(levelname)s %(message)s",
+    )
+    from kenning.mcp.tools import Workspace
+
+    try:
+        workspace = Workspace([Path(r).expanduser() for r in roots], model=model)
+        workspace.check()
+    except KenningError as exc:
+        sys.stderr.write(f"kenning mcp: cannot start: {exc}\n")
+        return exc.exit_code
+    except Exception as exc:  # an embedder that fails in its own way (a broken runtime, a bad model file)
+        sys.stderr.write(
+            f"kenning mcp: cannot start: the embedder failed to load ({type(exc).__name__}: {exc})\n"
+        )
+        return 2
+    if check:
+        names = ", ".join(
+            f"{e.root} ({'indexed' if e.exists() else 'not indexed'})" for e in workspace.engines
+        )
+        embedder = workspace.engines[0].embedder
+        sys.stdout.write(
+            f"kenning mcp: ready to serve {names} with model {embedder.name} [{embedder.identity}]\n"
+        )
+        return 0
+    import anyio
+
+    from kenning.cli import _version
+    from kenning.mcp.server import serve_stdio
+
+    try:
+        anyio.run(serve_stdio, workspace, _version())
+    except KeyboardInterrupt:
+        pass
+    finally:
+        workspace.close()
+    return 0

@@ -1,0 +1,385 @@
+"""The MCP tool contracts: names, descriptions an agent learns from, and the input and output JSON schemas.
+
+These schemas are published in `tools/list` and are also what every call is checked against before it runs
+(`kenning.mcp.tools.check_arguments`), so the contract an agent reads is the contract it gets.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+MAX_QUERY_CHARS = 4000
+MAX_QUERIES = 16
+MAX_LIST_ITEMS = 64
+MAX_ITEM_CHARS = 1024
+MAX_PATTERN_CHARS = 1000
+MAX_OUTPUT_CHARS = 40_000  # what one tool answer may put in front of the model
+MAX_GREP_LINES = 200
+
+Schema = dict[str, Any]
+
+
+def _strings(what: str, *, max_items: int = MAX_LIST_ITEMS, max_chars: int = MAX_ITEM_CHARS) -> Schema:
+    return {
+        "type": "array",
+        "items": {"type": "string", "minLength": 1, "maxLength": max_chars},
+        "maxItems": max_items,
+        "description": what,
+    }
+
+
+_PATHS = _strings(
+    "Only passages under these files or directories (relative to the workspace root, or absolute inside it). "
+    'Example: ["src/auth", "docs/setup.md"].'
+)
+
+TEXT_SEARCH_INPUT: Schema = {
+    "type": "object",
+    "properties": {
+        "query": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": MAX_QUERY_CHARS,
+            "description": "What you are looking for, in your own words (a question, a description of the code "
+            "or passage, or an identifier). Give either query or queries.",
+        },
+        "queries": {
+            **_strings(
+                "Several phrasings or several questions at once (each ranked as its own group, then combined). "
+                "Give either query or queries.",
+                max_items=MAX_QUERIES,
+                max_chars=MAX_QUERY_CHARS,
+            ),
+            "minItems": 1,
+        },
+        "k": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 50,
+            "default": 10,
+            "description": "Passages to return (per group).",
+        },
+        "paths": _PATHS,
+        "globs": _strings('ripgrep-style globs on the path; \'!\' excludes. Example: ["*.py", "!tests/**"].'),
+        "types": _strings('File types by ripgrep name. Example: ["py", "md"].', max_items=32, max_chars=64),
+        "mode": {
+            "type": "string",
+            "enum": ["hybrid", "lexical", "semantic"],
+            "default": "hybrid",
+            "description": "hybrid (words and meaning, the default), lexical (BM25 words only) or semantic "
+            "(meaning only).",
+        },
+        "preview": {
+            "type": "string",
+            "enum": ["short", "none", "full"],
+            "default": "short",
+            "description": "How much of each passage to return: short (up to 10 lines near the match), none "
+            "(location only) or full (the whole passage).",
+        },
+        "modified_after": {
+            "type": "string",
+            "maxLength": 64,
+            "description": "Only files modified after this time: YYYY-MM-DD, an ISO date-time or epoch seconds.",
+        },
+        "modified_before": {
+            "type": "string",
+            "maxLength": 64,
+            "description": "Only files modified before this time: YYYY-MM-DD, an ISO date-time or epoch seconds.",
+        },
+        "trace": {
+            "type": "boolean",
+            "default": False,
+            "description": "Add each hit's rank and score in the lexical and semantic arms.",
+        },
+    },
+    "additionalProperties": False,
+}
+
+_TRACE_ARM: Schema = {
+    "type": "object",
+    "properties": {"rank": {"type": ["integer", "null"]}, "score": {"type": ["number", "null"]}},
+    "required": ["rank", "score"],
+}
+
+_HIT: Schema = {
+    "type": "object",
+    "properties": {
+        "path": {"type": "string", "description": "Relative to the root it was found in."},
+        "root": {"type": "string"},
+        "start_line": {"type": "integer", "minimum": 1},
+        "end_line": {"type": "integer", "minimum": 1},
+        "score": {"type": "number", "description": "Ranks hits within one answer; not a confidence."},
+        "matched_by": {"type": "string", "enum": ["lexical", "semantic", "both"]},
+        "stale": {"type": "boolean", "description": "The file changed since it was indexed."},
+        "heading": {"type": "string"},
+        "text": {"type": ["string", "null"], "description": "The passage as the preview level shows it."},
+        "text_start_line": {"type": ["integer", "null"]},
+        "groups": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "Which query groups found it, with the rank in each, e.g. Q1#1.",
+        },
+        "trace": {
+            "type": ["object", "null"],
+            "properties": {"lexical": _TRACE_ARM, "semantic": _TRACE_ARM, "fused_rank": {"type": "integer"}},
+        },
+    },
+    "required": ["path", "root", "start_line", "end_line", "score", "matched_by", "stale", "text", "groups"],
+}
+
+TEXT_SEARCH_OUTPUT: Schema = {
+    "type": "object",
+    "properties": {
+        "literal": {
+            "type": "boolean",
+            "description": "True when there is no index and these are literal matches of the query's words.",
+        },
+        "mode": {"type": "string"},
+        "searched": {"type": "integer", "description": "Passages (or files, when literal) searched."},
+        "coverage": {"type": "number", "description": "Share of passages that have an embedding (0-1)."},
+        "groups": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "group": {"type": "string"},
+                    "query": {"type": "string"},
+                    "searched": {"type": "integer"},
+                    "hits": {"type": "integer"},
+                    "notes": {"type": "array", "items": {"type": "string"}},
+                },
+                "required": ["group", "query", "searched", "hits", "notes"],
+            },
+        },
+        "hits": {"type": "array", "items": _HIT},
+        "notes": {"type": "array", "items": {"type": "string"}},
+        "truncated": {
+            "type": "boolean",
+            "description": "Some hits were left out to bound the answer's size.",
+        },
+    },
+    "required": ["literal", "mode", "searched", "coverage", "groups", "hits", "notes", "truncated"],
+}
+
+TEXT_INDEX_INPUT: Schema = {
+    "type": "object",
+    "properties": {
+        "paths": {
+            **_strings(
+                'Files or directories to (re-)index, relative to the workspace root or absolute; ["."] is the '
+                "whole workspace."
+            ),
+            "minItems": 1,
+        },
+        "glob": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": MAX_ITEM_CHARS,
+            "description": 'Only files under paths that match this glob, e.g. "**/*.md".',
+        },
+        "forget": {
+            "type": "boolean",
+            "default": False,
+            "description": "Remove these paths from the index instead (the files on disk are untouched).",
+        },
+    },
+    "required": ["paths"],
+    "additionalProperties": False,
+}
+
+_SKIPPED: Schema = {
+    "type": "array",
+    "items": {
+        "type": "object",
+        "properties": {"path": {"type": "string"}, "reason": {"type": "string"}},
+        "required": ["path", "reason"],
+    },
+}
+
+TEXT_INDEX_OUTPUT: Schema = {
+    "type": "object",
+    "properties": {
+        "root": {"type": "string"},
+        "forgot": {"type": "boolean"},
+        "added": {"type": "integer"},
+        "changed": {"type": "integer"},
+        "removed": {"type": "integer"},
+        "unchanged": {"type": "integer"},
+        "skipped": _SKIPPED,
+        "skipped_total": {"type": "integer"},
+        "passages_added": {"type": "integer"},
+        "passages_removed": {"type": "integer"},
+        "embedded": {"type": "integer"},
+        "files": {"type": "integer", "description": "Files the index now holds."},
+        "passages": {"type": "integer", "description": "Passages the index now holds."},
+        "coverage": {"type": "number"},
+        "interrupted": {"type": "boolean"},
+        "elapsed_s": {"type": "number"},
+    },
+    "required": [
+        "root",
+        "forgot",
+        "added",
+        "changed",
+        "removed",
+        "unchanged",
+        "skipped",
+        "files",
+        "passages",
+    ],
+}
+
+INDEX_STATUS_INPUT: Schema = {"type": "object", "properties": {}, "additionalProperties": False}
+
+_ROOT_STATUS: Schema = {
+    "type": "object",
+    "properties": {
+        "root": {"type": "string"},
+        "indexed": {"type": "boolean"},
+        "model": {"type": "string"},
+        "files": {"type": "integer"},
+        "passages": {"type": "integer"},
+        "embedded": {"type": "integer"},
+        "coverage": {"type": "number"},
+        "skipped": {"type": "integer"},
+        "pending": {
+            "type": "object",
+            "properties": {
+                "added": {"type": "integer"},
+                "modified": {"type": "integer"},
+                "deleted": {"type": "integer"},
+            },
+            "required": ["added", "modified", "deleted"],
+        },
+        "size_bytes": {"type": "integer"},
+        "last_indexed": {"type": ["number", "null"]},
+        "ready": {"type": "boolean"},
+        "next_step": {"type": "string"},
+    },
+    "required": [
+        "root",
+        "indexed",
+        "model",
+        "files",
+        "passages",
+        "coverage",
+        "pending",
+        "ready",
+        "next_step",
+    ],
+}
+
+INDEX_STATUS_OUTPUT: Schema = {
+    "type": "object",
+    "properties": {
+        "roots": {"type": "array", "items": _ROOT_STATUS},
+        "embedder": {
+            "type": "object",
+            "properties": {
+                "name": {"type": "string"},
+                "identity": {"type": "string"},
+                "dim": {"type": "integer"},
+            },
+            "required": ["name", "identity", "dim"],
+        },
+    },
+    "required": ["roots", "embedder"],
+}
+
+GREP_INPUT: Schema = {
+    "type": "object",
+    "properties": {
+        "pattern": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": MAX_PATTERN_CHARS,
+            "description": "A regular expression (Rust/ripgrep syntax), or a literal string with fixed=true.",
+        },
+        "paths": _PATHS,
+        "fixed": {
+            "type": "boolean",
+            "default": False,
+            "description": "Match the pattern as a literal string.",
+        },
+        "ignore_case": {"type": "boolean", "default": False},
+        "context": {
+            "type": "integer",
+            "minimum": 0,
+            "maximum": 10,
+            "default": 0,
+            "description": "Lines of context before and after each match.",
+        },
+    },
+    "required": ["pattern"],
+    "additionalProperties": False,
+}
+
+GREP_OUTPUT: Schema = {
+    "type": "object",
+    "properties": {
+        "files": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string"},
+                    "root": {"type": "string"},
+                    "lines": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "line": {"type": "integer"},
+                                "text": {"type": "string"},
+                                "match": {"type": "boolean"},
+                            },
+                            "required": ["line", "text", "match"],
+                        },
+                    },
+                },
+                "required": ["path", "root", "lines"],
+            },
+        },
+        "matched_lines": {"type": "integer"},
+        "truncated": {"type": "boolean"},
+    },
+    "required": ["files", "matched_lines", "truncated"],
+}
+
+TEXT_SEARCH_DESCRIPTION = """\
+Search this workspace's files by meaning and by words (hybrid BM25 + embeddings) and get back ranked passages: \
+each is path:start-end with its text, ready to quote or to read around.
+
+Use it first when you know what you are looking for but not the exact words: "where do we retry failed uploads", \
+"how is the config file parsed", a concept, a behaviour, a symptom. Describe it in your own words; give several \
+phrasings in `queries` when one may miss. Use the `grep` tool instead when you know an exact string, identifier \
+or regex and want every occurrence.
+
+Read before you rely: open the file around path:start-end. A score only orders hits within one answer; it is not \
+a confidence, and the top hit may still be wrong. Narrow with `paths`, `globs` or `types`. A hit marked stale \
+changed since it was indexed (call text_index on it). An empty answer may mean the workspace (or that part of \
+it) was never indexed: check index_status. Without an index the answer comes from literal matching and says so \
+at the top; text_index builds the index."""
+
+TEXT_INDEX_DESCRIPTION = """\
+Build or refresh the search index for files or directories of this workspace (paths ["."] is the whole \
+workspace). Only new or changed files are read and only new passages are embedded, so re-running it after edits \
+is cheap. Returns what was added, changed, removed, unchanged and skipped (with reasons) and the index's totals. \
+With forget=true the paths are removed from the index (the files are untouched). Long runs send progress and can \
+be cancelled; finished work is kept."""
+
+INDEX_STATUS_DESCRIPTION = """\
+What the search index of this workspace holds: files, passages, semantic coverage, files changed since the last \
+index run, the embedding model, and the next step to take (for example: build the index, catch up on changes, or \
+search). Call it when text_search returns nothing or seems out of date."""
+
+GREP_DESCRIPTION = """\
+Exhaustive search for an exact string or regular expression over the workspace's files (no index needed; the \
+same files text_search sees: .gitignore'd, binary and secret files are left out). Use it when you know the exact \
+text, identifier or pattern and need every occurrence; use text_search to find code or prose by what it does or \
+means. Returns matching lines with their line numbers, grouped by file, bounded in size."""
+
+SERVER_INSTRUCTIONS = """\
+kenning searches this workspace. text_search finds passages by meaning and words (path:start-end plus text); \
+grep finds every occurrence of an exact string; text_index builds or refreshes the index; index_status says \
+what is indexed and what to do next. Scores rank within one answer and are not confidences."""

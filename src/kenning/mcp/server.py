@@ -1,0 +1,176 @@
+"""The MCP protocol edge: tool listing, argument checks, error translation, progress and cancellation.
+
+Built on the low-level `mcp` SDK server so that the published schemas are exactly kenning's own. Tool work runs
+in worker threads; a cancelled `text_index` is told to stop at its next file or batch and is waited for, so the
+writer lock is released and every committed batch is kept. Errors become tool results with `isError` set and
+a stable code, never protocol failures, so the agent can read them and correct its call.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import anyio
+import anyio.from_thread
+import anyio.lowlevel
+import anyio.to_thread
+import mcp_types as types
+from mcp.server import Server, ServerRequestContext
+from mcp.server.stdio import stdio_server
+
+from kenning.errors import KenningError
+from kenning.mcp import schemas
+from kenning.mcp.tools import Answer, McpProgress, Workspace, check_arguments
+
+log = logging.getLogger("kenning.mcp")
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    title: str
+    description: str
+    input: schemas.Schema
+    output: schemas.Schema
+    read_only: bool
+
+
+TOOLS = (
+    ToolSpec(
+        "text_search",
+        "Search by meaning and words",
+        schemas.TEXT_SEARCH_DESCRIPTION,
+        schemas.TEXT_SEARCH_INPUT,
+        schemas.TEXT_SEARCH_OUTPUT,
+        True,
+    ),
+    ToolSpec(
+        "text_index",
+        "Index files",
+        schemas.TEXT_INDEX_DESCRIPTION,
+        schemas.TEXT_INDEX_INPUT,
+        schemas.TEXT_INDEX_OUTPUT,
+        False,
+    ),
+    ToolSpec(
+        "index_status",
+        "Index status",
+        schemas.INDEX_STATUS_DESCRIPTION,
+        schemas.INDEX_STATUS_INPUT,
+        schemas.INDEX_STATUS_OUTPUT,
+        True,
+    ),
+    ToolSpec("grep", "Exact search", schemas.GREP_DESCRIPTION, schemas.GREP_INPUT, schemas.GREP_OUTPUT, True),
+)
+SPECS = {t.name: t for t in TOOLS}
+
+
+def _tool(spec: ToolSpec) -> types.Tool:
+    return types.Tool(
+        name=spec.name,
+        title=spec.title,
+        description=spec.description,
+        input_schema=spec.input,
+        output_schema=spec.output,
+        annotations=types.ToolAnnotations(
+            title=spec.title,
+            read_only_hint=spec.read_only,
+            destructive_hint=False,
+            idempotent_hint=True,
+            open_world_hint=False,
+        ),
+    )
+
+
+def _error(code: str, message: str, hint: str | None) -> types.CallToolResult:
+    text = f"error {code}: {message}" + (f"\nfix: {hint}" if hint else "")
+    return types.CallToolResult(content=[types.TextContent(text=text)], is_error=True)
+
+
+def build_server(workspace: Workspace, version: str) -> Server[Any]:
+    async def list_tools(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[_tool(t) for t in TOOLS])
+
+    async def call_tool(
+        ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        spec = SPECS.get(params.name)
+        if spec is None:
+            return _error(
+                "KENNING.UNKNOWN_TOOL",
+                f"there is no tool named {params.name!r}",
+                f"use one of {', '.join(SPECS)}",
+            )
+        arguments = dict(params.arguments or {})
+        try:
+            check_arguments(spec.name, spec.input, arguments)
+            if spec.name == "text_index":
+                answer = await _run_index(ctx, workspace, arguments)
+            else:
+                work: Callable[[dict[str, Any]], Answer] = getattr(workspace, spec.name)
+                answer = await anyio.to_thread.run_sync(partial(work, arguments))
+        except KenningError as exc:
+            return _error(exc.code, exc.message, exc.hint)
+        except Exception as exc:
+            # a bug, not a user error: keep the server up, tell the agent plainly, and log the details
+            log.error("tool %s failed:\n%s", spec.name, traceback.format_exc())
+            return _error(
+                "KENNING.INTERNAL",
+                f"{spec.name} failed unexpectedly ({type(exc).__name__}: {exc})",
+                "the server's stderr log has the details; please report it",
+            )
+        return types.CallToolResult(
+            content=[types.TextContent(text=answer.text)], structured_content=answer.structured
+        )
+
+    return Server(
+        "kenning",
+        version=version,
+        title="kenning: local hybrid search",
+        instructions=schemas.SERVER_INSTRUCTIONS,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+
+
+async def _run_index(ctx: ServerRequestContext[Any], workspace: Workspace, args: dict[str, Any]) -> Answer:
+    cancel = threading.Event()
+    finished = threading.Event()
+    token = anyio.lowlevel.current_token()
+
+    def send(progress: float, total: float, message: str) -> None:
+        if cancel.is_set():
+            return
+        try:
+            anyio.from_thread.run(ctx.session.report_progress, progress, total, message, token=token)
+        except Exception:  # a client that went away must not stop the run
+            log.debug("progress notification not delivered", exc_info=True)
+
+    def work() -> Answer:
+        try:
+            return workspace.text_index(args, McpProgress(send), cancel)
+        finally:
+            finished.set()
+
+    try:
+        return await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
+    except anyio.get_cancelled_exc_class():
+        # the client cancelled: stop at the next file or batch, and wait, so the lock and the kept work are sound
+        cancel.set()
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(finished.wait)
+        raise
+
+
+async def serve_stdio(workspace: Workspace, version: str) -> None:
+    server = build_server(workspace, version)
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())

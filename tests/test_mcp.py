@@ -1,0 +1,381 @@
+"""The MCP server, driven by the SDK's own client over stdio: the real `kenning mcp` process, the real index."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import jsonschema
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+from conftest import CORPUS, make_tree, run_cli
+from kenning.mcp import schemas
+from kenning.mcp.server import SPECS
+
+
+def _env(tmp: Path) -> dict[str, str]:
+    return dict(os.environ, XDG_CONFIG_HOME=str(tmp / "cfg"), KENNING_MODEL="hash")
+
+
+@asynccontextmanager
+async def connect(*roots: Path, extra: tuple[str, ...] = ()) -> AsyncIterator[Client]:
+    args = ["-m", "kenning.cli", "mcp", *extra]
+    for r in roots:
+        args += ["--root", str(r)]
+    params = StdioServerParameters(
+        command=sys.executable, args=args, env=_env(roots[0].parent), cwd=str(roots[0])
+    )
+    async with Client(params, read_timeout_seconds=60) as client:
+        yield client
+
+
+def drive(body: Callable[[Client], Awaitable[None]], *roots: Path, extra: tuple[str, ...] = ()) -> None:
+    async def main() -> None:
+        async with connect(*roots, extra=extra) as client:
+            await body(client)
+
+    anyio.run(main)
+
+
+async def call(client: Client, tool: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """A successful call: its text, and its structured content checked against the published output schema."""
+    result = await client.call_tool(tool, args)
+    text = result.content[0].text  # type: ignore[union-attr]
+    assert not result.is_error, text
+    jsonschema.validate(result.structured_content, SPECS[tool].output)
+    return text, result.structured_content
+
+
+async def refused(client: Client, tool: str, args: dict[str, Any]) -> str:
+    result = await client.call_tool(tool, args)
+    assert result.is_error
+    text: str = result.content[0].text  # type: ignore[union-attr]
+    assert text.startswith("error KENNING."), text
+    assert len(text.splitlines()) <= 2 and "Traceback" not in text, text  # the problem, then the fix if apart
+    return text
+
+
+def test_lists_four_tools_with_schemas_that_teach(corpus: Path) -> None:
+    async def body(client: Client) -> None:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        assert set(tools) == {"text_search", "text_index", "index_status", "grep"}
+        for tool in tools.values():
+            jsonschema.Draft202012Validator.check_schema(tool.input_schema)
+            assert tool.output_schema is not None
+            jsonschema.Draft202012Validator.check_schema(tool.output_schema)
+            assert tool.input_schema.get("additionalProperties") is False
+        search = tools["text_search"].description or ""
+        assert "grep" in search and "not" in search and "confidence" in search
+        assert "never indexed" in search
+        assert tools["text_search"].annotations and tools["text_search"].annotations.read_only_hint
+
+    drive(body, corpus)
+
+
+def test_no_index_answers_literally_and_says_so_then_index_and_search(corpus: Path) -> None:
+    async def body(client: Client) -> None:
+        text, data = await call(client, "text_search", {"query": "retry backoff"})
+        assert text.startswith("LITERAL MATCHES") and "text_index" in text.splitlines()[0]
+        assert data["literal"] is True
+        assert data["hits"] and data["hits"][0]["path"] == "README.md"
+        # an explicit semantic search refuses instead of pretending
+        assert "KENNING.INDEX.MISSING" in await refused(
+            client, "text_search", {"query": "retry", "mode": "semantic"}
+        )
+
+        text, data = await call(client, "text_index", {"paths": ["."]})
+        assert data["added"] == len(CORPUS) and data["files"] == len(CORPUS)
+        assert "The index now holds" in text
+
+        text, data = await call(client, "text_search", {"query": "exponential backoff", "k": 3})
+        assert data["literal"] is False and data["coverage"] == 1.0
+        assert data["searched"] > 0
+        assert "searched" in text.splitlines()[0] and "semantic coverage 100%" in text.splitlines()[0]
+        top = data["hits"][0]
+        assert (top["path"], top["start_line"]) == ("README.md", 5)
+        assert f"{top['path']}:{top['start_line']}-{top['end_line']}" in text
+        assert top["matched_by"] in ("lexical", "semantic", "both") and top["stale"] is False
+        assert "backoff" in top["text"]
+
+    drive(body, corpus)
+
+
+def test_search_filters_preview_and_trace(corpus: Path) -> None:
+    run_cli("index", str(corpus))
+
+    async def body(client: Client) -> None:
+        _, data = await call(client, "text_search", {"query": "retry", "paths": ["src"], "preview": "none"})
+        assert data["hits"] and all(h["path"].startswith("src/") for h in data["hits"])
+        assert all(h["text"] is None for h in data["hits"])
+        _, data = await call(client, "text_search", {"query": "retry", "types": ["md"], "trace": True})
+        assert [h["path"] for h in data["hits"]] == ["README.md"]
+        assert data["hits"][0]["trace"]["fused_rank"] == 1
+        _, data = await call(client, "text_search", {"query": "retry", "globs": ["*.py"], "preview": "full"})
+        assert data["hits"] and all(h["path"].endswith(".py") for h in data["hits"])
+        # an absolute path inside the root is the same path
+        _, data = await call(
+            client, "text_search", {"query": "rate", "paths": [str(corpus / "src/limits.py")]}
+        )
+        assert [h["path"] for h in data["hits"]] == ["src/limits.py"]
+        _, data = await call(client, "text_search", {"query": "retry", "modified_after": "2999-01-01"})
+        assert data["hits"] == [] and any("index_status" in n for n in data["notes"])
+
+    drive(body, corpus)
+
+
+def test_several_queries_cover_each_groups_best_hit_once(corpus: Path) -> None:
+    run_cli("index", str(corpus))
+
+    async def body(client: Client) -> None:
+        queries = ["token bucket rate limiting", "installation pip", "exponential backoff retries"]
+        text, data = await call(client, "text_search", {"queries": queries, "k": 3})
+        assert [g["query"] for g in data["groups"]] == queries
+        # the first three hits are the three groups' best, in group order
+        assert [h["groups"][0] for h in data["hits"][:3]] == ["Q1#1", "Q2#1", "Q3#1"]
+        assert [h["path"] for h in data["hits"][:3]] == ["src/limits.py", "docs/guide.rst", "README.md"]
+        spans = [(h["path"], h["start_line"], h["end_line"]) for h in data["hits"]]
+        assert len(spans) == len(set(spans)) and len(spans) <= 3
+        assert "3 query groups" in text
+
+        _, data = await call(client, "text_search", {"queries": ["retry backoff", "exponential backoff"]})
+        found_by_both = [h for h in data["hits"] if len(h["groups"]) > 1]
+        assert found_by_both, "a location found by two groups is listed once, with both labels"
+
+    drive(body, corpus)
+
+
+def test_refusals_are_tool_errors_with_stable_codes(corpus: Path, tmp_path: Path) -> None:
+    outside = make_tree(tmp_path / "outside", {"x.md": "retry\n"})
+    (corpus / "escape").symlink_to(outside)
+
+    async def body(client: Client) -> None:
+        cases: list[tuple[str, dict[str, Any], str]] = [
+            ("text_search", {"query": "x", "k": "5"}, "KENNING.ARGUMENT"),
+            ("text_search", {"query": "x", "trace": "true"}, "KENNING.ARGUMENT"),
+            ("text_search", {"query": "x", "k": 51}, "KENNING.ARGUMENT"),
+            ("text_search", {"query": "x" * (schemas.MAX_QUERY_CHARS + 1)}, "KENNING.ARGUMENT"),
+            ("text_search", {"queries": ["q"] * (schemas.MAX_QUERIES + 1)}, "KENNING.ARGUMENT"),
+            ("text_search", {"query": "x", "globs": ["*"] * 65}, "KENNING.ARGUMENT"),
+            ("text_search", {"query": "x", "paths": "src"}, "KENNING.ARGUMENT"),
+            ("text_search", {"query": "x", "colour": "red"}, "KENNING.ARGUMENT"),
+            ("text_search", {"query": "a\x00b"}, "KENNING.ARGUMENT"),
+            ("text_search", {"query": "x", "paths": ["src\x00"]}, "KENNING.ARGUMENT"),
+            ("text_search", {}, "KENNING.ARGUMENT"),
+            ("text_search", {"query": "x", "queries": ["y"]}, "KENNING.ARGUMENT"),
+            ("text_search", {"query": "   "}, "KENNING.ARGUMENT"),
+            ("text_search", {"query": "x", "types": ["nosuchtype"]}, "KENNING.USAGE"),
+            ("text_search", {"query": "x", "modified_after": "yesterday-ish"}, "KENNING.USAGE"),
+            ("text_search", {"query": "x", "paths": ["/etc"]}, "KENNING.ROOT.OUTSIDE"),
+            ("text_search", {"query": "x", "paths": ["../outside"]}, "KENNING.ROOT.OUTSIDE"),
+            ("text_search", {"query": "x", "paths": ["escape/x.md"]}, "KENNING.ROOT.OUTSIDE"),
+            ("text_index", {"paths": ["/etc"]}, "KENNING.ROOT.OUTSIDE"),
+            ("text_index", {"paths": []}, "KENNING.ARGUMENT"),
+            ("text_index", {"paths": ["."], "forget": True}, "KENNING.ARGUMENT"),
+            ("text_index", {"paths": ["src"], "forget": "yes"}, "KENNING.ARGUMENT"),
+            ("grep", {"pattern": "x" * (schemas.MAX_PATTERN_CHARS + 1)}, "KENNING.ARGUMENT"),
+            ("grep", {"pattern": "(unclosed"}, "KENNING.USAGE"),
+            ("grep", {"pattern": "x", "context": 11}, "KENNING.ARGUMENT"),
+            ("grep", {"pattern": "x", "paths": ["/"]}, "KENNING.ROOT.OUTSIDE"),
+            ("index_status", {"verbose": True}, "KENNING.ARGUMENT"),
+            ("no_such_tool", {}, "KENNING.UNKNOWN_TOOL"),
+        ]
+        for tool, args, code in cases:
+            text = await refused(client, tool, args)
+            assert text.startswith(f"error {code}:"), (tool, args, text)
+        # after all that the server still serves
+        await call(client, "index_status", {})
+
+    drive(body, corpus)
+
+
+def test_grep_is_exhaustive_bounded_and_scoped(corpus: Path) -> None:
+    make_tree(corpus, {f"many/f{i:03}.txt": "needle\n" * 5 for i in range(60)})
+
+    async def body(client: Client) -> None:
+        text, data = await call(client, "grep", {"pattern": "retry_count", "paths": ["src"]})
+        assert [f["path"] for f in data["files"]] == ["src/upload.py"]
+        assert {ln["line"] for f in data["files"] for ln in f["lines"] if ln["match"]} == {4, 5}
+        assert "src/upload.py:" in text and "4:def upload_file" in text
+        _, data = await call(
+            client, "grep", {"pattern": "RATE", "ignore_case": True, "fixed": True, "context": 1}
+        )
+        lines = data["files"][0]["lines"]
+        assert any(not ln["match"] for ln in lines) and any(ln["match"] for ln in lines)
+        text, data = await call(client, "grep", {"pattern": "needle"})
+        assert data["truncated"] is True and data["matched_lines"] <= schemas.MAX_GREP_LINES
+        assert "narrow the pattern" in text.splitlines()[0]
+
+    drive(body, corpus)
+
+
+def test_index_status_names_the_next_step(corpus: Path) -> None:
+    async def body(client: Client) -> None:
+        text, data = await call(client, "index_status", {})
+        (root,) = data["roots"]
+        assert root["indexed"] is False and "text_index" in root["next_step"]
+        assert data["embedder"]["name"] == "hash"
+        await call(client, "text_index", {"paths": ["."]})
+        _, data = await call(client, "index_status", {})
+        assert data["roots"][0]["ready"] is True and data["roots"][0]["files"] == len(CORPUS)
+        (corpus / "new.md").write_text("# New\n\nA new page.\n")
+        text, data = await call(client, "index_status", {})
+        assert data["roots"][0]["pending"]["added"] == 1 and "catch up on 1 changed" in text
+
+    drive(body, corpus)
+
+
+def test_text_index_scopes_globs_and_forgets(corpus: Path) -> None:
+    async def body(client: Client) -> None:
+        _, data = await call(client, "text_index", {"paths": ["src"]})
+        assert data["added"] == 2 and data["files"] == 2
+        _, data = await call(client, "text_index", {"paths": ["."], "glob": "**/*.md"})
+        assert data["added"] == 1 and data["files"] == 3, "the glob adds README.md and keeps src/"
+        text, data = await call(client, "text_index", {"paths": ["src/limits.py"], "forget": True})
+        assert data["forgot"] is True and data["removed"] == 1 and data["files"] == 2
+        assert "src/limits.py" in text
+        _, data = await call(client, "text_search", {"query": "token bucket", "paths": ["src"]})
+        assert all(h["path"] != "src/limits.py" for h in data["hits"])
+
+    drive(body, corpus)
+
+
+def test_cancelled_index_keeps_finished_work_and_reports_progress(tmp_path: Path) -> None:
+    paragraph = " ".join(f"word{i} alpha beta gamma delta" for i in range(30))
+    root = make_tree(
+        tmp_path / "big",
+        {f"d{i // 100}/f{i}.md": "\n\n".join(f"{paragraph} {i} {j}" for j in range(4)) for i in range(1200)},
+    )
+    seen: list[tuple[float, float | None, str | None]] = []
+
+    async def body(client: Client) -> None:
+        semantic_started = anyio.Event()
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            seen.append((progress, total, message))
+            if message and message.startswith("semantic"):
+                semantic_started.set()
+
+        async with anyio.create_task_group() as tg:
+
+            async def run() -> None:
+                await client.call_tool("text_index", {"paths": ["."]}, progress_callback=on_progress)
+
+            tg.start_soon(run)
+            with anyio.fail_after(120):
+                await semantic_started.wait()
+            tg.cancel_scope.cancel()
+
+        # the next run waits for the cancelled one to stop, then finds its work done: nothing is re-read
+        _, data = await call(client, "text_index", {"paths": ["."]})
+        assert data["unchanged"] == 1200 and data["added"] == 0
+        assert data["embedded"] > 0, "the cancelled run stopped before the semantic pass ended"
+        assert data["coverage"] == 1.0
+
+    drive(body, root)
+    assert seen and seen[0][2] is not None and seen[0][2].startswith("lexical pass")
+    progress = [p for p, _, _ in seen]
+    assert progress == sorted(progress), "progress only goes up"
+
+
+def test_stdout_carries_only_protocol(corpus: Path) -> None:
+    """Raw JSON-RPC over pipes: every line the server writes to stdout is a protocol message."""
+    messages = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "0"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+        {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "tools/call",
+            "params": {"name": "text_index", "arguments": {"paths": ["."]}},
+        },
+        {
+            "jsonrpc": "2.0",
+            "id": 4,
+            "method": "tools/call",
+            "params": {"name": "text_search", "arguments": {"query": "retry"}},
+        },
+        {
+            "jsonrpc": "2.0",
+            "id": 5,
+            "method": "tools/call",
+            "params": {"name": "grep", "arguments": {"pattern": "("}},
+        },
+    ]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kenning.cli", "mcp", "--root", str(corpus)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=_env(corpus.parent),
+        text=True,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    answered: dict[int, dict[str, Any]] = {}
+    try:
+        for message in messages:
+            proc.stdin.write(json.dumps(message) + "\n")
+            proc.stdin.flush()
+            if "id" not in message:
+                continue
+            while message["id"] not in answered:
+                line = proc.stdout.readline()
+                assert line, proc.stderr.read() if proc.stderr else ""
+                parsed = json.loads(line)  # anything but JSON here would corrupt the agent's channel
+                assert parsed["jsonrpc"] == "2.0"
+                if "id" in parsed:
+                    answered[parsed["id"]] = parsed
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=30)
+    assert answered[4]["result"]["structuredContent"]["hits"]
+    assert answered[5]["result"]["isError"] is True
+    assert proc.returncode == 0
+
+
+def test_check_says_ready_and_unloadable_embedder_refuses_to_start(corpus: Path) -> None:
+    ok = run_cli("mcp", "--check", "--root", str(corpus), cwd=corpus.parent)
+    assert ok.returncode == 0 and "ready to serve" in ok.stdout and "not indexed" in ok.stdout
+    bad = run_cli("mcp", "--check", "--root", str(corpus), "--model", "openai", cwd=corpus.parent)
+    assert bad.returncode == 2 and bad.stderr.startswith("kenning mcp: cannot start:")
+    assert len(bad.stderr.strip().splitlines()) == 1 and "Traceback" not in bad.stderr
+    # the server itself, not only --check, refuses before speaking any protocol
+    served = run_cli("mcp", "--root", str(corpus), "--model", "openai", cwd=corpus.parent, input="")
+    assert served.returncode == 2 and served.stdout == ""
+    missing = run_cli("mcp", "--root", str(corpus / "nope"), cwd=corpus.parent)
+    assert missing.returncode == 2 and "nope" in missing.stderr and "Traceback" not in missing.stderr
+
+
+def test_two_roots_are_served_and_nothing_else(tmp_path: Path) -> None:
+    a = make_tree(tmp_path / "a", {"alpha.md": "# Alpha\n\nThe alpha service retries uploads.\n"})
+    b = make_tree(tmp_path / "b", {"beta.md": "# Beta\n\nThe beta service retries downloads.\n"})
+    run_cli("index", str(a))
+    run_cli("index", str(b))
+
+    async def body(client: Client) -> None:
+        _, data = await call(client, "text_search", {"query": "service retries"})
+        assert {(h["root"], h["path"]) for h in data["hits"]} == {(str(a), "alpha.md"), (str(b), "beta.md")}
+        _, data = await call(client, "text_search", {"query": "service retries", "paths": [str(b)]})
+        assert [h["path"] for h in data["hits"]] == ["beta.md"]
+        assert "KENNING.ROOT.OUTSIDE" in await refused(
+            client, "grep", {"pattern": "x", "paths": [str(tmp_path)]}
+        )
+
+    drive(body, a, b)
