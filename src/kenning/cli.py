@@ -205,6 +205,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--modified-before", default=None, metavar="WHEN", help="date (YYYY-MM-DD) or epoch seconds"
     )
+    p.add_argument(
+        "--symbol-type",
+        action="append",
+        default=None,
+        metavar="KIND",
+        help="only code passages of this symbol kind: module, class, interface, function, value, alias "
+        "(repeatable)",
+    )
+    p.add_argument(
+        "--prefer-symbol",
+        action="store_true",
+        help="rank passages defining a symbol named like a query word higher",
+    )
     p.add_argument("--preview", choices=("none", "short", "full"), default=None, help="passage text shown")
     p.add_argument("--trace", action="store_true", help="show each hit's rank and score in each arm")
     p.add_argument("--json", action="store_true", help="JSON Lines: one hit per line, then a summary")
@@ -441,6 +454,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         types_not=tuple(args.type_not or ()),
         modified_after=parse_time(args.modified_after) if args.modified_after else None,
         modified_before=parse_time(args.modified_before) if args.modified_before else None,
+        symbol_types=tuple(args.symbol_type or ()),
     )
     plan_search(queries, mode=mode, limit=config.limit, filters=filters, fuse=args.fuse)
     if found is None:
@@ -454,7 +468,13 @@ def cmd_search(args: argparse.Namespace) -> int:
                 "indexing interrupted; finished work is kept", hint="run `kenning index` to resume"
             )
     results = engine.search(
-        queries, mode=mode, limit=config.limit, filters=filters, fuse=args.fuse, trace=args.trace
+        queries,
+        mode=mode,
+        limit=config.limit,
+        filters=filters,
+        fuse=args.fuse,
+        trace=args.trace,
+        prefer_symbol=args.prefer_symbol,
     )
     if args.json:
         _out(render_json(results, preview, root=str(engine.root), model=engine.model_name, started=started))

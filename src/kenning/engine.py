@@ -255,11 +255,18 @@ class Engine:
         filters: Filters | None = None,
         fuse: bool = False,
         trace: bool = False,
+        prefer_symbol: bool = False,
     ) -> list[SearchResult]:
         """Ranked passages, one SearchResult per query group (one group when `fuse`)."""
         qs = [queries] if isinstance(queries, str) else list(queries)
         plan = plan_search(
-            qs, mode=mode, limit=limit or self.config.limit, filters=filters, fuse=fuse, trace=trace
+            qs,
+            mode=mode,
+            limit=limit or self.config.limit,
+            filters=filters,
+            fuse=fuse,
+            trace=trace,
+            prefer_symbol=prefer_symbol,
         )
         db = self._open()
         db.conn.execute("BEGIN")  # one snapshot for the whole search

@@ -3,7 +3,10 @@
 JSON Lines schema, version 1 (`kenning search --json`): one object per line.
 - `{"type": "hit", "schema": 1, "group": "Q1", "query": str, "rank": int, "path": str, "start_line": int,
    "end_line": int, "score": float, "matched_by": "lexical"|"semantic"|"both", "stale": bool, "heading": str,
-   "text": str|null, "text_start_line": int|null, "trace": {"lexical": {"rank", "score"}, "semantic": {"rank", "score"}, "fused_rank"}|null}`
+   "text": str|null, "text_start_line": int|null, "symbol": {"kind", "name", "scope", "signature", "doc"}|null,
+   "trace": {"lexical": {"rank", "score"}, "semantic": {"rank", "score"}, "symbol": {"rank", "score"}|null,
+   "fused_rank"}|null}`
+  `symbol` is the code symbol the passage belongs to (kind is module, class, interface, function, value or alias).
   `text` is the passage as the preview level shows it (null for `--preview none`); `text_start_line` is the line
   number of its first line (a short preview may start inside the passage, near the first query word).
 - then one `{"type": "summary", "schema": 1, "root": str, "model": str, "mode": str, "coverage": float,
@@ -64,10 +67,18 @@ def trace_line(hit: Hit) -> str | None:
         return f"{name} -" if rank is None else f"{name} #{rank} ({score:.3f})"
 
     t = hit.trace
+    named = f", definition #{t.symbol.rank}" if t.symbol is not None else ""
     return (
         f"trace: {arm('lexical', t.lexical.rank, t.lexical.score)}, "
-        f"{arm('semantic', t.semantic.rank, t.semantic.score)}; fused #{t.fused_rank}"
+        f"{arm('semantic', t.semantic.rank, t.semantic.score)}{named}; fused #{t.fused_rank}"
     )
+
+
+def symbol_line(hit: Hit) -> str | None:
+    """`symbol: function Outer.method` for code, `§ Guide > Install` for a document section."""
+    if hit.symbol is not None:
+        return f"symbol: {hit.symbol.kind} {hit.symbol.scope}"
+    return f"§ {hit.heading}" if hit.heading else None
 
 
 def render_text(
@@ -90,8 +101,9 @@ def render_text(
             )
         for hit in result.hits:
             yield hit_header(hit)
-            if hit.heading:
-                yield f"  § {hit.heading}"
+            label = symbol_line(hit)
+            if label:
+                yield f"  {label}"
             width = len(str(hit.end_line))
             for number, text in preview_lines(hit, preview, result.query):
                 yield f"  {number:>{width}}  {text}"
@@ -120,8 +132,15 @@ def hit_json(hit: Hit, result: SearchResult, rank: int, preview: Preview) -> dic
         trace = {
             "lexical": {"rank": hit.trace.lexical.rank, "score": hit.trace.lexical.score},
             "semantic": {"rank": hit.trace.semantic.rank, "score": hit.trace.semantic.score},
+            "symbol": None
+            if hit.trace.symbol is None
+            else {"rank": hit.trace.symbol.rank, "score": hit.trace.symbol.score},
             "fused_rank": hit.trace.fused_rank,
         }
+    symbol = None
+    if hit.symbol is not None:
+        s = hit.symbol
+        symbol = {"kind": s.kind, "name": s.name, "scope": s.scope, "signature": s.signature, "doc": s.doc}
     return {
         "type": "hit",
         "schema": JSON_SCHEMA_VERSION,
@@ -137,6 +156,7 @@ def hit_json(hit: Hit, result: SearchResult, rank: int, preview: Preview) -> dic
         "heading": hit.heading,
         "text": text,
         "text_start_line": first,
+        "symbol": symbol,
         "trace": trace,
     }
 

@@ -12,7 +12,7 @@ import datetime as dt
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -20,8 +20,8 @@ import numpy as np
 from kenning import walk
 from kenning.errors import UsageError
 from kenning.store import Database, PassageRow, VectorIndex
-from kenning.store.terms import fts_query, query_terms
-from kenning.types import ArmTrace, Hit, MatchedBy, Mode, SearchResult, Selection, Trace, within
+from kenning.store.terms import fts_query, query_identifiers, query_terms
+from kenning.types import SYMBOL_KINDS, ArmTrace, Hit, MatchedBy, Mode, SearchResult, Selection, Trace, within
 
 RRF_K = 60
 MIN_DEPTH = 100
@@ -36,10 +36,12 @@ class Filters:
     types_not: tuple[str, ...] = ()
     modified_after: float | None = None  # epoch seconds
     modified_before: float | None = None
+    symbol_types: tuple[str, ...] = ()  # passages whose code symbol is of these kinds
 
     def active(self) -> bool:
         return bool(
-            self.paths
+            self.symbol_types
+            or self.paths
             or self.globs
             or self.iglobs
             or self.types
@@ -70,7 +72,10 @@ class Plan:
     mode: Mode
     filters: Filters = field(default_factory=Filters)
     trace: bool = False
-    weights: tuple[tuple[str, float], ...] = (("lexical", 1.0), ("semantic", 1.0))  # RRF weight per arm
+    # RRF weight per arm. "symbol" ranks the definitions of identifiers the query names: weighted 2 so that a
+    # definition outranks a call site that tops both other arms; --prefer-symbol raises it and matches loosely.
+    weights: tuple[tuple[str, float], ...] = (("lexical", 1.0), ("semantic", 1.0), ("symbol", 2.0))
+    prefer_symbol: bool = False
 
 
 def plan_search(
@@ -81,6 +86,7 @@ def plan_search(
     filters: Filters | None = None,
     fuse: bool = False,
     trace: bool = False,
+    prefer_symbol: bool = False,
 ) -> Plan:
     cleaned = [q.strip() for q in queries]
     if not cleaned or any(not q for q in cleaned):
@@ -99,7 +105,15 @@ def plan_search(
     groups = [Group(f"Q{i}", q, tuple(Route(a, q, depth) for a in arms)) for i, q in enumerate(cleaned, 1)]
     if fuse and len(groups) > 1:
         groups = [Group("Q1", " | ".join(cleaned), tuple(r for g in groups for r in g.routes))]
-    return Plan(tuple(groups), limit, mode, filters, trace)
+    bad = [k for k in filters.symbol_types if k not in SYMBOL_KINDS]
+    if bad:
+        raise UsageError(
+            f"unknown symbol type {bad[0]!r}", hint=f"use one of {', '.join(SYMBOL_KINDS)} (lowercase)"
+        )
+    plan = Plan(tuple(groups), limit, mode, filters, trace, prefer_symbol=prefer_symbol)
+    if prefer_symbol:
+        plan = replace(plan, weights=(("lexical", 1.0), ("semantic", 1.0), ("symbol", 3.0)))
+    return plan
 
 
 def parse_time(value: str) -> float:
@@ -133,6 +147,9 @@ def allowed_passages(db: Database, filters: Filters) -> np.ndarray | None:
     prefixes = [p for p in filters.paths if p.strip("/") not in ("", ".")]
     after = None if filters.modified_after is None else int(filters.modified_after * 1e9)
     before = None if filters.modified_before is None else int(filters.modified_before * 1e9)
+    by_kind = db.passage_ids_of_kinds(filters.symbol_types) if filters.symbol_types else None
+    if by_kind is not None and not (prefixes or after or before or matcher):
+        return by_kind
     keep: list[int] = []
     for file_id, path, mtime_ns in db.iter_file_paths():
         if prefixes and not within(path, prefixes):
@@ -144,7 +161,8 @@ def allowed_passages(db: Database, filters: Filters) -> np.ndarray | None:
         if matcher is not None and not matcher.matches(path):
             continue
         keep.append(file_id)
-    return db.passage_ids_for_files(keep)
+    ids = db.passage_ids_for_files(keep)
+    return ids if by_kind is None else np.intersect1d(ids, by_kind)
 
 
 def execute(
@@ -203,6 +221,10 @@ def _run_groups(
                 ranked[key] = []
             else:
                 ranked[key] = vectors.search(query_vectors[route.query].result(), route.depth, allowed)
+        if plan.mode != "semantic":
+            definitions = _definitions(db, group.query, allowed, loose=plan.prefer_symbol)
+            if definitions:
+                ranked["symbol#d"] = definitions
         hits = _fuse(ranked, db, plan.limit, plan.trace, root, dict(plan.weights))
         result = SearchResult(group.query, hits, searched, coverage, plan.mode, group.id)
         if plan.mode != "lexical" and coverage < 1.0:
@@ -211,6 +233,24 @@ def _run_groups(
             )
         results.append(result)
     return results
+
+
+_KIND_ORDER = {"class": 0, "interface": 0, "function": 1, "module": 2, "alias": 3, "value": 4}
+
+
+def _definitions(
+    db: Database, query: str, allowed: np.ndarray | None, *, loose: bool
+) -> list[tuple[int, float]]:
+    """Passages that define a symbol the query names, best first: exact spelling, then by kind."""
+    names = query_identifiers(query, loose=loose)
+    if not names:
+        return []
+    found = db.symbol_definitions(names, nocase=loose)
+    if allowed is not None:
+        keep = set(allowed.tolist())
+        found = [f for f in found if f[0] in keep]
+    found.sort(key=lambda f: (f[1] not in names, _KIND_ORDER.get(f[2], 5), f[0]))
+    return [(pid, 1.0) for pid, _, _ in found[:50]]
 
 
 def _fuse(
@@ -245,11 +285,20 @@ def _fuse(
             continue  # overlapping passages of one location: the better-ranked one stands for both
         spans.append((row.start_line, row.end_line))
         arms = arm_rank[pid]
-        matched: MatchedBy = "both" if len(arms) == 2 else ("lexical" if "lexical" in arms else "semantic")
+        # a definition found by name is a lexical find
+        lexical = "lexical" in arms or "symbol" in arms
+        matched: MatchedBy = (
+            "both" if lexical and "semantic" in arms else ("lexical" if lexical else "semantic")
+        )
         hit_trace = None
         if trace:
-            lex, sem = arms.get("lexical"), arms.get("semantic")
-            hit_trace = Trace(ArmTrace(*(lex or (None, None))), ArmTrace(*(sem or (None, None))), fused_rank)
+            lex, sem, sym = arms.get("lexical"), arms.get("semantic"), arms.get("symbol")
+            hit_trace = Trace(
+                ArmTrace(*(lex or (None, None))),
+                ArmTrace(*(sem or (None, None))),
+                fused_rank,
+                ArmTrace(*sym) if sym else None,
+            )
         hits.append(
             Hit(
                 row.path,
@@ -261,6 +310,7 @@ def _fuse(
                 row.heading,
                 _stale(root, row, stat_cache),
                 hit_trace,
+                row.symbol,
             )
         )
         if len(hits) >= limit:

@@ -11,6 +11,8 @@ FileKind = Literal["code", "markdown", "rst", "text"]
 MatchedBy = Literal["lexical", "semantic", "both"]
 Preview = Literal["none", "short", "full"]
 Mode = Literal["hybrid", "lexical", "semantic"]
+SymbolKind = Literal["module", "class", "interface", "function", "value", "alias"]
+SYMBOL_KINDS: tuple[SymbolKind, ...] = ("module", "class", "interface", "function", "value", "alias")
 
 
 def within(rel: str, prefixes: Sequence[str]) -> bool:
@@ -58,13 +60,37 @@ class Skip:
 
 
 @dataclass(frozen=True, slots=True)
+class Symbol:
+    """A named piece of code a passage belongs to, as the syntax tree tells it."""
+
+    kind: SymbolKind
+    name: str  # "method"
+    scope: str  # the breadcrumb down to it, name included: "Outer.Inner.method"
+    signature: str = (
+        ""  # the declaration up to its body, whitespace collapsed: "def method(self, x: int) -> str"
+    )
+    doc: str = ""  # its doc comment or docstring (first paragraph)
+
+
+@dataclass(frozen=True, slots=True)
+class SymbolSpan:
+    """A symbol and the lines it covers (1-based, inclusive; decorators and doc comments included)."""
+
+    symbol: Symbol
+    start_line: int
+    end_line: int
+
+
+@dataclass(frozen=True, slots=True)
 class Passage:
     """A span of a file: 1-based inclusive lines, its text, and its heading breadcrumb if any."""
 
     start_line: int
     end_line: int
     text: str
-    heading: str = ""  # "Guide > Install > Linux" for Markdown/reST sections
+    heading: str = ""  # "Guide > Install > Linux" for Markdown/reST sections; for code, the symbol header
+    symbol: Symbol | None = None  # the innermost symbol the passage covers (code chunked by syntax)
+    group: int | None = None  # passages cut from one large symbol share a group (its outline's index)
 
     def embed_text(self) -> str:
         """The text given to the embedder: the breadcrumb first, so the section's topic is in the vector."""
@@ -82,6 +108,7 @@ class Trace:
     lexical: ArmTrace
     semantic: ArmTrace
     fused_rank: int
+    symbol: ArmTrace | None = None  # the definition route, when the query named a symbol
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +122,7 @@ class Hit:
     heading: str = ""
     stale: bool = False
     trace: Trace | None = None
+    symbol: Symbol | None = None
 
 
 @dataclass(slots=True)

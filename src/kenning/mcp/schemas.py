@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from kenning.types import SYMBOL_KINDS
+
 MAX_QUERY_CHARS = 4000
 MAX_QUERIES = 16
 MAX_LIST_ITEMS = 64
@@ -91,6 +93,18 @@ TEXT_SEARCH_INPUT: Schema = {
             "default": False,
             "description": "Add each hit's rank and score in the lexical and semantic arms.",
         },
+        "symbol_types": {
+            "type": "array",
+            "items": {"type": "string", "enum": list(SYMBOL_KINDS)},
+            "maxItems": len(SYMBOL_KINDS),
+            "description": 'Only code passages of these symbol kinds, e.g. ["function", "class"].',
+        },
+        "prefer_symbol": {
+            "type": "boolean",
+            "default": False,
+            "description": "Rank passages that define a symbol named like a word of the query higher "
+            "(a query that spells an identifier already puts its definition first).",
+        },
     },
     "additionalProperties": False,
 }
@@ -118,6 +132,18 @@ _HIT: Schema = {
             "type": "array",
             "items": {"type": "string"},
             "description": "Which query groups found it, with the rank in each, e.g. Q1#1.",
+        },
+        "symbol": {
+            "type": ["object", "null"],
+            "description": "The code symbol the passage belongs to.",
+            "properties": {
+                "kind": {"type": "string", "enum": list(SYMBOL_KINDS)},
+                "name": {"type": "string"},
+                "scope": {"type": "string"},
+                "signature": {"type": "string"},
+                "doc": {"type": "string"},
+            },
+            "required": ["kind", "name", "scope"],
         },
         "trace": {
             "type": ["object", "null"],

@@ -23,7 +23,7 @@ from kenning.errors import ArgumentError, IndexMissing, OutsideRoot
 from kenning.index import IndexReport, Progress
 from kenning.literal import literal_search
 from kenning.mcp import schemas
-from kenning.render import hit_header, hit_json, preview_lines, trace_line
+from kenning.render import hit_header, hit_json, preview_lines, symbol_line, trace_line
 from kenning.search import Filters, parse_time
 from kenning.types import Hit, Mode, Preview, SearchResult, Selection
 
@@ -199,7 +199,12 @@ class Workspace:
         literal = False
         for engine, rels in self.split(args.get("paths")):
             filters = Filters(
-                paths=tuple(rels), globs=globs, types=types, modified_after=after, modified_before=before
+                paths=tuple(rels),
+                globs=globs,
+                types=types,
+                modified_after=after,
+                modified_before=before,
+                symbol_types=tuple(args.get("symbol_types", ())),
             )
             if not engine.exists():
                 if mode == "semantic":
@@ -219,7 +224,12 @@ class Workspace:
             else:
                 with self._read_lock:
                     results = engine.search(
-                        queries, mode=mode, limit=k, filters=filters, trace=bool(args.get("trace"))
+                        queries,
+                        mode=mode,
+                        limit=k,
+                        filters=filters,
+                        trace=bool(args.get("trace")),
+                        prefer_symbol=bool(args.get("prefer_symbol")),
                     )
             per_root.append((engine, results))
         return self._search_answer(queries, per_root, k, mode, preview, literal)
@@ -332,8 +342,9 @@ class Workspace:
     ) -> str:
         header = hit_header(hit).replace(hit.path, self._show(engine, hit.path), 1)
         out = [header + (f"  [{', '.join(labels)}]" if grouped else "")]
-        if hit.heading:
-            out.append(f"  § {hit.heading}")
+        label = symbol_line(hit)
+        if label:
+            out.append(f"  {label}")
         width = len(str(hit.end_line))
         out.extend(f"  {n:>{width}}  {t}" for n, t in preview_lines(hit, preview, query))
         trace = trace_line(hit)

@@ -11,15 +11,16 @@ import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import cast
 from pathlib import Path
 
 import numpy as np
 
 from kenning.errors import IndexCorrupt, IndexMismatch
 from kenning.store.terms import identifier_parts
-from kenning.types import Passage
+from kenning.types import Passage, Symbol, SymbolKind
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _MIGRATIONS: list[tuple[int, str, str]] = [
     (
@@ -60,6 +61,20 @@ _MIGRATIONS: list[tuple[int, str, str]] = [
         CREATE TABLE embeddings(ehash BLOB PRIMARY KEY, vec BLOB NOT NULL) WITHOUT ROWID;
         """,
     ),
+    (
+        2,
+        "code symbols",
+        # the chunker version changes with this, so every file is re-chunked and the columns filled
+        """
+        ALTER TABLE passages ADD COLUMN sym_kind TEXT;
+        ALTER TABLE passages ADD COLUMN sym_name TEXT;
+        ALTER TABLE passages ADD COLUMN sym_scope TEXT;
+        ALTER TABLE passages ADD COLUMN sym_signature TEXT;
+        ALTER TABLE passages ADD COLUMN sym_doc TEXT;
+        ALTER TABLE passages ADD COLUMN grp INTEGER;
+        CREATE INDEX passages_sym_name ON passages(sym_name COLLATE NOCASE) WHERE sym_name IS NOT NULL;
+        """,
+    ),
 ]
 
 
@@ -86,6 +101,15 @@ class PassageRow:
     text: str
     size: int
     mtime_ns: int
+    symbol: Symbol | None = None
+
+
+def _symbol(
+    kind: str | None, name: str | None, scope: str | None, signature: str | None, doc: str | None
+) -> Symbol | None:
+    if not kind or name is None:
+        return None
+    return Symbol(cast(SymbolKind, kind), name, scope or name, signature or "", doc or "")
 
 
 class Database:
@@ -232,11 +256,19 @@ class Database:
         rows = []
         for p, h in zip(passages, ehashes, strict=True):
             parts = identifier_parts(f"{p.heading}\n{p.text}" if p.heading else p.text)
-            rows.append((self._next_id, file_id, p.start_line, p.end_line, p.heading, p.text, parts, h))
+            sym = p.symbol
+            rows.append(
+                (self._next_id, file_id, p.start_line, p.end_line, p.heading, p.text, parts, h)
+                + (
+                    (sym.kind, sym.name, sym.scope, sym.signature, sym.doc, p.group)
+                    if sym
+                    else (None, None, None, None, None, p.group)
+                )
+            )
             self._next_id += 1
         self.conn.executemany(
-            "INSERT INTO passages(id, file_id, start_line, end_line, heading, text, parts, ehash) "
-            "VALUES (?,?,?,?,?,?,?,?)",
+            "INSERT INTO passages(id, file_id, start_line, end_line, heading, text, parts, ehash, sym_kind, "
+            "sym_name, sym_scope, sym_signature, sym_doc, grp) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             rows,
         )
         self.conn.executemany(
@@ -325,13 +357,34 @@ class Database:
             part = wanted[start : start + 500]
             marks = ",".join("?" * len(part))
             rows = self.conn.execute(
-                "SELECT p.id, f.path, p.start_line, p.end_line, p.heading, p.text, f.size, f.mtime_ns "
+                "SELECT p.id, f.path, p.start_line, p.end_line, p.heading, p.text, f.size, f.mtime_ns, "
+                "p.sym_kind, p.sym_name, p.sym_scope, p.sym_signature, p.sym_doc "
                 f"FROM passages p JOIN files f ON f.id = p.file_id WHERE p.id IN ({marks})",
                 part,
             )
             for r in rows:
-                out[r[0]] = PassageRow(*r)
+                out[r[0]] = PassageRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], _symbol(*r[8:]))
         return out
+
+    def passage_ids_of_kinds(self, kinds: Sequence[str]) -> np.ndarray:
+        marks = ",".join("?" * len(kinds))
+        rows = self.conn.execute(
+            f"SELECT id FROM passages WHERE sym_kind IN ({marks})", list(kinds)
+        ).fetchall()
+        return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+
+    def symbol_definitions(self, names: Sequence[str], *, nocase: bool) -> list[tuple[int, str, str]]:
+        """(passage id, symbol name, kind) of passages whose symbol is named one of `names`."""
+        if not names:
+            return []
+        marks = ",".join("?" * len(names))
+        collate = " COLLATE NOCASE" if nocase else ""
+        rows = self.conn.execute(
+            f"SELECT id, sym_name, sym_kind FROM passages WHERE sym_name{collate} IN ({marks}) "
+            "AND sym_name IS NOT NULL ORDER BY id LIMIT 1000",
+            list(names),
+        ).fetchall()
+        return [(int(r[0]), str(r[1]), str(r[2])) for r in rows]
 
     def passage_ids_for_files(self, file_ids: Iterable[int]) -> np.ndarray:
         self.conn.execute("CREATE TEMP TABLE IF NOT EXISTS wanted_files(id INTEGER PRIMARY KEY)")

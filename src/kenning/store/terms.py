@@ -124,3 +124,26 @@ def query_terms(text: str) -> list[str]:
 def fts_query(terms: list[str]) -> str:
     """An FTS5 MATCH expression: any of the terms (each quoted, so no term is read as syntax)."""
     return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+
+
+_IDENT = re.compile(r"[A-Za-z_$][\w$]*(?:(?:\.|::|->|#)[A-Za-z_$][\w$]*)*")
+_CAMEL = re.compile(r"[a-z0-9][A-Z]|[A-Z]{2}[a-z]")
+
+
+def query_identifiers(query: str, *, loose: bool = False) -> list[str]:
+    """Names in a query that may be a symbol's: `retry_upload`, `RateLimiter.acquire` -> `acquire`, `parseURL`.
+
+    A word counts when it looks like code (an underscore, a camelCase hump, a dotted or `::` path, a call's
+    parentheses) or when it is the whole query. `loose` (--prefer-symbol) takes every word that is not a
+    stopword, since the user said names matter.
+    """
+    text = query.strip()
+    found: list[str] = []
+    for m in _IDENT.finditer(text):
+        token = m.group(0)
+        last = re.split(r"\.|::|->|#", token)[-1]
+        called = text[m.end() : m.end() + 1] == "("
+        codey = "_" in token or bool(_CAMEL.search(token)) or last != token or called or token == text
+        if codey or (loose and len(last) > 2 and last.lower() not in STOPWORDS):
+            found.extend(t for t in (last,) if t not in found)
+    return found
