@@ -30,10 +30,13 @@ EXAMPLES = {
   kenning search -k 5 --json "rate limiting" .
   kenning search --path src -t py "parse the config file"
   kenning search -q "token refresh" -q "session expiry" --fuse .
-  kenning search --trace --preview full "backoff" .""",
+  kenning search --trace --preview full "backoff" .
+  kenning search --symbol-type function "parse the config file" .
+  kenning search --prefer-symbol "RateLimiter acquire" .""",
     "grep": """examples:
   kenning grep -i "retry_count" .
   kenning grep -F -C 2 "TODO(" src docs
+  kenning grep --no-symbols "retry" .     without the `@ function name` lines
   kenning grep -w -e -v .                  a pattern starting with '-' goes after -e""",
     "status": """examples:
   kenning status .
@@ -42,6 +45,9 @@ EXAMPLES = {
     "models": """examples:
   kenning models
   kenning models --json""",
+    "symbols": """examples:
+  kenning symbols src/app.py               kinds, names, spans and signatures, nested by scope
+  kenning symbols --json src/*.py""",
     "mcp": """examples:
   kenning mcp                              serve the current directory to an agent over stdio
   kenning mcp --root ~/src/a --root ~/src/b
@@ -130,7 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="kenning",
         description="Find the passage you meant in a folder of code and documents: hybrid BM25 + embedding "
         "search over a local index, offline on a CPU. Every hit is path:start-end with its text.",
-        epilog="commands: index, search, grep, status, models, mcp, install, uninstall, gate. `kenning COMMAND --help` shows each with examples.\n"
+        epilog="commands: index, search, grep, symbols, status, models, mcp, install, uninstall, gate. `kenning COMMAND --help` shows each with examples.\n"
         "exit codes: 0 found/ok, 1 nothing found or not ready, 2 error, 130 interrupted.\n"
         "config: defaults < ~/.config/kenning/config.toml < ROOT/.kenning.toml < KENNING_* env < flags.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -251,6 +257,11 @@ def build_parser() -> argparse.ArgumentParser:
         default="auto",
         help="rg when on PATH (auto), or the pure-Python matcher",
     )
+    p.add_argument(
+        "--no-symbols",
+        action="store_true",
+        help="do not name the enclosing code symbol above matches (`@ function Outer.method`)",
+    )
     _selection_args(p, index=True)
 
     p = command("status", "What is indexed under ROOT, what changed since, how big, which model.")
@@ -258,6 +269,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--check-ready", action="store_true", help="exit 0 only if indexed with nothing pending")
     p.add_argument("--json", action="store_true")
     p.add_argument("--model", default=None)
+
+    p = command("symbols", "Outline of source files: each symbol's kind, name, lines and signature.")
+    p.add_argument("paths", nargs="+", metavar="PATH")
+    p.add_argument("--json", action="store_true", help="one JSON object per file")
 
     p = command("models", "The embedders available, the default, and whether each can load here.")
     p.add_argument("--json", action="store_true")
@@ -540,7 +555,12 @@ def cmd_grep(args: argparse.Namespace) -> int:
             found = True
             yield f
 
-    _out(grep.render_grep(tracked(), color=color))
+    symbol_of = None
+    if not args.no_symbols:
+        from kenning.outline import SymbolLookup
+
+        symbol_of = SymbolLookup(root)
+    _out(grep.render_grep(tracked(), color=color, symbol_of=symbol_of))
     return 0 if found else 1
 
 
@@ -586,6 +606,26 @@ def cmd_models(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_symbols(args: argparse.Namespace) -> int:
+    from kenning.outline import file_outline, outline_json, outline_lines
+
+    code = 0
+    for i, given in enumerate(args.paths):
+        path = Path(given).expanduser()
+        if not path.is_file():
+            raise UsageError(
+                f"{given} is not a file", hint="name source files (`kenning symbols src/app.py`)"
+            )
+        o = file_outline(path, given)
+        if not o.supported:
+            code = 1
+        if args.json:
+            _out([json.dumps(outline_json(o), ensure_ascii=False)])
+        else:
+            _out(([""] if i else []) + outline_lines(o))
+    return code
+
+
 def cmd_mcp(args: argparse.Namespace) -> int:
     from kenning.mcp import main as serve
 
@@ -616,6 +656,7 @@ COMMANDS = {
     "grep": cmd_grep,
     "status": cmd_status,
     "models": cmd_models,
+    "symbols": cmd_symbols,
     "mcp": cmd_mcp,
     "install": cmd_install,
     "uninstall": cmd_install,

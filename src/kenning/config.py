@@ -29,6 +29,7 @@ class Config:
     cache_dir: str | None = None  # model cache; default: $XDG_CACHE_HOME/kenning
     max_chars: int = 1000
     overlap_chars: int = 200
+    code_symbols: bool = True  # cut code along its syntax tree's symbols; False: line windows only
     limit: int = 10
     preview: str = "short"
     allow_remote: bool = False
@@ -50,6 +51,7 @@ _SCALARS: dict[str, type] = {
     "cache_dir": str,
     "max_chars": int,
     "overlap_chars": int,
+    "code_symbols": bool,
     "limit": int,
     "preview": str,
     "allow_remote": bool,

@@ -116,20 +116,32 @@ def grep(
     return _rg_engine(base, entries, regex, options, rg, on_skip)
 
 
-def render_grep(files: Iterable[GrepFile], *, color: bool = False) -> Iterator[str]:
+def render_grep(
+    files: Iterable[GrepFile],
+    *,
+    color: bool = False,
+    symbol_of: Callable[[str, int], str | None] | None = None,
+) -> Iterator[str]:
     """Lines of text like ``rg --heading``: the path, then ``12:text`` (match) and ``13-text`` (context).
 
     ``--`` separates non-adjacent groups when context was asked for; a blank line separates files. Lines
-    longer than MAX_LINE_CHARS are clipped with a marker saying how much was left out.
+    longer than MAX_LINE_CHARS are clipped with a marker saying how much was left out. With ``symbol_of``,
+    a line ``@ function Outer.method`` names the enclosing symbol each time a match falls in a different one.
     """
     for n, found in enumerate(files):
         if n:
             yield ""
         yield f"{_PATH_COLOR}{found.path}{_RESET}" if color else found.path
         previous: int | None = None
+        current: str | None = None
         for ln in found.lines:
             if found.context and previous is not None and ln.line != previous + 1:
                 yield "--"
+            if symbol_of is not None and ln.match:
+                symbol = symbol_of(found.path, ln.line)
+                if symbol is not None and symbol != current:
+                    yield f"@ {symbol}"
+                current = symbol
             previous = ln.line
             number = f"{_LINE_COLOR}{ln.line}{_RESET}" if color else str(ln.line)
             yield f"{number}{':' if ln.match else '-'}{_clip(ln.text)}"

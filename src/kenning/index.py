@@ -92,7 +92,10 @@ def ehash(text: str) -> bytes:
 
 
 def _settings(config: Config) -> str:
-    return f"chunker={chunk.CHUNKER_VERSION};terms={TERMS_VERSION};max={config.max_chars};overlap={config.overlap_chars}"
+    return (
+        f"chunker={chunk.CHUNKER_VERSION};terms={TERMS_VERSION};max={config.max_chars};"
+        f"overlap={config.overlap_chars};symbols={config.code_symbols}"
+    )
 
 
 class Scope:
@@ -258,7 +261,12 @@ def _index_file(
     decoded = walk.decode(data)
     passages = (
         chunk.chunk_text(
-            decoded, entry.kind, entry.lang, max_chars=config.max_chars, overlap_chars=config.overlap_chars
+            decoded,
+            entry.kind,
+            entry.lang,
+            max_chars=config.max_chars,
+            overlap_chars=config.overlap_chars,
+            syntax=config.code_symbols,
         )
         if isinstance(decoded, str)
         else decoded.reason

@@ -51,9 +51,18 @@ def register_chunker(kind: FileKind, chunker: Chunker, *, lang: str | None = Non
 
 
 def chunk_text(
-    text: str, kind: FileKind, lang: str | None = None, *, max_chars: int = 1000, overlap_chars: int = 200
+    text: str,
+    kind: FileKind,
+    lang: str | None = None,
+    *,
+    max_chars: int = 1000,
+    overlap_chars: int = 200,
+    syntax: bool = True,
 ) -> list[Passage] | str:
-    """Passages of ``text``, or the reason it is skipped ("is empty", "holds no prose to index ...")."""
+    """Passages of ``text``, or the reason it is skipped ("is empty", "holds no prose to index ...").
+
+    ``syntax=False`` skips the per-language chunkers (code then falls into line windows), to compare the two.
+    """
     if max_chars <= 0:
         raise ValueError(f"max_chars must be positive, got {max_chars}")
     if overlap_chars < 0:
@@ -66,5 +75,5 @@ def chunk_text(
     if verdict.skip is not None:
         return verdict.skip
     src.keep = verdict.keep
-    chunker = _REGISTRY.get((kind, lang)) or _REGISTRY[(kind, None)]
+    chunker = (_REGISTRY.get((kind, lang)) if syntax else None) or _REGISTRY[(kind, None)]
     return chunker(src, max_chars=max_chars, overlap_chars=overlap_chars)

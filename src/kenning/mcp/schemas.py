@@ -358,6 +358,11 @@ GREP_OUTPUT: Schema = {
                                 "line": {"type": "integer"},
                                 "text": {"type": "string"},
                                 "match": {"type": "boolean"},
+                                "symbol": {
+                                    "type": ["string", "null"],
+                                    "description": "The enclosing code symbol of a match, e.g. "
+                                    "'function Outer.method'.",
+                                },
                             },
                             "required": ["line", "text", "match"],
                         },
@@ -372,6 +377,52 @@ GREP_OUTPUT: Schema = {
     "required": ["files", "matched_lines", "truncated"],
 }
 
+SYMBOLS_INPUT: Schema = {
+    "type": "object",
+    "properties": {
+        "path": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": MAX_ITEM_CHARS,
+            "description": "A source file, relative to the workspace root or absolute inside it.",
+        }
+    },
+    "required": ["path"],
+    "additionalProperties": False,
+}
+
+SYMBOLS_OUTPUT: Schema = {
+    "type": "object",
+    "properties": {
+        "path": {"type": "string"},
+        "lang": {"type": ["string", "null"]},
+        "supported": {"type": "boolean"},
+        "note": {"type": ["string", "null"]},
+        "symbols": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "kind": {"type": "string", "enum": list(SYMBOL_KINDS)},
+                    "name": {"type": "string"},
+                    "scope": {"type": "string"},
+                    "start_line": {"type": "integer"},
+                    "end_line": {"type": "integer"},
+                    "signature": {"type": "string"},
+                    "doc": {"type": "string"},
+                },
+                "required": ["kind", "name", "scope", "start_line", "end_line", "signature"],
+            },
+        },
+    },
+    "required": ["path", "lang", "supported", "symbols"],
+}
+
+SYMBOLS_DESCRIPTION = """\
+The outline of one source file: every symbol (module, class, interface, function, value, alias) with its \
+scope (Outer.Inner.method), line span and signature, nested in file order. Use it to see a file's structure \
+before reading it, or to find the exact lines of a definition to open."""
+
 TEXT_SEARCH_DESCRIPTION = """\
 Search this workspace's files by meaning and by words (hybrid BM25 + embeddings) and get back ranked passages: \
 each is path:start-end with its text, ready to quote or to read around.
@@ -381,7 +432,8 @@ Use it first when you know what you are looking for but not the exact words: "wh
 phrasings in `queries` when one may miss. Use the `grep` tool instead when you know an exact string, identifier \
 or regex and want every occurrence.
 
-Read before you rely: open the file around path:start-end. A score only orders hits within one answer; it is not \
+A query that spells an identifier (parse_config, RateLimiter.acquire) puts its definition first; \
+`symbol_types` keeps to functions, classes and so on. Read before you rely: open the file around path:start-end. A score only orders hits within one answer; it is not \
 a confidence, and the top hit may still be wrong. Narrow with `paths`, `globs` or `types`. A hit marked stale \
 changed since it was indexed (call text_index on it). An empty answer may mean the workspace (or that part of \
 it) was never indexed: check index_status. Without an index the answer comes from literal matching and says so \

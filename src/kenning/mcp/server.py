@@ -26,7 +26,9 @@ from mcp.server.stdio import stdio_server
 
 from kenning.errors import KenningError
 from kenning.mcp import schemas
-from kenning.mcp.tools import Answer, McpProgress, Workspace, check_arguments
+from kenning.mcp.answers import Answer
+from kenning.mcp.arguments import check_arguments
+from kenning.mcp.tools import McpProgress, Workspace
 
 log = logging.getLogger("kenning.mcp")
 

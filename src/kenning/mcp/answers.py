@@ -1,0 +1,229 @@
+"""What the MCP tools say: the text block a model reads and the structured content beside it.
+
+Kept apart from the tools so the wording, the size bounds and the combination of query groups can be read (and
+changed) in one place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from kenning.engine import Engine, Status
+from kenning.index import IndexReport
+from kenning.mcp import schemas
+from kenning.render import hit_header, hit_json, preview_lines, symbol_line, trace_line
+from kenning.types import Hit, Mode, Preview, SearchResult
+
+SHOW_SKIPPED = 100
+
+
+@dataclass
+class Answer:
+    text: str
+    structured: dict[str, Any]
+
+
+def search_answer(
+    queries: list[str],
+    per_root: list[tuple[Engine, list[SearchResult]]],
+    k: int,
+    mode: Mode,
+    preview: Preview,
+    literal: bool,
+    show: Callable[[Engine, str], str],
+) -> Answer:
+    """The text block and structured content of a search, bounded to MAX_OUTPUT_CHARS (whole hits cut)."""
+    # per group: every root's hits, best first (scores share one scale: RRF, or the literal word share)
+    groups: list[list[tuple[Engine, Hit]]] = []
+    summaries: list[dict[str, Any]] = []
+    group_notes: list[list[str]] = []
+    searched = 0
+    coverages = []
+    for i, query in enumerate(queries):
+        merged = [(e, h) for e, results in per_root for h in results[i].hits]
+        merged.sort(key=lambda eh: -eh[1].score)
+        groups.append(merged[:k])
+        group_notes.append([n for _, results in per_root for n in results[i].notes])
+        group_searched = sum(results[i].searched for _, results in per_root)
+        summaries.append(
+            {
+                "group": f"Q{i + 1}",
+                "query": query,
+                "searched": group_searched,
+                "hits": len(merged[:k]),
+                "notes": group_notes[-1],
+            }
+        )
+        searched = max(searched, group_searched)
+    for _, results in per_root:
+        if results and not literal:
+            coverages.append(results[0].coverage)
+    coverage = min(coverages) if coverages else (0.0 if literal else 1.0)
+    combined = _combine(groups, queries, k)
+    lines: list[str] = []
+    notes: list[str] = []
+    if literal:
+        lines.append(
+            "LITERAL MATCHES: this workspace has no index yet, so these are files that contain the query's "
+            'words, not passages ranked by meaning. Call text_index with paths ["."] to build the index.'
+        )
+    unit = "files" if literal else "passages"
+    if len(queries) == 1:
+        lines.append(
+            f'{len(combined)} {"hit" if len(combined) == 1 else "hits"} for "{queries[0]}"; searched {searched} '
+            f"{unit}" + ("" if literal else f", semantic coverage {coverage:.0%}")
+        )
+    else:
+        lines.append(
+            f"{len(queries)} query groups, {len(combined)} distinct hits (each group's best first); searched "
+            f"{searched} {unit}" + ("" if literal else f", semantic coverage {coverage:.0%}")
+        )
+        for s in summaries:
+            lines.append(f'  {s["group"]} "{s["query"]}": {s["hits"]} hits')
+    for i, these in enumerate(group_notes, 1):
+        notes.extend(f"Q{i}: {n}" if len(queries) > 1 else n for n in these)
+    if not literal and coverage < 1.0:
+        notes.append(
+            f"only {coverage:.0%} of passages have embeddings yet; text_index finishes the semantic pass"
+        )
+    if not combined:
+        notes.append(
+            "nothing matched. If this part of the workspace was never indexed, call index_status; otherwise "
+            "rephrase, widen the filters, or use grep for an exact string"
+        )
+    lines.extend(f"note: {n}" for n in notes)
+    hits_json: list[dict[str, Any]] = []
+    budget = schemas.MAX_OUTPUT_CHARS - sum(len(x) + 1 for x in lines) - 200
+    truncated = False
+    for rank, (engine, hit, labels, query) in enumerate(combined, 1):
+        block = _hit_block(engine, hit, labels, query, preview, len(queries) > 1, show)
+        if len(block) + 1 > budget:
+            truncated = True
+            left = len(combined) - rank + 1
+            cut = (
+                f"note: {left} more hits not shown, to keep this answer under {schemas.MAX_OUTPUT_CHARS} "
+                'characters; ask for fewer (k) or preview "none"'
+            )
+            lines.append(cut)
+            notes.append(cut.removeprefix("note: "))
+            break
+        budget -= len(block) + 1
+        lines.extend(["", block])
+        result = SearchResult(query, [hit], 0, coverage, mode)
+        item = hit_json(hit, result, rank, preview)
+        for key in ("type", "schema", "group", "query", "rank"):
+            item.pop(key)
+        item.update(path=hit.path, root=str(engine.root), groups=labels)
+        hits_json.append(item)
+    structured = {
+        "literal": literal,
+        "mode": "lexical" if literal else mode,
+        "searched": searched,
+        "coverage": round(coverage, 4),
+        "groups": summaries,
+        "hits": hits_json,
+        "notes": notes,
+        "truncated": truncated,
+    }
+    return Answer("\n".join(lines), structured)
+
+
+def _hit_block(
+    engine: Engine,
+    hit: Hit,
+    labels: list[str],
+    query: str,
+    preview: Preview,
+    grouped: bool,
+    show: Callable[[Engine, str], str],
+) -> str:
+    header = hit_header(hit).replace(hit.path, show(engine, hit.path), 1)
+    out = [header + (f"  [{', '.join(labels)}]" if grouped else "")]
+    label = symbol_line(hit)
+    if label:
+        out.append(f"  {label}")
+    width = len(str(hit.end_line))
+    out.extend(f"  {n:>{width}}  {t}" for n, t in preview_lines(hit, preview, query))
+    trace = trace_line(hit)
+    if trace:
+        out.append(f"  {trace}")
+    return "\n".join(out)
+
+
+def _combine(
+    groups: list[list[tuple[Engine, Hit]]], queries: list[str], k: int
+) -> list[tuple[Engine, Hit, list[str], str]]:
+    """Round-robin over the groups' ranked hits (every group's best comes first), one entry per location."""
+    out: list[tuple[Engine, Hit, list[str], str]] = []
+    depth = max((len(g) for g in groups), default=0)
+    for rank in range(depth):
+        for gi, group in enumerate(groups):
+            if rank >= len(group):
+                continue
+            engine, hit = group[rank]
+            label = f"Q{gi + 1}#{rank + 1}"
+            for e2, h2, labels, _ in out:
+                if (
+                    e2 is engine
+                    and h2.path == hit.path
+                    and h2.start_line <= hit.end_line
+                    and hit.start_line <= h2.end_line
+                ):
+                    labels.append(label)
+                    break
+            else:
+                if len(out) < k:
+                    out.append((engine, hit, [label], queries[gi]))
+    return out
+
+
+def next_step(st: Status) -> str:
+    if not st.exists:
+        return (
+            'call text_index with paths ["."] to build the index (until then text_search answers with literal '
+            "matches)"
+        )
+    if st.pending:
+        return f'call text_index with paths ["."] to catch up on {st.pending} changed files'
+    if st.embedded < st.passages:
+        return 'call text_index with paths ["."] to finish the semantic pass'
+    return "ready: use text_search"
+
+
+def index_text(r: IndexReport) -> Iterable[str]:
+    verb = "Interrupted after indexing" if r.interrupted else "Indexed"
+    yield (
+        f"{verb} {len(r.added) + len(r.changed)} files ({len(r.added)} new, {len(r.changed)} changed), removed "
+        f"{len(r.removed)}, {r.unchanged} unchanged and not re-read; {r.passages_added} passages added, "
+        f"{r.passages_removed} removed, {r.embedded} embedded."
+    )
+    if r.interrupted:
+        yield "Finished work is kept; call text_index again to resume."
+    for s in r.skipped[:SHOW_SKIPPED]:
+        yield f"  skipped {s.rel}: {s.reason}"
+    if len(r.skipped) > SHOW_SKIPPED:
+        yield f"  [and {len(r.skipped) - SHOW_SKIPPED} more skipped]"
+    yield f"The index now holds {r.passages} passages from {r.files} files (semantic coverage {r.coverage:.0%})."
+
+
+def index_json(r: IndexReport, engine: Engine) -> dict[str, Any]:
+    return {
+        "root": str(engine.root),
+        "forgot": False,
+        "added": len(r.added),
+        "changed": len(r.changed),
+        "removed": len(r.removed),
+        "unchanged": r.unchanged,
+        "skipped": [{"path": s.rel, "reason": s.reason} for s in r.skipped[:SHOW_SKIPPED]],
+        "skipped_total": len(r.skipped),
+        "passages_added": r.passages_added,
+        "passages_removed": r.passages_removed,
+        "embedded": r.embedded,
+        "files": r.files,
+        "passages": r.passages,
+        "coverage": round(r.coverage, 4),
+        "interrupted": r.interrupted,
+        "elapsed_s": round(r.elapsed, 3),
+    }
