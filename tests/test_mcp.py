@@ -66,7 +66,7 @@ async def refused(client: Client, tool: str, args: dict[str, Any]) -> str:
 def test_lists_four_tools_with_schemas_that_teach(corpus: Path) -> None:
     async def body(client: Client) -> None:
         tools = {t.name: t for t in (await client.list_tools()).tools}
-        assert set(tools) == {"text_search", "text_index", "index_status", "grep"}
+        assert set(tools) == {"text_search", "text_index", "index_status", "grep", "symbols"}
         for tool in tools.values():
             jsonschema.Draft202012Validator.check_schema(tool.input_schema)
             assert tool.output_schema is not None
@@ -379,3 +379,32 @@ def test_two_roots_are_served_and_nothing_else(tmp_path: Path) -> None:
         )
 
     drive(body, a, b)
+
+
+def test_symbols_tool_and_symbol_filters(corpus: Path) -> None:
+    run_cli("index", str(corpus))
+
+    async def body(client: Client) -> None:
+        text, data = await call(client, "symbols", {"path": "src/upload.py"})
+        assert data["lang"] == "python" and data["supported"] is True
+        (fn,) = [s for s in data["symbols"] if s["name"] == "upload_file"]
+        assert (fn["kind"], fn["start_line"], fn["end_line"]) == ("function", 4, 10)
+        assert "upload_file" in text
+        _, data = await call(client, "symbols", {"path": "README.md"})
+        assert data["supported"] is False and data["symbols"] == []
+        assert "KENNING.ROOT.OUTSIDE" in await refused(client, "symbols", {"path": "/etc/hostname"})
+        assert "KENNING.ARGUMENT" in await refused(client, "symbols", {"path": "src"})
+
+        _, data = await call(client, "text_search", {"query": "rate limiting", "symbol_types": ["class"]})
+        assert data["hits"] and all(h["symbol"]["kind"] == "class" for h in data["hits"])
+        assert "KENNING.ARGUMENT" in await refused(
+            client, "text_search", {"query": "x", "symbol_types": ["Class"]}
+        )
+        _, data = await call(client, "text_search", {"query": "upload_file", "prefer_symbol": True})
+        assert data["hits"][0]["symbol"]["name"] == "upload_file"
+
+        _, data = await call(client, "grep", {"pattern": "client.put"})
+        (line,) = [ln for f in data["files"] for ln in f["lines"] if ln["match"]]
+        assert line["symbol"] == "function upload_file"
+
+    drive(body, corpus)

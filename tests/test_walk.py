@@ -441,7 +441,7 @@ def test_unsupported_only_reported_when_it_would_be_selected(tmp_path: Path) -> 
 
 def test_kind_of() -> None:
     assert kind_of("src/a.py") == ("code", "python") and kind_of("A.PY") == ("code", "python")
-    assert kind_of("x.rs") == ("code", "rust") and kind_of("x.tsx") == ("code", "typescript")
+    assert kind_of("x.rs") == ("code", "rust") and kind_of("x.tsx") == ("code", "tsx")
     assert kind_of("docs/a.md") == ("markdown", None) and kind_of("a.rst") == ("rst", None)
     assert kind_of("notes.txt") == ("text", None) and kind_of("data.weird") == ("text", None)
     assert kind_of("Makefile") == ("code", "make") and kind_of("Dockerfile") == ("code", "dockerfile")

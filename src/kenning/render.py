@@ -3,10 +3,12 @@
 JSON Lines schema, version 1 (`kenning search --json`): one object per line.
 - `{"type": "hit", "schema": 1, "group": "Q1", "query": str, "rank": int, "path": str, "start_line": int,
    "end_line": int, "score": float, "matched_by": "lexical"|"semantic"|"both", "stale": bool, "heading": str,
-   "text": str|null, "text_start_line": int|null, "symbol": {"kind", "name", "scope", "signature", "doc"}|null,
+   "text": str|null, "text_start_line": int|null, "symbol": {"kind", "name", "scope", "signature", "doc"}|null, "defines": [...],
    "trace": {"lexical": {"rank", "score"}, "semantic": {"rank", "score"}, "symbol": {"rank", "score"}|null,
    "fused_rank"}|null}`
-  `symbol` is the code symbol the passage belongs to (kind is module, class, interface, function, value or alias).
+  `symbol` is the code symbol the passage belongs to (kind is module, class, interface, function, value or alias);
+  `defines` lists `{"kind", "name", "scope"}` of every symbol whose definition starts in the passage (a passage
+  packing several small symbols has no `symbol` of its own but defines each of them).
   `text` is the passage as the preview level shows it (null for `--preview none`); `text_start_line` is the line
   number of its first line (a short preview may start inside the passage, near the first query word).
 - then one `{"type": "summary", "schema": 1, "root": str, "model": str, "mode": str, "coverage": float,
@@ -78,6 +80,8 @@ def symbol_line(hit: Hit) -> str | None:
     """`symbol: function Outer.method` for code, `§ Guide > Install` for a document section."""
     if hit.symbol is not None:
         return f"symbol: {hit.symbol.kind} {hit.symbol.scope}"
+    if hit.defines:
+        return "symbols: " + ", ".join(f"{d.kind} {d.scope}" for d in hit.defines)
     return f"§ {hit.heading}" if hit.heading else None
 
 
@@ -157,6 +161,7 @@ def hit_json(hit: Hit, result: SearchResult, rank: int, preview: Preview) -> dic
         "text": text,
         "text_start_line": first,
         "symbol": symbol,
+        "defines": [{"kind": d.kind, "name": d.name, "scope": d.scope} for d in hit.defines],
         "trace": trace,
     }
 

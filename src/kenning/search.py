@@ -311,6 +311,7 @@ def _fuse(
                 _stale(root, row, stat_cache),
                 hit_trace,
                 row.symbol,
+                row.defines,
             )
         )
         if len(hits) >= limit:

@@ -91,6 +91,9 @@ class Passage:
     heading: str = ""  # "Guide > Install > Linux" for Markdown/reST sections; for code, the symbol header
     symbol: Symbol | None = None  # the innermost symbol the passage covers (code chunked by syntax)
     group: int | None = None  # passages cut from one large symbol share a group (its outline's index)
+    # every symbol whose definition starts in this passage (a pack of small functions defines several), so a
+    # search for a name finds its definition wherever the chunker put it
+    defines: tuple[Symbol, ...] = ()
 
     def embed_text(self) -> str:
         """The text given to the embedder: the breadcrumb first, so the section's topic is in the vector."""
@@ -123,6 +126,7 @@ class Hit:
     stale: bool = False
     trace: Trace | None = None
     symbol: Symbol | None = None
+    defines: tuple[Symbol, ...] = ()  # symbols whose definitions start in the passage
 
 
 @dataclass(slots=True)

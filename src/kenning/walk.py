@@ -71,7 +71,7 @@ TYPES["md"] = TYPES["markdown"]
 
 # Code language -> extensions (lowercase, no dot); prose kinds and unsupported formats follow.
 _LANGS = _table("""
-    python: py pyi pyw; rust: rs; go: go; javascript: js mjs cjs jsx; typescript: ts mts cts tsx; java: java;
+    python: py pyi pyw; rust: rs; go: go; javascript: js mjs cjs jsx; typescript: ts mts cts; tsx: tsx; java: java;
     c: c h; cpp: cc cpp cxx c++ hh hpp hxx h++ inl ipp tpp; csharp: cs; ruby: rb rake gemspec; php: php phtml;
     swift: swift; kotlin: kt kts; scala: scala sc sbt; shell: sh bash zsh ksh fish; sql: sql psql;
     css: css scss sass less; html: html htm xhtml; vue: vue; svelte: svelte; yaml: yaml yml; toml: toml;

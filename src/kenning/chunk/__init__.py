@@ -2,8 +2,8 @@
 
 This package owns the ``chunk`` stage and depends only on :mod:`kenning.types`. The entry point is
 :func:`chunk_text`: triage first (``triage``), then the chunker registered for the file's kind and
-language: ``prose`` for text, ``markup`` for Markdown and reST, ``code`` for code. A symbol-aware code
-chunker plugs in per language with :func:`register_chunker` without touching the others.
+language: ``prose`` for text, ``markup`` for Markdown and reST, ``syntax`` (tree-sitter symbols) for the
+languages it has a grammar for, ``code`` (line windows) for the rest.
 
 The span contract (``source``): a passage covering lines ``start..end`` (1-based, inclusive) has
 exactly the text ``"\\n".join(lines[start-1:end])`` of the source, blank lines between paragraphs
@@ -21,13 +21,15 @@ from kenning.chunk.code import chunk_code
 from kenning.chunk.markup import chunk_markdown, chunk_rst
 from kenning.chunk.prose import chunk_prose
 from kenning.chunk.source import Source, split_lines
+from kenning.chunk.syntax import LANGUAGES as SYNTAX_LANGUAGES
+from kenning.chunk.syntax import chunk_syntax
 from kenning.chunk.triage import not_text_reason, triage
 from kenning.types import FileKind, Passage
 
 __all__ = ["CHUNKER_VERSION", "Chunker", "Source", "chunk_text", "register_chunker"]
 
 #: Bump whenever the passages produced for some input change: the index stores it and re-chunks on change.
-CHUNKER_VERSION = 1
+CHUNKER_VERSION = 2
 
 
 class Chunker(Protocol):
@@ -42,6 +44,7 @@ _REGISTRY: dict[tuple[FileKind, str | None], Chunker] = {
     ("markdown", None): chunk_markdown,
     ("rst", None): chunk_rst,
     ("code", None): chunk_code,
+    **{("code", lang): chunk_syntax for lang in SYNTAX_LANGUAGES},
 }
 
 

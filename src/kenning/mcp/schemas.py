@@ -145,6 +145,19 @@ _HIT: Schema = {
             },
             "required": ["kind", "name", "scope"],
         },
+        "defines": {
+            "type": "array",
+            "description": "Every symbol whose definition starts in the passage.",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "kind": {"type": "string"},
+                    "name": {"type": "string"},
+                    "scope": {"type": "string"},
+                },
+                "required": ["kind", "name", "scope"],
+            },
+        },
         "trace": {
             "type": ["object", "null"],
             "properties": {"lexical": _TRACE_ARM, "semantic": _TRACE_ARM, "fused_rank": {"type": "integer"}},

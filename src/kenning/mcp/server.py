@@ -69,6 +69,14 @@ TOOLS = (
         True,
     ),
     ToolSpec("grep", "Exact search", schemas.GREP_DESCRIPTION, schemas.GREP_INPUT, schemas.GREP_OUTPUT, True),
+    ToolSpec(
+        "symbols",
+        "File outline",
+        schemas.SYMBOLS_DESCRIPTION,
+        schemas.SYMBOLS_INPUT,
+        schemas.SYMBOLS_OUTPUT,
+        True,
+    ),
 )
 SPECS = {t.name: t for t in TOOLS}
 

@@ -26,8 +26,6 @@ from kenning.outline import SymbolLookup, file_outline, outline_json, outline_li
 from kenning.search import Filters, parse_time
 from kenning.types import Mode, Preview, SearchResult, Selection
 
-SHOW_SKIPPED = 100
-
 
 class McpProgress:
     """The index run's Progress, forwarded as one monotonic count over both passes (at most every 0.5 s)."""

@@ -6,13 +6,14 @@ migrations recorded in the `migrations` table; a database from a newer kenning i
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import cast
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 
@@ -72,7 +73,12 @@ _MIGRATIONS: list[tuple[int, str, str]] = [
         ALTER TABLE passages ADD COLUMN sym_signature TEXT;
         ALTER TABLE passages ADD COLUMN sym_doc TEXT;
         ALTER TABLE passages ADD COLUMN grp INTEGER;
-        CREATE INDEX passages_sym_name ON passages(sym_name COLLATE NOCASE) WHERE sym_name IS NOT NULL;
+        CREATE INDEX passages_sym_kind ON passages(sym_kind) WHERE sym_kind IS NOT NULL;
+        CREATE TABLE definitions(
+            passage_id INTEGER NOT NULL, kind TEXT NOT NULL, name TEXT NOT NULL, scope TEXT NOT NULL
+        );
+        CREATE INDEX definitions_name ON definitions(name COLLATE NOCASE);
+        CREATE INDEX definitions_passage ON definitions(passage_id);
         """,
     ),
 ]
@@ -102,6 +108,7 @@ class PassageRow:
     size: int
     mtime_ns: int
     symbol: Symbol | None = None
+    defines: tuple[Symbol, ...] = ()
 
 
 def _symbol(
@@ -238,6 +245,10 @@ class Database:
         )
 
     def delete_passages(self, file_id: int) -> int:
+        self.conn.execute(
+            "DELETE FROM definitions WHERE passage_id IN (SELECT id FROM passages WHERE file_id = ?)",
+            (file_id,),
+        )
         return self.conn.execute("DELETE FROM passages WHERE file_id = ?", (file_id,)).rowcount
 
     def delete_file(self, file_id: int) -> int:
@@ -254,7 +265,9 @@ class Database:
                 self.conn.execute("SELECT coalesce(max(id), 0) + 1 FROM passages").fetchone()[0]
             )
         rows = []
+        defined: list[tuple[int, str, str, str]] = []
         for p, h in zip(passages, ehashes, strict=True):
+            defined.extend((self._next_id, d.kind, d.name, d.scope) for d in p.defines)
             parts = identifier_parts(f"{p.heading}\n{p.text}" if p.heading else p.text)
             sym = p.symbol
             rows.append(
@@ -271,6 +284,8 @@ class Database:
             "sym_name, sym_scope, sym_signature, sym_doc, grp) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             rows,
         )
+        if defined:
+            self.conn.executemany("INSERT INTO definitions VALUES (?, ?, ?, ?)", defined)
         self.conn.executemany(
             "INSERT INTO fts(rowid, heading, text, parts) VALUES (?, ?, ?, ?)",
             [(r[0], r[4], r[5], r[6]) for r in rows],
@@ -364,27 +379,42 @@ class Database:
             )
             for r in rows:
                 out[r[0]] = PassageRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], _symbol(*r[8:]))
+            defined: dict[int, list[Symbol]] = {}
+            for pid, kind, name, scope in self.conn.execute(
+                f"SELECT passage_id, kind, name, scope FROM definitions WHERE passage_id IN ({marks}) "
+                "ORDER BY rowid",
+                part,
+            ):
+                defined.setdefault(pid, []).append(Symbol(kind, name, scope))
+            for pid, symbols in defined.items():
+                if pid in out:
+                    out[pid] = dataclasses.replace(out[pid], defines=tuple(symbols))
         return out
 
     def passage_ids_of_kinds(self, kinds: Sequence[str]) -> np.ndarray:
+        """Passages inside a symbol of these kinds, or defining one (a pack of small functions has no symbol
+        of its own but defines several)."""
         marks = ",".join("?" * len(kinds))
         rows = self.conn.execute(
-            f"SELECT id FROM passages WHERE sym_kind IN ({marks})", list(kinds)
+            f"SELECT id FROM passages WHERE sym_kind IN ({marks}) "
+            f"UNION SELECT passage_id FROM definitions WHERE kind IN ({marks})",
+            [*kinds, *kinds],
         ).fetchall()
         return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
 
     def symbol_definitions(self, names: Sequence[str], *, nocase: bool) -> list[tuple[int, str, str]]:
-        """(passage id, symbol name, kind) of passages whose symbol is named one of `names`."""
+        """(passage id, symbol name, kind) of the passages where a symbol named one of `names` is defined."""
         if not names:
             return []
         marks = ",".join("?" * len(names))
-        collate = " COLLATE NOCASE" if nocase else ""
+        # the index is case-blind; an exact lookup keeps only the exact spellings
         rows = self.conn.execute(
-            f"SELECT id, sym_name, sym_kind FROM passages WHERE sym_name{collate} IN ({marks}) "
-            "AND sym_name IS NOT NULL ORDER BY id LIMIT 1000",
+            f"SELECT passage_id, name, kind FROM definitions WHERE name COLLATE NOCASE IN ({marks}) "
+            "ORDER BY passage_id LIMIT 1000",
             list(names),
         ).fetchall()
-        return [(int(r[0]), str(r[1]), str(r[2])) for r in rows]
+        exact = set(names)
+        return [(int(r[0]), str(r[1]), str(r[2])) for r in rows if nocase or r[1] in exact]
 
     def passage_ids_for_files(self, file_ids: Iterable[int]) -> np.ndarray:
         self.conn.execute("CREATE TEMP TABLE IF NOT EXISTS wanted_files(id INTEGER PRIMARY KEY)")

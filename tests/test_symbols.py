@@ -1,0 +1,158 @@
+"""Code symbols end to end: syntax passages in the index, symbol filters, definitions first, outlines, grep."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import make_tree, run_cli
+
+CONFIG_PY = '''\
+"""Configuration loading."""
+
+import json
+
+DEFAULT_PATH = "settings.json"
+
+
+class ConfigError(Exception):
+    """Raised when the settings cannot be used."""
+
+
+def parse_config(text):
+    """Read the settings from JSON text and check the required keys."""
+    data = json.loads(text)
+    if "name" not in data:
+        raise ConfigError("missing name")
+    if not isinstance(data.get("retries", 3), int):
+        raise ConfigError("retries must be a whole number")
+    data.setdefault("retries", 3)
+    data.setdefault("timeout", 30.0)
+    return data
+
+
+class Loader:
+    """Finds and loads settings files."""
+
+    def load(self, path=DEFAULT_PATH):
+        with open(path) as fh:
+            return parse_config(fh.read())
+'''
+
+# call sites that say parse_config more often than its definition does, so BM25 alone ranks them first
+CALLERS = {
+    f"app/use{i}.py": f"from config import parse_config\n\n\ndef run{i}(text):\n"
+    f"    # parse_config again: parse_config validates, parse_config returns the dict\n"
+    f"    settings = parse_config(text)\n    return parse_config(text) or settings\n"
+    for i in range(4)
+}
+
+
+@pytest.fixture
+def code_ws(tmp_path: Path) -> Path:
+    root = make_tree(
+        tmp_path / "code", {"config.py": CONFIG_PY, **CALLERS, "README.md": "# App\n\nSee config.\n"}
+    )
+    done = run_cli("index", str(root))
+    assert done.returncode == 0, done.stderr
+    return root
+
+
+def _hits(root: Path, *args: str) -> list[dict[str, object]]:
+    out = run_cli("search", "--json", *args, str(root))
+    assert out.returncode in (0, 1), out.stderr
+    return [r for r in map(json.loads, out.stdout.splitlines()) if r["type"] == "hit"]
+
+
+def test_passages_carry_their_symbol_in_text_and_json(code_ws: Path) -> None:
+    hits = _hits(code_ws, "-k", "20", "read the settings from JSON text")
+    by_symbol = {h["symbol"]["scope"]: h for h in hits if h["symbol"]}  # type: ignore[index]
+    parse = by_symbol["parse_config"]
+    assert (parse["path"], parse["start_line"], parse["end_line"]) == ("config.py", 12, 21)
+    assert parse["symbol"]["kind"] == "function"  # type: ignore[index]
+    assert parse["symbol"]["signature"].startswith("def parse_config(text)")  # type: ignore[index]
+    text = run_cli("search", "read the settings from JSON text", str(code_ws)).stdout
+    assert "symbol: function parse_config" in text
+
+
+def test_identifier_query_ranks_definition_above_call_sites(code_ws: Path) -> None:
+    for query in ("parse_config", "where is parse_config defined"):
+        hits = _hits(code_ws, "--trace", query)
+        top = hits[0]
+        assert (top["path"], top["start_line"]) == ("config.py", 12), (query, [h["path"] for h in hits])
+        assert top["trace"]["symbol"]["rank"] == 1  # type: ignore[index]
+
+
+def test_call_sites_outrank_definition_without_the_definition_route(code_ws: Path) -> None:
+    """The fixture is a real test of the definition route: BM25 alone puts a call site first."""
+    hits = _hits(code_ws, "--trace", "parse_config")
+    (bm25_first,) = [h for h in hits if h["trace"]["lexical"]["rank"] == 1]  # type: ignore[index]
+    assert bm25_first["path"].startswith("app/")  # type: ignore[union-attr]
+
+
+def test_symbol_type_filters_before_ranking(code_ws: Path) -> None:
+    def kinds(hit: dict[str, object]) -> set[str]:
+        own = {hit["symbol"]["kind"]} if hit["symbol"] else set()  # type: ignore[index]
+        return own | {d["kind"] for d in hit["defines"]}  # type: ignore[attr-defined]
+
+    hits = _hits(code_ws, "--symbol-type", "class", "settings")
+    assert hits and all("class" in kinds(h) for h in hits)
+    assert {h["start_line"] for h in hits} == {5, 24}  # the pack defining ConfigError, and Loader
+    hits = _hits(code_ws, "--symbol-type", "function", "settings")
+    assert {(h["path"], h["start_line"]) for h in hits} >= {("config.py", 12), ("config.py", 24)}
+    assert all(kinds(h) & {"function"} for h in hits)
+    bad = run_cli("search", "--symbol-type", "Function", "x", str(code_ws))
+    assert bad.returncode == 2 and "module, class, interface, function, value, alias" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_prefer_symbol_boosts_definitions_named_by_plain_words(code_ws: Path) -> None:
+    plain = _hits(code_ws, "--trace", "loader load")
+    preferred = _hits(code_ws, "--trace", "--prefer-symbol", "loader load")
+    assert preferred[0]["symbol"] and preferred[0]["symbol"]["name"] in ("Loader", "load")  # type: ignore[index]
+    assert preferred[0]["trace"]["symbol"] is not None  # type: ignore[index]
+    assert plain[0]["trace"]["symbol"] is None  # type: ignore[index]
+
+
+def test_symbols_command_prints_the_outline(code_ws: Path) -> None:
+    out = run_cli("symbols", str(code_ws / "config.py"))
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].endswith("config.py (python)")
+    assert any("function  parse_config" in ln and "12-21" in ln for ln in lines)
+    assert any("function  Loader.load" in ln for ln in lines)
+    data = json.loads(run_cli("symbols", "--json", str(code_ws / "config.py")).stdout)
+    kinds = {(s["kind"], s["scope"]) for s in data["symbols"]}
+    assert {("value", "DEFAULT_PATH"), ("class", "ConfigError"), ("class", "Loader")} <= kinds
+    readme = run_cli("symbols", str(code_ws / "README.md"))
+    assert readme.returncode == 1 and "not a source file" in readme.stdout
+    missing = run_cli("symbols", str(code_ws / "nope.py"))
+    assert missing.returncode == 2 and "not a file" in missing.stderr
+
+
+def test_grep_names_the_enclosing_symbol(code_ws: Path) -> None:
+    out = run_cli("grep", "json.loads|open\\(path", str(code_ws / "config.py"))
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[1:] == ["@ function parse_config", "14:    data = json.loads(text)", "@ function Loader.load",
+                         "28:        with open(path) as fh:"]  # fmt: skip
+    plain = run_cli("grep", "--no-symbols", "json.loads", str(code_ws / "config.py"))
+    assert "@ " not in plain.stdout
+
+
+def test_code_symbols_off_falls_back_to_line_windows(tmp_path: Path) -> None:
+    root = make_tree(tmp_path / "w", {"config.py": CONFIG_PY})
+    run_cli("index", str(root), env={"KENNING_CODE_SYMBOLS": "false"})
+    hits = _hits(root, "parse_config")
+    assert hits and all(h["symbol"] is None for h in hits)
+
+
+def test_a_name_defined_inside_a_pack_of_small_symbols_is_found_first(code_ws: Path) -> None:
+    hits = _hits(code_ws, "--trace", "DEFAULT_PATH")
+    top = hits[0]
+    assert (top["path"], top["start_line"], top["end_line"]) == ("config.py", 5, 9)
+    assert top["trace"]["symbol"]["rank"] == 1  # type: ignore[index]
+    hits = _hits(code_ws, "--symbol-type", "value", "default path")
+    assert [(h["path"], h["start_line"]) for h in hits] == [("config.py", 5)]
