@@ -183,6 +183,31 @@ def bench_memory(tree: Path) -> float:
     return int(proc.stderr.strip().splitlines()[-1]) / 1024
 
 
+def bench_chunking(repeats: int) -> dict[str, float]:
+    """Source chunked per second, one process: symbols (tree-sitter) vs line windows, alternated in one run,
+    over a real repository (the `rich` package of the code eval set) and the CoSQA functions."""
+    from codeset import ensure_codeset
+    from kenning.chunk import chunk_text
+
+    rich = sorted((ensure_codeset(WORK / "sets") / "corpus").rglob("*.py"))
+    cosqa = sorted((EVAL / "cosqa" / "corpus").glob("*.py"))[:3000]
+    out: dict[str, float] = {}
+    for label, files in (("repo", rich), ("cosqa", cosqa)):
+        texts = [f.read_text(encoding="utf-8", errors="replace") for f in files]
+        size = sum(len(t.encode("utf-8")) for t in texts) / 1e6
+        rates: dict[bool, list[float]] = {True: [], False: []}
+        for _ in range(repeats):
+            for syntax in (True, False):
+                t = time.perf_counter()
+                for text in texts:
+                    chunk_text(text, "code", "python", syntax=syntax)
+                rates[syntax].append(size / (time.perf_counter() - t))
+        out[f"{label}_mb"] = size
+        out[f"{label}_symbols_mbps"] = statistics.median(rates[True])
+        out[f"{label}_windows_mbps"] = statistics.median(rates[False])
+    return out
+
+
 def machine() -> str:
     cpu = "unknown CPU"
     try:
@@ -216,6 +241,8 @@ def main() -> None:
     tree50k = make_tree(WORK / "tree50k", 10000, copies=3)
     query = bench_query(tree50k, repeats)
     print("query", query, file=sys.stderr)
+    chunking = bench_chunking(repeats)
+    print("chunking", chunking, file=sys.stderr)
     memory_tree = make_tree(WORK / "tree-mem", 600)
     peak = bench_memory(memory_tree)
     print("peak", peak, file=sys.stderr)
@@ -225,7 +252,7 @@ def main() -> None:
         )
         (WORK / "eval.md").write_text(out.stdout)
     quality = (WORK / "eval.md").read_text() if (WORK / "eval.md").exists() else "(not run)\n"
-    write_report(started, lexical, semantic, query, peak, quality, args)
+    write_report(started, lexical, semantic, query, peak, chunking, quality, args)
 
 
 def _extra(name: str, heading: str) -> str:
@@ -234,7 +261,14 @@ def _extra(name: str, heading: str) -> str:
 
 
 def write_report(
-    started: str, lex: dict, sem: dict, q: dict, peak: float, quality: str, args: argparse.Namespace
+    started: str,
+    lex: dict,
+    sem: dict,
+    q: dict,
+    peak: float,
+    ch: dict,
+    quality: str,
+    args: argparse.Namespace,
 ) -> None:
     cmd = "python bench/run.py" + (" --quick" if args.quick else "") + (" --no-eval" if args.no_eval else "")
     text = f"""# Benchmarks
@@ -257,6 +291,8 @@ noisy: compare ratios within one run, not absolute numbers across runs.
 | peak memory, lexical pass over {q["passages"]:,} passages | {q["lexical_peak_mb"]:.0f} MB | < 600 MB |
 | peak memory, full index (both passes, real model) of 600 files | {peak:.0f} MB | < 600 MB |
 | index size on disk | {q["bytes_per_passage"]:,.0f} bytes/passage | |
+| chunking a repository ({ch["repo_mb"]:.1f} MB of Python, `rich`): symbols vs line windows | {ch["repo_symbols_mbps"]:.2f} vs {ch["repo_windows_mbps"]:.2f} MB/s | symbols ≥ 2 MB/s |
+| chunking CoSQA functions ({ch["cosqa_mb"]:.1f} MB): symbols vs line windows | {ch["cosqa_symbols_mbps"]:.2f} vs {ch["cosqa_windows_mbps"]:.2f} MB/s | |
 
 Notes: the 50k-passage index carries random unit vectors in place of real embeddings (query latency does not
 depend on the values; embedding 50k passages with the real model takes most of an hour on 2 cores). Peak memory of
