@@ -408,3 +408,18 @@ def test_symbols_tool_and_symbol_filters(corpus: Path) -> None:
         assert line["symbol"] == "function upload_file"
 
     drive(body, corpus)
+
+
+def test_long_answers_are_cut_with_a_note(tmp_path: Path) -> None:
+    paragraph = "The retry loop waits and tries the upload again with backoff. " * 14
+    root = make_tree(tmp_path / "long", {f"doc{i:02}.md": f"# Doc {i}\n\n{paragraph}\n" for i in range(60)})
+    run_cli("index", str(root))
+
+    async def body(client: Client) -> None:
+        text, data = await call(client, "text_search", {"query": "retry upload", "k": 50, "preview": "full"})
+        assert data["truncated"] is True and len(text) <= schemas.MAX_OUTPUT_CHARS
+        assert 0 < len(data["hits"]) < 50
+        assert any("more hits not shown" in n for n in data["notes"])
+        assert "more hits not shown" in text
+
+    drive(body, root)
