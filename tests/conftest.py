@@ -80,9 +80,9 @@ def run_cli(
     )
 
 
-def spawn_index(root: Path, *extra: str) -> subprocess.Popen[str]:
+def spawn_index(root: Path, *extra: str, env: Mapping[str, str] | None = None) -> subprocess.Popen[str]:
     """`kenning index ROOT` as a background process with the hash embedder."""
-    env = dict(os.environ, KENNING_MODEL="hash", XDG_CONFIG_HOME=str(root.parent / "cfg"))
+    env = dict(os.environ, KENNING_MODEL="hash", XDG_CONFIG_HOME=str(root.parent / "cfg"), **(env or {}))
     return subprocess.Popen(
         [sys.executable, "-m", "kenning.cli", "index", *extra, str(root)],
         env=env,

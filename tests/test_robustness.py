@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -226,3 +227,56 @@ def test_ctrl_c_during_semantic_pass_keeps_finished_work_and_resumes(tmp_path: P
     assert done.returncode == 0
     assert '"embedded": ' + str(3000 - kept) in done.stdout
     _consistency(_db(root))
+
+
+def _passages(db_path: Path) -> list[tuple[object, ...]]:
+    con = sqlite3.connect(db_path)
+    try:
+        return con.execute(
+            "SELECT f.path, p.start_line, p.end_line, p.heading, p.text, p.sym_kind, p.sym_scope, p.grp, "
+            "(SELECT group_concat(d.kind || ' ' || d.scope) FROM definitions d WHERE d.passage_id = p.id) "
+            "FROM passages p JOIN files f ON f.id = p.file_id ORDER BY 1, 2, 3"
+        ).fetchall()
+    finally:
+        con.close()
+
+
+def test_chunk_pool_builds_the_same_index_as_one_process(tmp_path: Path) -> None:
+    one = _big_tree(tmp_path / "one", 400)
+    make_tree(one, {"docs/guide.md": "# Guide\n\n## Install\n\nRun pip install.\n", "notes.txt": "plain words\n"})
+    pool = tmp_path / "pool"
+    shutil.copytree(one, pool)
+    assert run_cli("index", str(one), env={"KENNING_CHUNK_WORKERS": "1"}, cwd=tmp_path).returncode == 0
+    done = run_cli("index", "--json", str(pool), env={"KENNING_CHUNK_WORKERS": "2"}, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert '"added": [' in done.stdout
+    assert _passages(_db(one)) == _passages(_db(pool))
+    _consistency(_db(pool))
+
+
+def _pool_workers() -> set[int]:
+    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    return {int(line.split()[0]) for line in out.splitlines()[1:] if "multiprocessing.spawn" in line}
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
+def test_stopping_a_run_with_a_chunk_pool_keeps_the_index_sound(tmp_path: Path, sig: int) -> None:
+    root = _big_tree(tmp_path / "ws", 3000)
+    before = _pool_workers()
+    proc = spawn_index(root, env={"KENNING_CHUNK_WORKERS": "2"})
+    signal_in_phase(proc, "lexical", 0.5, sig)
+    code = proc.wait(timeout=60)
+    _, err = proc.communicate()
+    assert code == (-signal.SIGKILL if sig == signal.SIGKILL else 130), "the run ended before the signal"
+    assert "Traceback" not in err
+    deadline = time.monotonic() + 10
+    while _pool_workers() - before and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _pool_workers() - before, "worker processes outlived their run"
+    done = run_cli("index", str(root), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert _consistency(_db(root))[0] == 3000
+    clean = tmp_path / "clean"
+    shutil.copytree(root, clean, ignore=shutil.ignore_patterns(".kenning"))
+    run_cli("index", str(clean), cwd=tmp_path)
+    assert _passages(_db(root)) == _passages(_db(clean))

@@ -30,6 +30,7 @@ class Config:
     max_chars: int = 1000
     overlap_chars: int = 200
     code_symbols: bool = True  # cut code along its syntax tree's symbols; False: line windows only
+    chunk_workers: int = 0  # processes that read and chunk changed files: 0 = as many as cores for large runs
     limit: int = 10
     preview: str = "short"
     allow_remote: bool = False
@@ -52,6 +53,7 @@ _SCALARS: dict[str, type] = {
     "max_chars": int,
     "overlap_chars": int,
     "code_symbols": bool,
+    "chunk_workers": int,
     "limit": int,
     "preview": str,
     "allow_remote": bool,

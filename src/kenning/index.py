@@ -9,7 +9,6 @@ batch, and can be interrupted and resumed without losing finished work.
 
 from __future__ import annotations
 
-import hashlib
 import threading
 import time
 from collections.abc import Sequence
@@ -18,7 +17,8 @@ from pathlib import Path
 from typing import Protocol
 
 from kenning import chunk, walk
-from kenning.changes import GitState, git_state, sha256_bytes
+from kenning.changes import GitState, git_state
+from kenning.chunkpool import Job, Prepared, Settings, prepare_all, workers_for
 from kenning.config import Config
 from kenning.embed import Embedder
 from kenning.errors import Interrupted
@@ -85,10 +85,6 @@ class IndexReport:
         a, c, r, s, u, pa, pr = self._committed
         del self.added[a:], self.changed[c:], self.removed[r:], self.skipped[s:]
         self.unchanged, self.passages_added, self.passages_removed = u, pa, pr
-
-
-def ehash(text: str) -> bytes:
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
 def _settings(config: Config) -> str:
@@ -206,16 +202,31 @@ def _lexical_pass(
 
     progress.start("lexical", len(entries))
     db.begin()
-    last_commit = time.monotonic()
+    commits = _Committer(db, report)
+    # cheap checks first (size and mtime, then git's blob id); what is left is read and chunked, maybe in a pool
+    jobs: list[tuple[FileEntry, FileRow | None]] = []
     for entry in entries:
         _check(cancel)
-        _index_file(root, db, config, entry, known.get(entry.rel), git, force, report)
-        progress.advance()
-        if time.monotonic() - last_commit > COMMIT_EVERY_S:
-            db.commit()
-            report.mark_committed()
-            db.begin()
-            last_commit = time.monotonic()
+        row = known.get(entry.rel)
+        if row is not None and not force and _same_by_stat(db, entry, row, git, report):
+            progress.advance()
+            commits.tick()
+        else:
+            jobs.append((entry, row))
+    workers = workers_for(sum(e.size for e, _ in jobs), config.chunk_workers)
+    results = prepare_all(
+        (Job(str(e.path), e.kind, e.lang, None if row is None or force else row.sha256) for e, row in jobs),
+        Settings(config.max_chars, config.overlap_chars, config.code_symbols),
+        workers,
+    )
+    try:
+        for (entry, row), prepared in zip(jobs, results, strict=True):
+            _check(cancel)
+            _store(db, entry, row, prepared, git, report)
+            progress.advance()
+            commits.tick()
+    finally:
+        results.close()  # stops the pool's queued work when the run ends early
     present = {e.rel for e in entries}
     for rel, row in known.items():
         if rel not in present and rel in scope:
@@ -228,60 +239,62 @@ def _lexical_pass(
     progress.finish()
 
 
-def _index_file(
-    root: Path,
+class _Committer:
+    """Commit about once a second: a crash or Ctrl-C loses at most that much, and the summary knows what stayed."""
+
+    def __init__(self, db: Database, report: IndexReport) -> None:
+        self.db, self.report = db, report
+        self.last = time.monotonic()
+
+    def tick(self) -> None:
+        if time.monotonic() - self.last > COMMIT_EVERY_S:
+            self.db.commit()
+            self.report.mark_committed()
+            self.db.begin()
+            self.last = time.monotonic()
+
+
+def _same_by_stat(
+    db: Database, entry: FileEntry, row: FileRow, git: GitState | None, report: IndexReport
+) -> bool:
+    if row.size == entry.size and row.mtime_ns == entry.mtime_ns:
+        _unchanged(row, report)
+        return True
+    blob = git.blob_for(entry.rel) if git else None
+    if blob and row.blob_id == blob:
+        db.touch_file(row.id, entry.size, entry.mtime_ns, blob)
+        _unchanged(row, report)
+        return True
+    return False
+
+
+def _store(
     db: Database,
-    config: Config,
     entry: FileEntry,
     row: FileRow | None,
+    p: Prepared,
     git: GitState | None,
-    force: bool,
     report: IndexReport,
 ) -> None:
-    if row is not None and not force:
-        if row.size == entry.size and row.mtime_ns == entry.mtime_ns:
-            _unchanged(row, report)
-            return
-        blob = git.blob_for(entry.rel) if git else None
-        if blob and row.blob_id == blob:
-            db.touch_file(row.id, entry.size, entry.mtime_ns, blob)
-            _unchanged(row, report)
-            return
-    try:
-        data = entry.path.read_bytes()
-    except OSError as exc:
-        report.skipped.append(Skip(entry.rel, f"cannot be read ({exc.strerror or exc})"))
+    if p.sha is None:  # unreadable now: leave what the index holds
+        report.skipped.append(Skip(entry.rel, p.skip or "cannot be read"))
         return
-    sha = sha256_bytes(data)
     blob = git.blob_for(entry.rel) if git else None
-    if row is not None and row.sha256 == sha and not force:
+    if p.same and row is not None:
         db.touch_file(row.id, entry.size, entry.mtime_ns, blob)
         _unchanged(row, report)
         return
-    decoded = walk.decode(data)
-    passages = (
-        chunk.chunk_text(
-            decoded,
-            entry.kind,
-            entry.lang,
-            max_chars=config.max_chars,
-            overlap_chars=config.overlap_chars,
-            syntax=config.code_symbols,
-        )
-        if isinstance(decoded, str)
-        else decoded.reason
-    )
     if row is not None:
         report.passages_removed += db.delete_passages(row.id)
-    if isinstance(passages, str):
-        db.upsert_file(entry.rel, entry.size, entry.mtime_ns, sha, blob, entry.kind, passages)
-        report.skipped.append(Skip(entry.rel, passages))
+    if p.skip is not None:
+        db.upsert_file(entry.rel, entry.size, entry.mtime_ns, p.sha, blob, entry.kind, p.skip)
+        report.skipped.append(Skip(entry.rel, p.skip))
         if row is not None and row.skip_reason is None:
             report.removed.append(entry.rel)
         return
-    file_id = db.upsert_file(entry.rel, entry.size, entry.mtime_ns, sha, blob, entry.kind, None)
-    db.add_passages(file_id, passages, [ehash(p.embed_text()) for p in passages])
-    report.passages_added += len(passages)
+    file_id = db.upsert_file(entry.rel, entry.size, entry.mtime_ns, p.sha, blob, entry.kind, None)
+    db.add_passages(file_id, p.passages, p.ehashes)
+    report.passages_added += len(p.passages)
     (report.changed if row is not None and row.skip_reason is None else report.added).append(entry.rel)
 
 

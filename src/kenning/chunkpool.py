@@ -1,0 +1,127 @@
+"""Reading and chunking the files an index run must (re-)read, in this process or in worker processes.
+
+Parsing code with tree-sitter holds the GIL, so threads cannot spread it over cores; processes can. A pool is
+worth its start-up (a fresh interpreter per worker: `spawn`, because forking a process that runs model threads is
+unsafe) only for a large batch, so small runs stay in process. Results come back in file order, with at most a
+bounded number in flight, so memory does not grow with the tree; the caller writes them to SQLite in one thread.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing
+import os
+import signal
+import threading
+import time
+from collections import deque
+from collections.abc import Generator, Iterable
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from kenning import chunk, walk
+from kenning.changes import sha256_bytes
+from kenning.types import FileKind, Passage
+
+POOL_MIN_BYTES = 4 << 20  # below this much changed source a pool costs more than it saves
+IN_FLIGHT_PER_WORKER = 32
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    path: str
+    kind: FileKind
+    lang: str | None
+    known_sha: str | None  # the stored content hash, when the file was indexed before and may be unchanged
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    sha: str | None  # None when the file could not be read
+    same: bool = False  # content equals known_sha: nothing to re-chunk
+    passages: tuple[Passage, ...] = ()
+    ehashes: tuple[bytes, ...] = ()
+    skip: str | None = None  # why the file yields no passages (unreadable, binary, empty, junk)
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    max_chars: int
+    overlap_chars: int
+    syntax: bool
+
+
+def ehash(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+def prepare(job: Job, settings: Settings) -> Prepared:
+    """Read, hash, decode and chunk one file (runs in a worker or in process)."""
+    try:
+        data = Path(job.path).read_bytes()
+    except OSError as exc:
+        return Prepared(None, skip=f"cannot be read ({exc.strerror or exc})")
+    sha = sha256_bytes(data)
+    if job.known_sha is not None and sha == job.known_sha:
+        return Prepared(sha, same=True)
+    decoded = walk.decode(data)
+    if not isinstance(decoded, str):
+        return Prepared(sha, skip=decoded.reason)
+    passages = chunk.chunk_text(
+        decoded,
+        job.kind,
+        job.lang,
+        max_chars=settings.max_chars,
+        overlap_chars=settings.overlap_chars,
+        syntax=settings.syntax,
+    )
+    if isinstance(passages, str):
+        return Prepared(sha, skip=passages)
+    return Prepared(sha, passages=tuple(passages), ehashes=tuple(ehash(p.embed_text()) for p in passages))
+
+
+def _worker_init(parent: int) -> None:
+    # Ctrl-C reaches the whole process group: the parent decides what stops, a worker must not print a traceback
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    # a parent killed with -9 cannot stop its pool, and a worker blocked on the queue would wait forever
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(0)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def workers_for(total_bytes: int, configured: int) -> int:
+    """How many worker processes: `configured` if set (1 = none), else 2+ for a large batch on 2+ cores."""
+    if configured:
+        return max(configured, 1)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return min(cores, 4) if total_bytes >= POOL_MIN_BYTES and cores > 1 else 1
+
+
+def prepare_all(jobs: Iterable[Job], settings: Settings, workers: int) -> Generator[Prepared, None, None]:
+    """Each job's Prepared, in job order. Closing the iterator (or an exception in the consumer) stops the
+    pool without waiting for queued work."""
+    if workers <= 1:
+        for job in jobs:
+            yield prepare(job, settings)
+        return
+    pool = ProcessPoolExecutor(
+        max_workers=workers,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=_worker_init,
+        initargs=(os.getpid(),),
+    )
+    pending: deque[Future[Prepared]] = deque()
+    try:
+        for job in jobs:
+            pending.append(pool.submit(prepare, job, settings))
+            if len(pending) >= workers * IN_FLIGHT_PER_WORKER:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
