@@ -4,21 +4,29 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
 import jsonschema
+import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from conftest import CORPUS, make_tree, run_cli
+from kenning.errors import ArgumentError
 from kenning.mcp import schemas
+from kenning.mcp.answers import Answer
+from kenning.mcp.arguments import check_arguments
 from kenning.mcp.server import SPECS
+from kenning.mcp.tools import Workspace
+from kenning.store.layout import Manifest, read_manifest, write_manifest
+from kenning.types import Selection
 
 
 def _env(tmp: Path) -> dict[str, str]:
@@ -181,7 +189,7 @@ def test_refusals_are_tool_errors_with_stable_codes(corpus: Path, tmp_path: Path
             ("text_index", {"paths": ["."], "forget": True}, "KENNING.ARGUMENT"),
             ("text_index", {"paths": ["src"], "forget": "yes"}, "KENNING.ARGUMENT"),
             ("grep", {"pattern": "x" * (schemas.MAX_PATTERN_CHARS + 1)}, "KENNING.ARGUMENT"),
-            ("grep", {"pattern": "(unclosed"}, "KENNING.USAGE"),
+            ("grep", {"pattern": "(unclosed"}, "KENNING.ARGUMENT"),
             ("grep", {"pattern": "x", "context": 11}, "KENNING.ARGUMENT"),
             ("grep", {"pattern": "x", "paths": ["/"]}, "KENNING.ROOT.OUTSIDE"),
             ("index_status", {"verbose": True}, "KENNING.ARGUMENT"),
@@ -423,3 +431,96 @@ def test_long_answers_are_cut_with_a_note(tmp_path: Path) -> None:
         assert "more hits not shown" in text
 
     drive(body, root)
+
+
+# -- regressions found in review, driven in process (the same Workspace the server uses) -------------------
+
+
+@pytest.fixture
+def workspace(corpus: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Workspace]:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(corpus.parent / "cfg"))
+    ws = Workspace([corpus], model="hash")
+    yield ws
+    ws.close()
+
+
+def _ok(ws: Workspace, tool: str, args: dict[str, Any]) -> Answer:
+    check_arguments(tool, SPECS[tool].input, args)
+    answer: Answer = getattr(ws, tool)(args)
+    jsonschema.validate(answer.structured, SPECS[tool].output)
+    return answer
+
+
+def test_search_while_the_first_index_is_created_is_literal_not_corrupt(workspace: Workspace) -> None:
+    """Regression: between a first run's manifest and its schema commit, searches said "corrupt: rebuild"."""
+    engine = workspace.engines[0]
+    write_manifest(engine.home, Manifest(str(engine.root), "hash", Selection(), 0.0))
+    engine.directory.mkdir(parents=True)
+    sqlite3.connect(engine.db_path).close()  # the file exists, its tables do not yet
+    engine.manifest = read_manifest(engine.home)
+    assert engine.exists()
+    answer = _ok(workspace, "text_search", {"query": "retry backoff"})
+    assert answer.structured["literal"] is True and answer.structured["hits"]
+    status = _ok(workspace, "index_status", {})
+    assert status.structured["roots"][0]["indexed"] is False
+
+
+def test_a_path_list_naming_the_root_covers_it_in_any_order(workspace: Workspace) -> None:
+    """Regression: [".", "src/upload.py"] covered the whole root, ["src/upload.py", "."] only the file."""
+    a = _ok(workspace, "grep", {"pattern": "retry", "paths": [".", "src/upload.py"]}).structured
+    b = _ok(workspace, "grep", {"pattern": "retry", "paths": ["src/upload.py", "."]}).structured
+    assert a == b and len(a["files"]) > 1
+
+
+def test_grep_past_its_limit_in_the_first_file_shows_what_fits(workspace: Workspace, corpus: Path) -> None:
+    """Regression: a first file with more matches than the limit gave "no line matches"."""
+    (corpus / "many.txt").write_text("needle\n" * 300)
+    answer = _ok(workspace, "grep", {"pattern": "needle", "paths": ["many.txt"]})
+    assert answer.structured["truncated"] is True
+    assert answer.structured["matched_lines"] == schemas.MAX_GREP_LINES
+    assert answer.text.startswith(f"{schemas.MAX_GREP_LINES} matching lines in 1 files (stopped at")
+
+
+def test_sixteen_long_queries_stay_within_the_output_bound(workspace: Workspace) -> None:
+    """Regression: the group summary echoed every query whole, past the bound, with truncated false."""
+    answer = _ok(workspace, "text_search", {"queries": ["z" * 4000] * 16, "preview": "none"})
+    assert len(answer.text) <= schemas.MAX_OUTPUT_CHARS
+
+
+def test_the_outline_of_a_huge_file_is_cut_with_a_note(workspace: Workspace, corpus: Path) -> None:
+    """Regression: the symbols tool had no bound (5,000 functions gave half a megabyte)."""
+    (corpus / "gen.py").write_text(
+        "".join(f"def generated_function_{i}(a, b):\n    return a\n\n" for i in range(5000))
+    )
+    answer = _ok(workspace, "symbols", {"path": "gen.py"})
+    assert answer.structured["truncated"] is True and len(answer.text) <= schemas.MAX_OUTPUT_CHARS
+    assert answer.text.splitlines()[-1].startswith("[") and "more symbols cut" in answer.text
+
+
+def test_each_groups_best_hit_is_listed_even_with_k_1(workspace: Workspace) -> None:
+    """Regression: the combined list was capped at k in all, dropping most groups' best hits."""
+    answer = _ok(
+        workspace,
+        "text_search",
+        {"queries": ["token bucket", "pip install", "exponential backoff"], "k": 1, "mode": "lexical"},
+    )
+    labels = [h["groups"][0] for h in answer.structured["hits"]]
+    assert labels == ["Q1#1", "Q2#1", "Q3#1"]
+
+
+def test_a_symlink_loop_is_a_refusal_not_a_crash(workspace: Workspace, corpus: Path) -> None:
+    """Regression: Path.resolve() raised RuntimeError on a loop and the tool answered KENNING.INTERNAL."""
+    (corpus / "loop1").symlink_to("loop2")
+    (corpus / "loop2").symlink_to("loop1")
+    with pytest.raises(ArgumentError, match="cannot be resolved"):
+        workspace.text_search({"query": "x", "paths": ["loop1"]})
+
+
+def test_indexing_a_missing_path_is_refused(workspace: Workspace) -> None:
+    with pytest.raises(ArgumentError, match="does not exist"):
+        workspace.text_index({"paths": ["no/such/dir"]})
+
+
+def test_an_invalid_regex_names_the_mcp_fix(workspace: Workspace) -> None:
+    with pytest.raises(ArgumentError, match="pass fixed: true"):
+        workspace.grep({"pattern": "(unclosed"})

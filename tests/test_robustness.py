@@ -243,7 +243,9 @@ def _passages(db_path: Path) -> list[tuple[object, ...]]:
 
 def test_chunk_pool_builds_the_same_index_as_one_process(tmp_path: Path) -> None:
     one = _big_tree(tmp_path / "one", 400)
-    make_tree(one, {"docs/guide.md": "# Guide\n\n## Install\n\nRun pip install.\n", "notes.txt": "plain words\n"})
+    make_tree(
+        one, {"docs/guide.md": "# Guide\n\n## Install\n\nRun pip install.\n", "notes.txt": "plain words\n"}
+    )
     pool = tmp_path / "pool"
     shutil.copytree(one, pool)
     assert run_cli("index", str(one), env={"KENNING_CHUNK_WORKERS": "1"}, cwd=tmp_path).returncode == 0

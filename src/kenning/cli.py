@@ -677,6 +677,11 @@ def _attach_pattern_values(argv: list[str]) -> list[str]:
     return out
 
 
+def _raw_command(argv: Sequence[str] | None) -> str | None:
+    words = list(sys.argv[1:] if argv is None else argv)
+    return next((w for w in words if not w.startswith("-")), None)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
@@ -689,6 +694,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
     except KenningError as exc:
         _err(f"kenning: error: {exc}")
+        if exc.exit_code == 2 and _raw_command(argv) == "gate":
+            return (
+                1  # a hook's exit 2 blocks the agent's call: a misconfigured gate must not block everything
+            )
         return exc.exit_code
     except KeyboardInterrupt:
         _err("kenning: interrupted")

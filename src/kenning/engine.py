@@ -291,7 +291,11 @@ class Engine:
             return st
         if self.manifest:
             st.selection = self.manifest.selection
-        db = self._open()
+        try:
+            db = self._open()
+        except IndexMissing:  # a first run has not committed its schema yet
+            st.exists = False
+            return st
         counts = db.counts()
         st.files, st.passages, st.embedded, st.skipped = (
             counts["files"],

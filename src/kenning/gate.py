@@ -280,6 +280,24 @@ def grep_paths(name: str, args: Sequence[str]) -> list[str] | None:
     return operands if pattern_given else operands[1:]
 
 
+def _recursive(name: str, args: Sequence[str]) -> bool:
+    """grep -r with no path searches the current directory even when something is piped into it."""
+    if name == "rg":
+        return False
+    for arg in args:
+        if arg in ("--recursive", "--dereference-recursive", "--directories=recurse"):
+            return True
+        if arg.startswith("-") and not arg.startswith("--") and ("r" in arg[1:] or "R" in arg[1:]):
+            # a short-option cluster (-rn); stop at an option that takes a value, whose value may hold an r
+            cluster = arg[1:]
+            for ch in cluster:
+                if ch in "rR":
+                    return True
+                if ch in _GREP_OPTIONS["grep"][0]:
+                    break
+    return False
+
+
 def _overlaps(paths: Sequence[str], cwd: Path, root: Path) -> bool:
     """Whether searching `paths` (relative to cwd) would read files under the index root."""
     for raw in paths:
@@ -314,7 +332,7 @@ def classify(tool_name: str, tool_input: Mapping[str, Any], cwd: Path) -> tuple[
         name, args, via_xargs = found
         searched = searched or (name in ("kenning", "ken") and args[:1] == ["search"])
         paths = grep_paths(name, args) if name in GREPS else None
-        if paths is None or (not paths and piped and not via_xargs):
+        if paths is None or (not paths and piped and not via_xargs and not _recursive(name, args)):
             continue  # not a search, or a filter over the previous command's output
         greps.append([*paths, "."] if via_xargs or not paths else paths)
     return searched, greps
@@ -386,6 +404,11 @@ def _prune(state_dir: Path, keep: Path) -> None:
                 pass  # another hook got there first
 
 
+def _misconfigured(error: UsageError) -> int:
+    sys.stderr.write(f"kenning gate: error: {error}\n")
+    return 1
+
+
 def _allow(note: str) -> int:
     print(f"kenning gate: {note}; allowing the call", file=sys.stderr)
     return 0
@@ -400,15 +423,21 @@ def main(
     now: float | None = None,
     state_dir: Path | None = None,
 ) -> int:
-    """Run the hook once: read Claude Code's PreToolUse JSON, print a denial or nothing, return 0."""
+    """Run the hook once: read Claude Code's PreToolUse JSON, print a denial or nothing, return 0.
+
+    Misconfigured flags return 1 with one line on stderr, never 2: Claude Code reads exit 2 as "block this
+    call", and a typo in settings.json must not block every tool call the agent makes.
+    """
     fix = (
         "fix the `kenning gate` command in Claude Code's settings.json, "
         "or run `kenning install --target claude --gate` again"
     )
     if not 1 <= budget <= 20:
-        raise UsageError(f"--budget must be between 1 and 20, not {budget}", hint=fix)
+        return _misconfigured(UsageError(f"--budget must be between 1 and 20, not {budget}", hint=fix))
     if not 1 <= window_minutes <= 240:
-        raise UsageError(f"--window must be between 1 and 240 minutes, not {window_minutes:g}", hint=fix)
+        return _misconfigured(
+            UsageError(f"--window must be between 1 and 240 minutes, not {window_minutes:g}", hint=fix)
+        )
     try:
         payload = json.loads(stdin.read())
     except (ValueError, OSError):

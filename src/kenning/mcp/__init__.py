@@ -18,11 +18,14 @@ from kenning.errors import KenningError
 
 def main(roots: Sequence[str], *, model: str | None = None, check: bool = False) -> int:
     """Run the server (or, with `check`, only say whether it would start). Returns the exit code."""
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=os.environ.get("KENNING_LOG_LEVEL", "WARNING").upper(),
-        format="kenning mcp: %(levelname)s %(message)s",
-    )
+    level = os.environ.get("KENNING_LOG_LEVEL", "WARNING").upper()
+    if level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
+        sys.stderr.write(
+            f"kenning mcp: cannot start: KENNING_LOG_LEVEL={level.lower()!r} is not a level "
+            "(use debug, info, warning, error or critical)\n"
+        )
+        return 2
+    logging.basicConfig(stream=sys.stderr, level=level, format="kenning mcp: %(levelname)s %(message)s")
     from kenning.mcp.tools import Workspace
 
     try:

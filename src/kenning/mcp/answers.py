@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from kenning.engine import Engine, Status
@@ -31,60 +32,65 @@ def search_answer(
     k: int,
     mode: Mode,
     preview: Preview,
-    literal: bool,
+    literal: list[Path],
     show: Callable[[Engine, str], str],
+    several_roots: bool,
 ) -> Answer:
     """The text block and structured content of a search, bounded to MAX_OUTPUT_CHARS (whole hits cut)."""
-    # per group: every root's hits, best first (scores share one scale: RRF, or the literal word share)
+    # Per group: every root's hits. Ranked hits come before literal ones (a root without an index): their
+    # scores are on different scales, and a ranked passage is the better answer.
     groups: list[list[tuple[Engine, Hit]]] = []
     summaries: list[dict[str, Any]] = []
     group_notes: list[list[str]] = []
-    searched = 0
-    coverages = []
+    searched = matched_files = 0
+    coverages = [results[0].coverage for e, results in per_root if results and e.root not in literal]
     for i, query in enumerate(queries):
         merged = [(e, h) for e, results in per_root for h in results[i].hits]
-        merged.sort(key=lambda eh: -eh[1].score)
+        merged.sort(key=lambda eh: (eh[0].root in literal, -eh[1].score))
         groups.append(merged[:k])
         group_notes.append([n for _, results in per_root for n in results[i].notes])
-        group_searched = sum(results[i].searched for _, results in per_root)
+        ranked = sum(r[i].searched for e, r in per_root if e.root not in literal)
+        files = sum(r[i].searched for e, r in per_root if e.root in literal)
         summaries.append(
             {
                 "group": f"Q{i + 1}",
                 "query": query,
-                "searched": group_searched,
+                "searched": ranked or files,
                 "hits": len(merged[:k]),
                 "notes": group_notes[-1],
             }
         )
-        searched = max(searched, group_searched)
-    for _, results in per_root:
-        if results and not literal:
-            coverages.append(results[0].coverage)
-    coverage = min(coverages) if coverages else (0.0 if literal else 1.0)
-    combined = _combine(groups, queries, k)
+        searched, matched_files = max(searched, ranked), max(matched_files, files)
+    coverage = min(coverages) if coverages else 0.0
+    # each group's best first, so the list is at least as long as the number of groups
+    combined = _combine(groups, queries, max(k, len(groups)))
     lines: list[str] = []
     notes: list[str] = []
     if literal:
+        where = "this workspace has" if not several_roots else f"{', '.join(map(str, literal))} have"
+        target = '"."' if not several_roots else ", ".join(f'"{r}"' for r in literal)
         lines.append(
-            "LITERAL MATCHES: this workspace has no index yet, so these are files that contain the query's "
-            'words, not passages ranked by meaning. Call text_index with paths ["."] to build the index.'
+            f"LITERAL MATCHES: {where} no index yet, so these are files that contain the query's words, not "
+            f"passages ranked by meaning. Call text_index with paths [{target}] to build the index."
         )
-    unit = "files" if literal else "passages"
+    found = f"searched {searched} passages, semantic coverage {coverage:.0%}" if coverages else ""
+    if literal:
+        found += ("; " if found else "") + f"{matched_files} files hold some of the query's words"
     if len(queries) == 1:
         lines.append(
-            f'{len(combined)} {"hit" if len(combined) == 1 else "hits"} for "{queries[0]}"; searched {searched} '
-            f"{unit}" + ("" if literal else f", semantic coverage {coverage:.0%}")
+            f'{len(combined)} {"hit" if len(combined) == 1 else "hits"} for "{_echo(queries[0])}"; {found}'
         )
     else:
         lines.append(
-            f"{len(queries)} query groups, {len(combined)} distinct hits (each group's best first); searched "
-            f"{searched} {unit}" + ("" if literal else f", semantic coverage {coverage:.0%}")
+            f"{len(queries)} query groups, {len(combined)} distinct hits (each group's best first); {found}"
         )
         for s in summaries:
-            lines.append(f'  {s["group"]} "{s["query"]}": {s["hits"]} hits')
+            lines.append(
+                f'  {s["group"]} "{_echo(s["query"])}": {s["hits"]} {"hit" if s["hits"] == 1 else "hits"}'
+            )
     for i, these in enumerate(group_notes, 1):
-        notes.extend(f"Q{i}: {n}" if len(queries) > 1 else n for n in these)
-    if not literal and coverage < 1.0:
+        notes.extend(_echo(f"Q{i}: {n}" if len(queries) > 1 else n, 300) for n in these)
+    if coverages and coverage < 1.0:
         notes.append(
             f"only {coverage:.0%} of passages have embeddings yet; text_index finishes the semantic pass"
         )
@@ -96,7 +102,7 @@ def search_answer(
     lines.extend(f"note: {n}" for n in notes)
     hits_json: list[dict[str, Any]] = []
     budget = schemas.MAX_OUTPUT_CHARS - sum(len(x) + 1 for x in lines) - 200
-    truncated = False
+    truncated = budget <= 0
     for rank, (engine, hit, labels, query) in enumerate(combined, 1):
         block = _hit_block(engine, hit, labels, query, preview, len(queries) > 1, show)
         if len(block) + 1 > budget:
@@ -118,9 +124,9 @@ def search_answer(
         item.update(path=hit.path, root=str(engine.root), groups=labels)
         hits_json.append(item)
     structured = {
-        "literal": literal,
-        "mode": "lexical" if literal else mode,
-        "searched": searched,
+        "literal": bool(literal),
+        "mode": "lexical" if literal and not coverages else mode,
+        "searched": searched or matched_files,
         "coverage": round(coverage, 4),
         "groups": summaries,
         "hits": hits_json,
@@ -128,6 +134,11 @@ def search_answer(
         "truncated": truncated,
     }
     return Answer("\n".join(lines), structured)
+
+
+def _echo(query: str, limit: int = 200) -> str:
+    """A query as the answer repeats it: long ones shortened, so sixteen of them cannot fill the answer."""
+    return query if len(query) <= limit else query[: limit - 1] + "…"
 
 
 def _hit_block(

@@ -17,6 +17,7 @@ MAX_ITEM_CHARS = 1024
 MAX_PATTERN_CHARS = 1000
 MAX_OUTPUT_CHARS = 40_000  # what one tool answer may put in front of the model
 MAX_GREP_LINES = 200
+MAX_SYMBOLS = 1000
 
 Schema = dict[str, Any]
 
@@ -332,7 +333,8 @@ GREP_INPUT: Schema = {
             "type": "string",
             "minLength": 1,
             "maxLength": MAX_PATTERN_CHARS,
-            "description": "A regular expression (Rust/ripgrep syntax), or a literal string with fixed=true.",
+            "description": "A regular expression (Python re syntax, which ripgrep reads the same way; no POSIX "
+            "classes such as [[:alpha:]]), or a literal string with fixed=true.",
         },
         "paths": _PATHS,
         "fixed": {
@@ -411,6 +413,7 @@ SYMBOLS_OUTPUT: Schema = {
         "lang": {"type": ["string", "null"]},
         "supported": {"type": "boolean"},
         "note": {"type": ["string", "null"]},
+        "truncated": {"type": "boolean", "description": "Symbols were left out to bound the answer's size."},
         "symbols": {
             "type": "array",
             "items": {

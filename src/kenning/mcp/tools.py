@@ -17,7 +17,7 @@ from typing import Any, cast
 from kenning import grep as grep_mod
 from kenning import walk
 from kenning.engine import Engine
-from kenning.errors import ArgumentError, IndexMissing, OutsideRoot
+from kenning.errors import ArgumentError, IndexMissing, OutsideRoot, UsageError
 from kenning.index import Progress
 from kenning.literal import literal_search
 from kenning.mcp import schemas
@@ -94,7 +94,12 @@ class Workspace:
     # -- paths ------------------------------------------------------------------------------------------------
     def _locate(self, path: str) -> tuple[Engine, str]:
         p = Path(path).expanduser()
-        candidate = (p if p.is_absolute() else self.roots[0] / p).resolve()
+        try:
+            candidate = (p if p.is_absolute() else self.roots[0] / p).resolve()
+        except (OSError, RuntimeError) as exc:  # a symlink loop (RuntimeError before Python 3.13)
+            raise ArgumentError(
+                f"{path} cannot be resolved ({exc})", hint="name a real file or directory"
+            ) from None
         # the deepest served root that holds it, so nested roots resolve to the nearer one
         for engine in sorted(self.engines, key=lambda e: len(e.root.parts), reverse=True):
             if candidate == engine.root or engine.root in candidate.parents:
@@ -113,11 +118,12 @@ class Workspace:
         for path in paths:
             engine, rel = self._locate(path)
             entry = by_engine.setdefault(id(engine), (engine, []))
+            if "" in entry[1]:
+                continue  # the whole root already: a part of it adds nothing
             if rel:
                 entry[1].append(rel)
             else:
-                entry[1].clear()
-                entry[1].append("")  # the whole root wins over any part of it
+                entry[1][:] = [""]
         return [(e, [r for r in rels if r]) for e, rels in by_engine.values()]
 
     def _show(self, engine: Engine, rel: str) -> str:
@@ -141,7 +147,7 @@ class Workspace:
         globs, types = tuple(args.get("globs", ())), tuple(args.get("types", ()))
         walk.compile_selection(Selection(globs=globs, types=types))  # a bad glob or type is refused up front
         per_root: list[tuple[Engine, list[SearchResult]]] = []
-        literal = False
+        literal: list[Path] = []  # the roots answered by literal matching
         for engine, rels in self.split(args.get("paths")):
             filters = Filters(
                 paths=tuple(rels),
@@ -151,13 +157,29 @@ class Workspace:
                 modified_before=before,
                 symbol_types=tuple(args.get("symbol_types", ())),
             )
-            if not engine.exists():
+            results = None
+            if engine.exists():
+                try:
+                    with self._read_lock:
+                        results = engine.search(
+                            queries,
+                            mode=mode,
+                            limit=k,
+                            filters=filters,
+                            trace=bool(args.get("trace")),
+                            prefer_symbol=bool(args.get("prefer_symbol")),
+                        )
+                except IndexMissing:
+                    results = None  # a first index run has not committed yet: answer literally meanwhile
+            if results is None:
                 if mode == "semantic":
+                    where = "." if len(self.engines) == 1 else str(engine.root)
                     raise IndexMissing(
-                        f"{engine.root} has no index, so there is nothing to search by meaning",
-                        hint='call text_index with paths ["."] first, or use mode "hybrid" for literal matches',
+                        f"{engine.root} has no index yet, so there is nothing to search by meaning",
+                        hint=f'call text_index with paths ["{where}"] first, or use mode "hybrid" for '
+                        "literal matches",
                     )
-                literal = True
+                literal.append(engine.root)
                 selection = Selection(globs=globs, types=types)
                 targets = [engine.root / r for r in rels]
                 results = [
@@ -166,18 +188,17 @@ class Workspace:
                 ]
                 for i, r in enumerate(results, 1):
                     r.group = f"Q{i}"
-            else:
-                with self._read_lock:
-                    results = engine.search(
-                        queries,
-                        mode=mode,
-                        limit=k,
-                        filters=filters,
-                        trace=bool(args.get("trace")),
-                        prefer_symbol=bool(args.get("prefer_symbol")),
+                ignored = [
+                    name
+                    for name in ("modified_after", "modified_before", "symbol_types", "prefer_symbol")
+                    if args.get(name)
+                ]
+                if ignored:
+                    results[0].notes.append(
+                        f"{', '.join(ignored)} need the index and were not applied to these literal matches"
                     )
             per_root.append((engine, results))
-        return search_answer(queries, per_root, k, mode, preview, literal, self._show)
+        return search_answer(queries, per_root, k, mode, preview, literal, self._show, len(self.engines) > 1)
 
     def text_index(
         self, args: dict[str, Any], progress: Progress | None = None, cancel: threading.Event | None = None
@@ -188,6 +209,11 @@ class Workspace:
                 "text_index: the paths lie in several served roots", hint="call text_index once per root"
             )
         engine, rels = parts[0]
+        missing = [r for r in rels if not (engine.root / r).exists()]
+        if missing and not args.get("forget"):
+            raise ArgumentError(
+                f"text_index: {missing[0]} does not exist in {engine.root}", hint="check the path's spelling"
+            )
         with self._write_lock:
             return self._index(engine, rels, args, progress, cancel)
 
@@ -281,50 +307,55 @@ class Workspace:
         )
         files: list[dict[str, Any]] = []
         lines: list[str] = []
-        matched = 0
+        matched = size = 0
         truncated = False
-        size = 0
-        for engine, rels in self.split(args.get("paths")):
-            selection = engine.manifest.selection if engine.manifest else Selection()
-            targets = [engine.root / r for r in rels]
-            symbol_of = SymbolLookup(engine.root)
-            for found in grep_mod.grep(engine.root, options, paths=targets, selection=selection):
-                shown = self._show(engine, found.path)
-                symbols = [symbol_of(found.path, ln.line) if ln.match else None for ln in found.lines]
-                block = [f"{shown}:"]
-                current = None
-                for ln, symbol in zip(found.lines, symbols, strict=True):
-                    if symbol is not None and symbol != current:
-                        block.append(f"@ {symbol}")
-                    current = symbol if ln.match else current
-                    block.append(f"{ln.line}{':' if ln.match else '-'}{ln.text[:500]}")
-                n = sum(1 for ln in found.lines if ln.match)
-                cost = sum(len(b) + 1 for b in block)
-                if matched + n > schemas.MAX_GREP_LINES or size + cost > schemas.MAX_OUTPUT_CHARS:
-                    truncated = True
+        try:
+            for engine, rels in self.split(args.get("paths")):
+                selection = engine.manifest.selection if engine.manifest else Selection()
+                targets = [engine.root / r for r in rels]
+                symbol_of = SymbolLookup(engine.root)
+                for found in grep_mod.grep(engine.root, options, paths=targets, selection=selection):
+                    block = [f"{self._show(engine, found.path)}:"]
+                    kept: list[dict[str, Any]] = []
+                    current = None
+                    size += len(block[0]) + 1
+                    for ln in found.lines:
+                        text = ln.text[:500]
+                        # stop at a whole line, even inside a file: the first file alone may be over the limit
+                        if (ln.match and matched >= schemas.MAX_GREP_LINES) or size + len(text) + 12 > (
+                            schemas.MAX_OUTPUT_CHARS
+                        ):
+                            truncated = True
+                            break
+                        symbol = symbol_of(found.path, ln.line) if ln.match else None
+                        if symbol is not None and symbol != current:
+                            block.append(f"@ {symbol}")
+                            size += len(block[-1]) + 1
+                        current = symbol if ln.match else current
+                        block.append(f"{ln.line}{':' if ln.match else '-'}{text}")
+                        size += len(block[-1]) + 1
+                        matched += ln.match
+                        kept.append({"line": ln.line, "text": text, "match": ln.match, "symbol": symbol})
+                    if any(k["match"] for k in kept):
+                        lines.extend(block)
+                        files.append({"path": found.path, "root": str(engine.root), "lines": kept})
+                    if truncated:
+                        break
+                if truncated:
                     break
-                matched += n
-                size += cost
-                lines.extend(block)
-                files.append(
-                    {
-                        "path": found.path,
-                        "root": str(engine.root),
-                        "lines": [
-                            {"line": ln.line, "text": ln.text[:500], "match": ln.match, "symbol": sym}
-                            for ln, sym in zip(found.lines, symbols, strict=True)
-                        ],
-                    }
-                )
-            if truncated:
-                break
+        except UsageError as exc:
+            # grep's messages speak of its command-line flags; here the same fixes are arguments
+            message = exc.message.replace("pass -F", "pass fixed: true").replace(
+                "pass each line as its own -e", "search for each line in its own grep call"
+            )
+            raise ArgumentError(f"grep: {message}", hint=exc.hint) from None
         head = f"{matched} matching lines in {len(files)} files"
         if truncated:
             head += (
                 f" (stopped at {schemas.MAX_GREP_LINES} lines or {schemas.MAX_OUTPUT_CHARS} characters: "
                 "narrow the pattern or the paths to see the rest)"
             )
-        if not files:
+        if not files and not truncated:
             head = "no line matches (binary, ignored and secret files are not searched)"
         return Answer(
             "\n".join([head, *lines]), {"files": files, "matched_lines": matched, "truncated": truncated}
@@ -336,7 +367,21 @@ class Workspace:
         if not rel or not path.is_file():
             raise ArgumentError(f"symbols: {args['path']} is not a file", hint="name one source file")
         o = file_outline(path, self._show(engine, rel))
-        return Answer("\n".join(outline_lines(o)), outline_json(o))
+        data = outline_json(o)
+        text = outline_lines(o)
+        # a generated file can hold thousands of symbols: keep the answer within bounds, and say so
+        keep, size = 0, 0
+        for line in text:
+            size += len(line) + 1
+            if size > schemas.MAX_OUTPUT_CHARS - 200 or keep > schemas.MAX_SYMBOLS:
+                break
+            keep += 1
+        data["truncated"] = keep < len(text)
+        if data["truncated"]:
+            shown = max(keep - 1, 0)  # the first line is the file's own
+            data["symbols"] = data["symbols"][:shown]
+            text = [*text[:keep], f"[{len(o.symbols) - shown} more symbols cut; read the file for the rest]"]
+        return Answer("\n".join(text), data)
 
     def close(self) -> None:
         for engine in self.engines:

@@ -17,7 +17,7 @@ from typing import cast
 
 import numpy as np
 
-from kenning.errors import IndexCorrupt, IndexMismatch
+from kenning.errors import IndexCorrupt, IndexMismatch, IndexMissing
 from kenning.store.terms import identifier_parts
 from kenning.types import Passage, Symbol, SymbolKind
 
@@ -139,6 +139,13 @@ class Database:
             self.conn.execute("PRAGMA temp_store=MEMORY")
             if not readonly:
                 self._migrate()
+            elif not self.conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'meta'").fetchone():
+                # created by a first run that has not committed its schema yet: not built, not broken
+                self.conn.close()
+                raise IndexMissing(
+                    f"the index at {path.parent} is still being created",
+                    hint="wait for the running `kenning index` to commit its first files",
+                )
             self._check_identity(readonly)
         except sqlite3.DatabaseError as exc:
             raise IndexCorrupt(
@@ -177,9 +184,10 @@ class Database:
         stored = self.get_meta("identity")
         if stored is None:
             if readonly:
-                raise IndexCorrupt(
-                    f"the index at {self.path.parent} has no identity record",
-                    hint="run `kenning index --rebuild`",
+                # the first run writes it right after the schema: this is that moment, not damage
+                raise IndexMissing(
+                    f"the index at {self.path.parent} is still being created",
+                    hint="wait for the running `kenning index` to commit its first files",
                 )
             self.set_meta("identity", self.identity)
         elif stored != self.identity:
