@@ -1,9 +1,12 @@
 """Reading and chunking the files an index run must (re-)read, in this process or in worker processes.
 
 Parsing code with tree-sitter holds the GIL, so threads cannot spread it over cores; processes can. A pool is
-worth its start-up (a fresh interpreter per worker: `spawn`, because forking a process that runs model threads is
-unsafe) only for a large batch, so small runs stay in process. Results come back in file order, with at most a
-bounded number in flight, so memory does not grow with the tree; the caller writes them to SQLite in one thread.
+worth its start-up only for a large batch, so small runs stay in process. Workers are forked: `spawn` would
+re-run the caller's main module in each worker, which breaks any script that calls kenning without a
+`__main__` guard. Forking is unsafe once a native inference runtime (onnxruntime, torch) has started its
+threads, so a process that has loaded one chunks in process instead; so do platforms other than Linux. Results
+come back in file order, with a bounded number in flight, so memory does not grow with the tree; the caller
+writes them to SQLite in one thread.
 """
 
 from __future__ import annotations
@@ -12,20 +15,23 @@ import hashlib
 import multiprocessing
 import os
 import signal
+import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Generator, Iterable
+from collections.abc import Generator, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from kenning import chunk, walk
 from kenning.changes import sha256_bytes
+from kenning.store.sqlite import passage_parts
 from kenning.types import FileKind, Passage
 
 POOL_MIN_BYTES = 4 << 20  # below this much changed source a pool costs more than it saves
-IN_FLIGHT_PER_WORKER = 32
+IN_FLIGHT_PER_WORKER = 4  # batches queued per worker
+BATCH = 32  # files per batch
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +48,7 @@ class Prepared:
     same: bool = False  # content equals known_sha: nothing to re-chunk
     passages: tuple[Passage, ...] = ()
     ehashes: tuple[bytes, ...] = ()
+    parts: tuple[str, ...] = ()  # each passage's identifier pieces for the FTS row (costly: done here)
     skip: str | None = None  # why the file yields no passages (unreadable, binary, empty, junk)
 
 
@@ -78,7 +85,12 @@ def prepare(job: Job, settings: Settings) -> Prepared:
     )
     if isinstance(passages, str):
         return Prepared(sha, skip=passages)
-    return Prepared(sha, passages=tuple(passages), ehashes=tuple(ehash(p.embed_text()) for p in passages))
+    return Prepared(
+        sha,
+        passages=tuple(passages),
+        ehashes=tuple(ehash(p.embed_text()) for p in passages),
+        parts=tuple(passage_parts(p) for p in passages),
+    )
 
 
 def _worker_init(parent: int) -> None:
@@ -94,12 +106,37 @@ def _worker_init(parent: int) -> None:
     threading.Thread(target=watch, daemon=True).start()
 
 
+_NATIVE_RUNTIMES = ("onnxruntime", "torch", "sentence_transformers")
+
+
+def can_fork() -> bool:
+    return sys.platform == "linux" and not any(name in sys.modules for name in _NATIVE_RUNTIMES)
+
+
 def workers_for(total_bytes: int, configured: int) -> int:
-    """How many worker processes: `configured` if set (1 = none), else 2+ for a large batch on 2+ cores."""
+    """How many worker processes: `configured` if set (1 = none), else 2+ for a large batch on 2+ cores;
+    always 1 where forking is not safe."""
+    if not can_fork():
+        return 1
     if configured:
         return max(configured, 1)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     return min(cores, 4) if total_bytes >= POOL_MIN_BYTES and cores > 1 else 1
+
+
+def prepare_batch(jobs: list[Job], settings: Settings) -> list[Prepared]:
+    return [prepare(job, settings) for job in jobs]
+
+
+def _batches(jobs: Iterable[Job], size: int) -> Iterator[list[Job]]:
+    batch: list[Job] = []
+    for job in jobs:
+        batch.append(job)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
 
 
 def prepare_all(jobs: Iterable[Job], settings: Settings, workers: int) -> Generator[Prepared, None, None]:
@@ -111,17 +148,18 @@ def prepare_all(jobs: Iterable[Job], settings: Settings, workers: int) -> Genera
         return
     pool = ProcessPoolExecutor(
         max_workers=workers,
-        mp_context=multiprocessing.get_context("spawn"),
+        mp_context=multiprocessing.get_context("fork"),
         initializer=_worker_init,
         initargs=(os.getpid(),),
     )
-    pending: deque[Future[Prepared]] = deque()
+    # files go in batches: one round trip through the pool costs about as much as chunking a small file
+    pending: deque[Future[list[Prepared]]] = deque()
     try:
-        for job in jobs:
-            pending.append(pool.submit(prepare, job, settings))
+        for batch in _batches(jobs, BATCH):
+            pending.append(pool.submit(prepare_batch, batch, settings))
             if len(pending) >= workers * IN_FLIGHT_PER_WORKER:
-                yield pending.popleft().result()
+                yield from pending.popleft().result()
         while pending:
-            yield pending.popleft().result()
+            yield from pending.popleft().result()
     finally:
         pool.shutdown(wait=False, cancel_futures=True)

@@ -293,7 +293,7 @@ def _store(
             report.removed.append(entry.rel)
         return
     file_id = db.upsert_file(entry.rel, entry.size, entry.mtime_ns, p.sha, blob, entry.kind, None)
-    db.add_passages(file_id, p.passages, p.ehashes)
+    db.add_passages(file_id, p.passages, p.ehashes, p.parts)
     report.passages_added += len(p.passages)
     (report.changed if row is not None and row.skip_reason is None else report.added).append(entry.rel)
 

@@ -119,6 +119,11 @@ def _symbol(
     return Symbol(cast(SymbolKind, kind), name, scope or name, signature or "", doc or "")
 
 
+def passage_parts(p: Passage) -> str:
+    """The identifier pieces of a passage that its FTS row indexes beside the words (see store.terms)."""
+    return identifier_parts(f"{p.heading}\n{p.text}" if p.heading else p.text)
+
+
 class Database:
     """One index's SQLite file. A writer calls the mutating methods inside `transaction()`."""
 
@@ -264,7 +269,14 @@ class Database:
         self.conn.execute("DELETE FROM files WHERE id = ?", (file_id,))
         return removed
 
-    def add_passages(self, file_id: int, passages: Sequence[Passage], ehashes: Sequence[bytes]) -> None:
+    def add_passages(
+        self,
+        file_id: int,
+        passages: Sequence[Passage],
+        ehashes: Sequence[bytes],
+        parts: Sequence[str] | None = None,
+    ) -> None:
+        """Store one file's passages; `parts` (their `passage_parts`) may come precomputed from a worker."""
         # The FTS index is external-content over `passages` (the text is stored once). Rows enter it here, in
         # one executemany (an insert trigger measured 2.5x slower); a delete trigger keeps it in step. Ids are
         # assigned here, not by SQLite, so both inserts are batched: only the lock holder writes.
@@ -274,12 +286,12 @@ class Database:
             )
         rows = []
         defined: list[tuple[int, str, str, str]] = []
-        for p, h in zip(passages, ehashes, strict=True):
+        for i, (p, h) in enumerate(zip(passages, ehashes, strict=True)):
             defined.extend((self._next_id, d.kind, d.name, d.scope) for d in p.defines)
-            parts = identifier_parts(f"{p.heading}\n{p.text}" if p.heading else p.text)
+            split = parts[i] if parts is not None else passage_parts(p)
             sym = p.symbol
             rows.append(
-                (self._next_id, file_id, p.start_line, p.end_line, p.heading, p.text, parts, h)
+                (self._next_id, file_id, p.start_line, p.end_line, p.heading, p.text, split, h)
                 + (
                     (sym.kind, sym.name, sym.scope, sym.signature, sym.doc, p.group)
                     if sym
