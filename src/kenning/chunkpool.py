@@ -31,7 +31,8 @@ from kenning.types import FileKind, Passage
 
 POOL_MIN_BYTES = 4 << 20  # below this much changed source a pool costs more than it saves
 IN_FLIGHT_PER_WORKER = 4  # batches queued per worker
-BATCH = 32  # files per batch
+BATCH = 32  # files per batch, at most
+BATCH_BYTES = 64 << 10  # and source bytes per batch, at most
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +41,7 @@ class Job:
     kind: FileKind
     lang: str | None
     known_sha: str | None  # the stored content hash, when the file was indexed before and may be unchanged
+    size: int = 0  # bytes, for sizing batches
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,13 +130,16 @@ def prepare_batch(jobs: list[Job], settings: Settings) -> list[Prepared]:
     return [prepare(job, settings) for job in jobs]
 
 
-def _batches(jobs: Iterable[Job], size: int) -> Iterator[list[Job]]:
+def _batches(jobs: Iterable[Job]) -> Iterator[list[Job]]:
+    """Up to BATCH files or BATCH_BYTES of source each: small enough that both workers stay busy to the end."""
     batch: list[Job] = []
+    size = 0
     for job in jobs:
         batch.append(job)
-        if len(batch) >= size:
+        size += job.size
+        if len(batch) >= BATCH or size >= BATCH_BYTES:
             yield batch
-            batch = []
+            batch, size = [], 0
     if batch:
         yield batch
 
@@ -155,7 +160,7 @@ def prepare_all(jobs: Iterable[Job], settings: Settings, workers: int) -> Genera
     # files go in batches: one round trip through the pool costs about as much as chunking a small file
     pending: deque[Future[list[Prepared]]] = deque()
     try:
-        for batch in _batches(jobs, BATCH):
+        for batch in _batches(jobs):
             pending.append(pool.submit(prepare_batch, batch, settings))
             if len(pending) >= workers * IN_FLIGHT_PER_WORKER:
                 yield from pending.popleft().result()

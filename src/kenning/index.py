@@ -215,7 +215,10 @@ def _lexical_pass(
             jobs.append((entry, row))
     workers = workers_for(sum(e.size for e, _ in jobs), config.chunk_workers)
     results = prepare_all(
-        (Job(str(e.path), e.kind, e.lang, None if row is None or force else row.sha256) for e, row in jobs),
+        (
+            Job(str(e.path), e.kind, e.lang, None if row is None or force else row.sha256, e.size)
+            for e, row in jobs
+        ),
         Settings(config.max_chars, config.overlap_chars, config.code_symbols),
         workers,
     )
