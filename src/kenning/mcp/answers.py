@@ -15,6 +15,7 @@ from kenning.engine import Engine, Status
 from kenning.index import IndexReport
 from kenning.mcp import schemas
 from kenning.render import hit_header, hit_json, preview_lines, symbol_line, trace_line
+from kenning.report import index_summary_json
 from kenning.types import Hit, Mode, Preview, SearchResult
 
 SHOW_SKIPPED = 100
@@ -220,21 +221,17 @@ def index_text(r: IndexReport) -> Iterable[str]:
 
 
 def index_json(r: IndexReport, engine: Engine) -> dict[str, Any]:
-    return {
-        "root": str(engine.root),
-        "forgot": False,
-        "added": len(r.added),
-        "changed": len(r.changed),
-        "removed": len(r.removed),
-        "unchanged": r.unchanged,
-        "skipped": [{"path": s.rel, "reason": s.reason} for s in r.skipped[:SHOW_SKIPPED]],
-        "skipped_total": len(r.skipped),
-        "passages_added": r.passages_added,
-        "passages_removed": r.passages_removed,
-        "embedded": r.embedded,
-        "files": r.files,
-        "passages": r.passages,
-        "coverage": round(r.coverage, 4),
-        "interrupted": r.interrupted,
-        "elapsed_s": round(r.elapsed, 3),
-    }
+    """The CLI's JSON summary, with counts where it lists paths (an agent needs the numbers, not 10k names)."""
+    data = index_summary_json(r)
+    for key in ("type", "schema", "model"):
+        data.pop(key)
+    data.update(
+        root=str(engine.root),
+        forgot=False,
+        added=len(r.added),
+        changed=len(r.changed),
+        removed=len(r.removed),
+        skipped=data["skipped"][:SHOW_SKIPPED],
+        skipped_total=len(r.skipped),
+    )
+    return data

@@ -40,7 +40,7 @@ from tree_sitter import Node
 from kenning.chunk.code import CodeSplitter, chunk_code
 from kenning.chunk.prose import cut_line, pack
 from kenning.chunk.source import Block, Source
-from kenning.chunk.syntax.outline import Decl, end_row, parse
+from kenning.chunk.syntax.outline import Decl, end_row, flatten, parse
 from kenning.types import Passage, Symbol
 
 _BLANK_RUN = re.compile(r"\s+")
@@ -291,13 +291,7 @@ def chunk_syntax(src: Source, *, max_chars: int, overlap_chars: int) -> list[Pas
 
 def _with_definitions(passages: list[Passage], decls: list[Decl]) -> list[Passage]:
     """Record in each passage the symbols whose definitions start in it (name and scope only: cheap)."""
-    flat: list[Decl] = []
-    stack = list(reversed(decls))
-    while stack:
-        d = stack.pop()
-        flat.append(d)
-        stack.extend(reversed(d.children))
-    flat.sort(key=lambda d: d.start)
+    flat = sorted(flatten(decls), key=lambda d: d.start)
     starts = [d.start for d in flat]
     out = []
     for p in passages:
