@@ -133,3 +133,29 @@ def test_missing_sentence_transformers_names_the_extra(corpus: Path) -> None:
         pytest.skip("sentence-transformers is installed here")
     out = run_cli("index", "--model", "st:any/model", str(corpus), cwd=corpus.parent)
     assert out.returncode == 2 and "kenning[st]" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_search_on_an_index_from_before_code_symbols_upgrades_it_instead_of_crashing(tmp_path: Path) -> None:
+    """Regression: after upgrading kenning, `kenning search` on a schema-1 index died with
+    "no such table: definitions" (a traceback) until the user re-indexed."""
+    root = make_tree(
+        tmp_path / "ws", {"a.py": "def retry_upload(n):\n    return n\n", "b.md": "# Doc\n\nretry\n"}
+    )
+    assert run_cli("index", str(root), cwd=tmp_path).returncode == 0
+    db = next((root / ".kenning").glob("*/index.db"))
+    con = sqlite3.connect(db)
+    con.executescript(  # back to schema 1, as the previous release left it
+        "DROP INDEX passages_sym_kind; DROP TABLE definitions; "
+        + "".join(
+            f"ALTER TABLE passages DROP COLUMN {c}; "
+            for c in ("sym_kind", "sym_name", "sym_scope", "sym_signature", "sym_doc", "grp")
+        )
+        + "DELETE FROM migrations WHERE version = 2;"
+    )
+    con.close()
+    found = run_cli("search", "retry", str(root), cwd=tmp_path)
+    assert found.returncode == 0 and "Traceback" not in found.stderr, found.stderr
+    assert "a.py:1-2" in found.stdout
+    con = sqlite3.connect(db)
+    assert con.execute("SELECT max(version) FROM migrations").fetchone()[0] == 2
+    con.close()

@@ -26,7 +26,7 @@ from kenning import walk
 from kenning.changes import sha256_file
 from kenning.config import Config, load_config
 from kenning.embed import Embedder, create_embedder
-from kenning.errors import IndexError_, IndexMissing, RootError, UsageError
+from kenning.errors import IndexBusy, IndexError_, IndexMissing, IndexOutdated, RootError, UsageError
 from kenning.index import IndexReport, Progress, Scope, publish, run_index
 from kenning.search import Filters, execute, plan_search
 from kenning.store import Database, VectorIndex, load_vectors
@@ -236,7 +236,17 @@ class Engine:
                 hint=f"run `kenning index {self.root}`",
             )
         if self._db is None:
-            self._db = Database(self.db_path, identity=self.embedder.identity, readonly=True)
+            try:
+                self._db = Database(self.db_path, identity=self.embedder.identity, readonly=True)
+            except IndexOutdated:
+                # built by an older kenning: its migrations are quick (new columns and tables), so run them
+                # now rather than fail a search; a writer already at work migrates it on its own open
+                try:
+                    with writer_lock(self.home, wait=5.0, operation="upgrade"):
+                        Database(self.db_path, identity=self.embedder.identity).close()
+                except IndexBusy:
+                    pass
+                self._db = Database(self.db_path, identity=self.embedder.identity, readonly=True)
         return self._db
 
     def _vector_index(self, db: Database) -> VectorIndex:

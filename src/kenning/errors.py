@@ -14,6 +14,7 @@ daemon) translate these at their edge; nothing deeper prints or exits.
     │   ├── IndexMissing      no index where one is needed
     │   ├── IndexCorrupt      the database cannot be read; rebuild it
     │   ├── IndexMismatch     built by another embedder or an unknown schema
+    │   │   └── IndexOutdated an older schema: a writer upgrades it (the Engine does so before reading)
     │   └── IndexBusy         another process holds the writer lock
     ├── EmbedderError         an embedder that cannot load or answer
     │   └── RemoteNotAllowed  a remote embedder used without explicit opt-in
@@ -72,6 +73,10 @@ class IndexCorrupt(IndexError_):
 
 class IndexMismatch(IndexError_):
     code = "KENNING.INDEX.MISMATCH"
+
+
+class IndexOutdated(IndexMismatch):
+    code = "KENNING.INDEX.OUTDATED"
 
 
 class IndexBusy(IndexError_):

@@ -17,7 +17,7 @@ from typing import cast
 
 import numpy as np
 
-from kenning.errors import IndexCorrupt, IndexMismatch, IndexMissing
+from kenning.errors import IndexCorrupt, IndexMismatch, IndexMissing, IndexOutdated
 from kenning.store.terms import identifier_parts
 from kenning.types import Passage, Symbol, SymbolKind
 
@@ -151,6 +151,12 @@ class Database:
                     f"the index at {path.parent} is still being created",
                     hint="wait for the running `kenning index` to commit its first files",
                 )
+            elif (schema := self._schema()) < SCHEMA_VERSION:
+                self.conn.close()
+                raise IndexOutdated(
+                    f"the index at {path.parent} has schema {schema}; this kenning needs {SCHEMA_VERSION}",
+                    hint="run `kenning index` to upgrade it",
+                )
             self._check_identity(readonly)
         except sqlite3.DatabaseError as exc:
             raise IndexCorrupt(
@@ -159,6 +165,12 @@ class Database:
             ) from exc
 
     # -- schema -----------------------------------------------------------------------------------------
+    def _schema(self) -> int:
+        """The newest migration applied (0 for a database without the table)."""
+        if not self.conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'migrations'").fetchone():
+            return 0
+        return int(self.conn.execute("SELECT coalesce(max(version), 0) FROM migrations").fetchone()[0])
+
     def _migrate(self) -> None:
         c = self.conn
         c.execute(
