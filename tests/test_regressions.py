@@ -159,3 +159,18 @@ def test_search_on_an_index_from_before_code_symbols_upgrades_it_instead_of_cras
     con = sqlite3.connect(db)
     assert con.execute("SELECT max(version) FROM migrations").fetchone()[0] == 2
     con.close()
+
+
+def test_status_of_an_index_built_with_older_chunking_is_not_ready(tmp_path: Path) -> None:
+    """Regression: an index from before code symbols said `state ready` though it held no symbols."""
+    root = make_tree(tmp_path / "ws", {"a.py": "def retry_upload(n):\n    return n\n"})
+    assert run_cli("index", str(root), cwd=tmp_path).returncode == 0
+    db = next((root / ".kenning").glob("*/index.db"))
+    con = sqlite3.connect(db)
+    con.execute("UPDATE meta SET value = 'chunker=1;terms=1;max=1000;overlap=200' WHERE key = 'settings'")
+    con.commit()
+    con.close()
+    status = run_cli("status", "--check-ready", str(root), cwd=tmp_path)
+    assert status.returncode == 1 and "built with other chunking" in status.stdout
+    run_cli("index", str(root), cwd=tmp_path)
+    assert run_cli("status", "--check-ready", str(root), cwd=tmp_path).returncode == 0

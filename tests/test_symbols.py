@@ -156,3 +156,49 @@ def test_a_name_defined_inside_a_pack_of_small_symbols_is_found_first(code_ws: P
     assert top["trace"]["symbol"]["rank"] == 1  # type: ignore[index]
     hits = _hits(code_ws, "--symbol-type", "value", "default path")
     assert [(h["path"], h["start_line"]) for h in hits] == [("config.py", 5)]
+
+
+def test_a_definition_outranks_a_call_site_that_tops_both_other_arms(tmp_path: Path) -> None:
+    """Regression: weight 2 at rank 1 tied 1/61 + 1/61 exactly, and the tie went by passage id."""
+    body = "\n".join(f"    part_{i} = compute_part({i})" for i in range(40))
+    files = {f"c{i:03}.py": "from lib import make_widget\n\nmake_widget()\n" for i in range(150)}
+    files["zz_def.py"] = f"def make_widget():\n{body}\n    return part_0\n"
+    root = make_tree(tmp_path / "w", files)
+    run_cli("index", str(root))
+    assert _hits(root, "make_widget")[0]["path"] == "zz_def.py"
+
+
+def test_a_filtered_search_finds_a_definition_behind_many_namesakes(tmp_path: Path) -> None:
+    """Regression: the definition lookup cut at 1,000 rows before the exact spelling and the filters."""
+    files = {
+        f"d{i:03}.py": "def handle(x):\n    return x\n\n\ndef Handle(y):\n    return y\n" for i in range(600)
+    }
+    files["z/main.py"] = "def handle(event):\n    return event\n"
+    root = make_tree(tmp_path / "w", files)
+    run_cli("index", str(root))
+    (top,) = _hits(root, "--path", "z", "--trace", "handle")
+    assert top["path"] == "z/main.py" and top["trace"]["symbol"]["rank"] == 1  # type: ignore[index]
+
+
+def test_no_index_search_refuses_a_bad_symbol_type_and_says_what_it_ignored(tmp_path: Path) -> None:
+    """Regression: --no-index returned before --symbol-type was checked, and applied none of it."""
+    root = make_tree(tmp_path / "w", {"a.py": "def compute_checksum(data):\n    return sum(data)\n"})
+    bad = run_cli("search", "--no-index", "--symbol-type", "method", "compute_checksum", str(root))
+    assert bad.returncode == 2 and "module, class, interface, function, value, alias" in bad.stderr
+    ok = run_cli("search", "--no-index", "--symbol-type", "class", "compute_checksum", str(root))
+    assert ok.returncode == 0 and "--symbol-type need the index" in ok.stdout
+
+
+def test_grep_marks_a_return_to_top_level(tmp_path: Path) -> None:
+    """Regression: a module-level match after one inside a function was shown under the function's name."""
+    root = make_tree(
+        tmp_path / "w", {"a.py": "def foo():\n    token = 1\n    return token\n\n\nprint(token)\n"}
+    )
+    out = run_cli("grep", "token", str(root / "a.py")).stdout.splitlines()
+    assert out[1:] == [
+        "@ function foo",
+        "2:    token = 1",
+        "3:    return token",
+        "@ (top level)",
+        "6:print(token)",
+    ]

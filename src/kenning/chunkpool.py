@@ -21,11 +21,13 @@ import time
 from collections import deque
 from collections.abc import Generator, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 
 from kenning import chunk, walk
 from kenning.changes import sha256_bytes
+from kenning.errors import KenningError
 from kenning.store.sqlite import passage_parts
 from kenning.types import FileKind, Passage
 
@@ -166,5 +168,10 @@ def prepare_all(jobs: Iterable[Job], settings: Settings, workers: int) -> Genera
                 yield from pending.popleft().result()
         while pending:
             yield from pending.popleft().result()
+    except BrokenProcessPool:
+        raise KenningError(
+            "a chunking worker process died (killed, or out of memory); finished work is kept",
+            hint="run `kenning index` again, or set chunk_workers = 1 to chunk in one process",
+        ) from None
     finally:
         pool.shutdown(wait=False, cancel_futures=True)

@@ -424,7 +424,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     from kenning.config import load_config
     from kenning.engine import Engine, find_index_root
     from kenning.render import render_json, render_text
-    from kenning.search import Filters, parse_time, plan_search
+    from kenning.search import Filters, check_symbol_types, parse_time, plan_search
     from kenning.types import Selection
     from kenning.walk import check_root, compile_selection
 
@@ -446,6 +446,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     if found is not None:
         config = load_config(found).with_overrides(preview=args.preview, limit=args.limit)
     preview = cast(Preview, config.preview)
+    check_symbol_types(args.symbol_type or ())
     if found is None and args.no_index:
         return _literal(start, queries, config, args, started)
     # check every argument before any index is built: a typo must not cost a full indexing run
@@ -507,6 +508,21 @@ def _literal(start: Path, queries: list[str], config: Any, args: argparse.Namesp
         r = literal_search(start, q, limit=config.limit)
         r.group = f"Q{n}"
         results.append(r)
+    ignored = [
+        flag
+        for flag, given in (
+            ("--symbol-type", args.symbol_type),
+            ("--prefer-symbol", args.prefer_symbol),
+            ("--modified-after", args.modified_after),
+            ("--modified-before", args.modified_before),
+            ("--path", args.path),
+        )
+        if given
+    ]
+    if ignored:
+        results[0].notes.append(
+            f"{', '.join(ignored)} need the index and were not applied to literal matches"
+        )
     if args.json:
         _out(
             render_json(results, config.preview, root=str(start), model="none", started=started, literal=True)

@@ -27,7 +27,7 @@ from kenning.changes import sha256_file
 from kenning.config import Config, load_config
 from kenning.embed import Embedder, create_embedder
 from kenning.errors import IndexBusy, IndexError_, IndexMissing, IndexOutdated, RootError, UsageError
-from kenning.index import IndexReport, Progress, Scope, publish, run_index
+from kenning.index import IndexReport, Progress, Scope, index_settings, publish, run_index
 from kenning.search import Filters, execute, plan_search
 from kenning.store import Database, VectorIndex, load_vectors
 from kenning.store.layout import (
@@ -61,6 +61,7 @@ class Status:
     deleted: int = 0
     selection: Selection = dataclasses.field(default_factory=Selection)
     other_models: list[str] = dataclasses.field(default_factory=list)
+    rechunk: bool = False  # built with other chunking settings (an older kenning, or changed config)
 
     @property
     def coverage(self) -> float:
@@ -72,7 +73,7 @@ class Status:
 
     @property
     def ready(self) -> bool:
-        return self.exists and self.pending == 0 and self.embedded == self.passages
+        return self.exists and self.pending == 0 and self.embedded == self.passages and not self.rechunk
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -316,6 +317,7 @@ class Engine:
         st.size_bytes = sum(p.stat().st_size for p in self.directory.iterdir() if p.is_file())
         last = db.get_meta("last_indexed")
         st.last_indexed = float(last) if last else None
+        st.rechunk = db.get_meta("settings") != index_settings(self.config)
         if pending:
             known = db.files()
             seen: set[str] = set()

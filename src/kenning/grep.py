@@ -139,8 +139,8 @@ def render_grep(
                 yield "--"
             if symbol_of is not None and ln.match:
                 symbol = symbol_of(found.path, ln.line)
-                if symbol is not None and symbol != current:
-                    yield f"@ {symbol}"
+                if symbol != current and (symbol is not None or current is not None):
+                    yield f"@ {symbol or '(top level)'}"
                 current = symbol
             previous = ln.line
             number = f"{_LINE_COLOR}{ln.line}{_RESET}" if color else str(ln.line)

@@ -87,7 +87,8 @@ class IndexReport:
         self.unchanged, self.passages_added, self.passages_removed = u, pa, pr
 
 
-def _settings(config: Config) -> str:
+def index_settings(config: Config) -> str:
+    """What the passages depend on; stored with the index, and a change re-chunks every file."""
     return (
         f"chunker={chunk.CHUNKER_VERSION};terms={TERMS_VERSION};max={config.max_chars};"
         f"overlap={config.overlap_chars};symbols={config.code_symbols}"
@@ -154,6 +155,11 @@ def run_index(
         db.rollback()  # only the unfinished batch; every committed one stays
         report.restore_committed()  # and the summary speaks only of what was kept
         report.interrupted = True
+    except BaseException:
+        # any other failure: drop the unfinished batch too, so what is published below matches what is committed
+        db.rollback()
+        report.restore_committed()
+        raise
     finally:
         if report.added or report.changed or report.removed or report.embedded or report.interrupted:
             write_vectors(directory, db, embedder.dim)
@@ -192,7 +198,7 @@ def _lexical_pass(
         else:
             entries.append(item)
     known = db.files()
-    settings = _settings(config)
+    settings = index_settings(config)
     # chunking changed since the last complete pass: re-read everything (vectors stay cached). A fresh index has
     # nothing stale, so its marker is set at once and an interrupted first run resumes where it stopped.
     force = bool(known) and db.get_meta("settings") != settings

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from kenning import walk
-from kenning.chunk.syntax import enclosing, outline
+from kenning.chunk.syntax import outline
 from kenning.types import SymbolSpan
 
 __all__ = ["FileOutline", "SymbolLookup", "file_outline", "outline_json", "outline_lines"]
@@ -86,11 +86,23 @@ class SymbolLookup:
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self._cache: dict[str, list[SymbolSpan]] = {}
+        self._cache: dict[str, list[str | None]] = {}
 
     def __call__(self, rel: str, line: int) -> str | None:
-        if rel not in self._cache:
-            o = file_outline(self.root / rel)
-            self._cache[rel] = o.symbols
-        span = enclosing(self._cache[rel], line)
-        return None if span is None else f"{span.symbol.kind} {span.symbol.scope}"
+        table = self._cache.get(rel)
+        if table is None:
+            table = self._cache[rel] = _line_table(file_outline(self.root / rel).symbols)
+        return table[line] if 0 < line < len(table) else None
+
+
+def _line_table(spans: list[SymbolSpan]) -> list[str | None]:
+    """Each line's innermost symbol, worked out once per file: asking `enclosing` per matching line costs the
+    number of symbols each time, which a generated file with thousands of them makes quadratic."""
+    if not spans:
+        return []
+    table: list[str | None] = [None] * (max(s.end_line for s in spans) + 1)
+    # outer symbols first, so a nested one (a later start, or the same start and a shorter span) overwrites them
+    for s in sorted(spans, key=lambda s: (s.start_line, -(s.end_line - s.start_line))):
+        label = f"{s.symbol.kind} {s.symbol.scope}"
+        table[s.start_line : s.end_line + 1] = [label] * (s.end_line - s.start_line + 1)
+    return table

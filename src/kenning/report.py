@@ -76,7 +76,9 @@ def status_lines(s: Status) -> Iterator[str]:
     yield f"pending   {s.added} added, {s.modified} modified, {s.deleted} deleted"
     if s.other_models:
         yield f"also      indexes for other models: {', '.join(s.other_models)}"
-    if s.ready:
+    if s.rechunk:
+        yield "state     built with other chunking (an older kenning or changed settings): run `kenning index`"
+    elif s.ready:
         yield "state     ready"
     elif s.pending:
         yield "state     out of date: run `kenning index` to catch up"

@@ -105,15 +105,19 @@ def plan_search(
     groups = [Group(f"Q{i}", q, tuple(Route(a, q, depth) for a in arms)) for i, q in enumerate(cleaned, 1)]
     if fuse and len(groups) > 1:
         groups = [Group("Q1", " | ".join(cleaned), tuple(r for g in groups for r in g.routes))]
-    bad = [k for k in filters.symbol_types if k not in SYMBOL_KINDS]
-    if bad:
-        raise UsageError(
-            f"unknown symbol type {bad[0]!r}", hint=f"use one of {', '.join(SYMBOL_KINDS)} (lowercase)"
-        )
+    check_symbol_types(filters.symbol_types)
     plan = Plan(tuple(groups), limit, mode, filters, trace, prefer_symbol=prefer_symbol)
     if prefer_symbol:
         plan = replace(plan, weights=(("lexical", 1.0), ("semantic", 1.0), ("symbol", 3.0)))
     return plan
+
+
+def check_symbol_types(kinds: Sequence[str]) -> None:
+    bad = [k for k in kinds if k not in SYMBOL_KINDS]
+    if bad:
+        raise UsageError(
+            f"unknown symbol type {bad[0]!r}", hint=f"use one of {', '.join(SYMBOL_KINDS)} (lowercase)"
+        )
 
 
 def parse_time(value: str) -> float:
@@ -148,7 +152,7 @@ def allowed_passages(db: Database, filters: Filters) -> np.ndarray | None:
     after = None if filters.modified_after is None else int(filters.modified_after * 1e9)
     before = None if filters.modified_before is None else int(filters.modified_before * 1e9)
     by_kind = db.passage_ids_of_kinds(filters.symbol_types) if filters.symbol_types else None
-    if by_kind is not None and not (prefixes or after or before or matcher):
+    if by_kind is not None and not (prefixes or after is not None or before is not None or matcher):
         return by_kind
     keep: list[int] = []
     for file_id, path, mtime_ns in db.iter_file_paths():
@@ -248,7 +252,7 @@ def _definitions(
     found = db.symbol_definitions(names, nocase=loose)
     if allowed is not None:
         keep = set(allowed.tolist())
-        found = [f for f in found if f[0] in keep]
+        found = [f for f in found if f[0] in keep]  # before the cut below, so a filtered-in definition stays
     found.sort(key=lambda f: (f[1] not in names, _KIND_ORDER.get(f[2], 5), f[0]))
     return [(pid, 1.0) for pid, _, _ in found[:50]]
 
@@ -271,7 +275,9 @@ def _fuse(
             best = arm_rank.setdefault(pid, {})
             if arm not in best or best[arm][0] > rank:
                 best[arm] = (rank, score)
-    order = sorted(fused, key=lambda pid: (-fused[pid], pid))
+    # on a tie, a passage that defines a name the query spells wins (a definition and a call site that tops
+    # both other arms score alike)
+    order = sorted(fused, key=lambda pid: (-fused[pid], "symbol" not in arm_rank[pid], pid))
     rows = db.passages_by_id(order[: max(limit * 4, 40)])
     hits: list[Hit] = []
     taken: dict[str, list[tuple[int, int]]] = {}

@@ -197,6 +197,8 @@ def next_step(st: Status) -> str:
             'call text_index with paths ["."] to build the index (until then text_search answers with literal '
             "matches)"
         )
+    if st.rechunk:
+        return 'call text_index with paths ["."]: the index was built with other chunking settings'
     if st.pending:
         return f'call text_index with paths ["."] to catch up on {st.pending} changed files'
     if st.embedded < st.passages:

@@ -439,14 +439,15 @@ class Database:
         if not names:
             return []
         marks = ",".join("?" * len(names))
-        # the index is case-blind; an exact lookup keeps only the exact spellings
+        # the index is case-blind: it finds the candidates, and an exact lookup then keeps the exact spellings,
+        # in SQL, so the bound on a very common name applies to the right rows
+        exact = "" if nocase else f" AND name IN ({marks})"
         rows = self.conn.execute(
-            f"SELECT passage_id, name, kind FROM definitions WHERE name COLLATE NOCASE IN ({marks}) "
-            "ORDER BY passage_id LIMIT 1000",
-            list(names),
+            f"SELECT passage_id, name, kind FROM definitions WHERE name COLLATE NOCASE IN ({marks}){exact} "
+            "ORDER BY passage_id LIMIT 20000",
+            list(names) * (1 if nocase else 2),
         ).fetchall()
-        exact = set(names)
-        return [(int(r[0]), str(r[1]), str(r[2])) for r in rows if nocase or r[1] in exact]
+        return [(int(r[0]), str(r[1]), str(r[2])) for r in rows]
 
     def passage_ids_for_files(self, file_ids: Iterable[int]) -> np.ndarray:
         self.conn.execute("CREATE TEMP TABLE IF NOT EXISTS wanted_files(id INTEGER PRIMARY KEY)")
