@@ -318,6 +318,8 @@ def test_garbage_stdin_and_missing_fields_allow(tmp_path: Path, ws: Path) -> Non
         code, stdout, stderr = hook_cli(tmp_path, data)
         assert code == 0 and stdout == ""
         assert len(stderr.strip().splitlines()) == 1 and "allowing" in stderr
+    # the note names what is missing
+    assert "has no session_id" in hook_cli(tmp_path, json.dumps({"tool_name": "Grep", "cwd": str(ws)}))[2]
 
 
 def test_other_hook_events_and_tools_pass(tmp_path: Path, ws: Path) -> None:

@@ -174,3 +174,29 @@ def test_status_of_an_index_built_with_older_chunking_is_not_ready(tmp_path: Pat
     assert status.returncode == 1 and "built with other chunking" in status.stdout
     run_cli("index", str(root), cwd=tmp_path)
     assert run_cli("status", "--check-ready", str(root), cwd=tmp_path).returncode == 0
+
+
+def test_an_index_from_the_early_schema_1_layout_is_refused_with_rebuild_not_a_traceback(
+    tmp_path: Path,
+) -> None:
+    """Regression: an index from the first engine commit (FTS of one `terms` column, no `parts`) was "upgraded"
+    to schema 2, and every later insert died with "table passages has no column named parts"."""
+    root = make_tree(tmp_path / "ws", {"a.py": "def retry_upload(n):\n    return n\n"})
+    assert run_cli("index", str(root), cwd=tmp_path).returncode == 0
+    db = next((root / ".kenning").glob("*/index.db"))
+    con = sqlite3.connect(db)
+    con.executescript(  # the early layout: passages without `parts`, migrations up to 1
+        "DROP TRIGGER passages_fts_delete; DROP TABLE fts; DROP INDEX passages_sym_kind; DROP TABLE definitions;"
+        + "".join(
+            f"ALTER TABLE passages DROP COLUMN {c}; "
+            for c in ("parts", "sym_kind", "sym_name", "sym_scope", "sym_signature", "sym_doc", "grp")
+        )
+        + "CREATE VIRTUAL TABLE fts USING fts5(terms); DELETE FROM migrations WHERE version = 2;"
+    )
+    con.close()
+    for command in (("search", "retry"), ("index",)):
+        out = run_cli(*command, str(root), cwd=tmp_path)
+        assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+        assert "early development version" in out.stderr and "kenning index --rebuild" in out.stderr
+    assert run_cli("index", "--rebuild", str(root), cwd=tmp_path).returncode == 0
+    assert "a.py:1-2" in run_cli("search", "retry", str(root), cwd=tmp_path).stdout

@@ -11,8 +11,9 @@ Pipeline stages, each importable alone: walk -> chunk -> embed -> store -> searc
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from kenning._lazy import exports
 
 if TYPE_CHECKING:
     from kenning.engine import Engine, Status, find_index_root
@@ -21,7 +22,6 @@ if TYPE_CHECKING:
     from kenning.search import Filters
     from kenning.types import Hit, Passage, SearchResult, Selection
 
-# importing a name loads its module on first use, so light commands (a hook, --help) stay fast
 _WHERE = {
     "Engine": "kenning.engine",
     "Filters": "kenning.search",
@@ -49,8 +49,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = exports(__name__, _WHERE)

@@ -61,7 +61,7 @@ EXAMPLES = {
   kenning uninstall --target codex -y""",
     "gate": """examples:
   (run by Claude Code as a PreToolUse hook; `kenning install --gate` registers it)
-  echo '{"tool_name":"Grep","tool_input":{"pattern":"x"},"cwd":"."}' | kenning gate""",
+  echo '{"session_id":"demo","cwd":"'"$PWD"'","tool_name":"Grep","tool_input":{"pattern":"x"}}' | kenning gate""",
 }
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -70,6 +71,13 @@ def cache_dir(config: Config) -> Path:
         return Path(config.cache_dir).expanduser()
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "kenning"
+
+
+def state_dir(env: Mapping[str, str], home: Path) -> Path:
+    """kenning's state folder (gate grants, install records): `$XDG_STATE_HOME/kenning`, else
+    `~/.local/state/kenning`. A relative XDG_STATE_HOME is ignored, as the XDG spec says."""
+    base = env.get("XDG_STATE_HOME", "")
+    return (Path(base) if os.path.isabs(base) else home / ".local" / "state") / "kenning"
 
 
 def load_config(root: Path | None = None, *, env: dict[str, str] | None = None) -> Config:

@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from kenning.config import state_dir
 from kenning.errors import UsageError
 from kenning.store.layout import find_index_root
 
@@ -348,18 +349,18 @@ def deny_message(budget: int, window_minutes: float, *, again: bool) -> str:
 
 
 def decide(
-    payload: Mapping[str, Any],
+    searched: bool,
+    greps: list[list[str]],
     grants: dict[str, dict[str, float]],
     *,
+    cwd: Path,
     root: Path,
     now: float,
     budget: int,
     window_minutes: float,
 ) -> str | None:
-    """Apply one tool call to a session's grants (updated in place): the reason to deny it, or None."""
-    cwd = Path(payload["cwd"])
-    tool_input = payload.get("tool_input")
-    searched, greps = classify(payload["tool_name"], tool_input if isinstance(tool_input, dict) else {}, cwd)
+    """Apply one classified tool call (see `classify`) to a session's grants, updated in place: the reason to
+    deny it, or None."""
     key = str(root)
     if searched:
         grants[key] = {"at": now, "used": 0}
@@ -373,8 +374,7 @@ def decide(
 
 
 def state_home() -> Path:
-    base = os.environ.get("XDG_STATE_HOME", "")
-    return (Path(base) if os.path.isabs(base) else Path.home() / ".local" / "state") / "kenning" / "gate"
+    return state_dir(os.environ, Path.home()) / "gate"
 
 
 def _load(path: Path) -> dict[str, dict[str, float]]:
@@ -404,11 +404,6 @@ def _prune(state_dir: Path, keep: Path) -> None:
                 pass  # another hook got there first
 
 
-def _misconfigured(error: UsageError) -> int:
-    sys.stderr.write(f"kenning gate: error: {error}\n")
-    return 1
-
-
 def _allow(note: str) -> int:
     print(f"kenning gate: {note}; allowing the call", file=sys.stderr)
     return 0
@@ -425,19 +420,17 @@ def main(
 ) -> int:
     """Run the hook once: read Claude Code's PreToolUse JSON, print a denial or nothing, return 0.
 
-    Misconfigured flags return 1 with one line on stderr, never 2: Claude Code reads exit 2 as "block this
-    call", and a typo in settings.json must not block every tool call the agent makes.
+    Misconfigured flags raise UsageError; the CLI turns that into exit 1, not 2, for this command (Claude Code
+    reads exit 2 as "block this call", and a typo in settings.json must not block every call the agent makes).
     """
     fix = (
         "fix the `kenning gate` command in Claude Code's settings.json, "
         "or run `kenning install --target claude --gate` again"
     )
     if not 1 <= budget <= 20:
-        return _misconfigured(UsageError(f"--budget must be between 1 and 20, not {budget}", hint=fix))
+        raise UsageError(f"--budget must be between 1 and 20, not {budget}", hint=fix)
     if not 1 <= window_minutes <= 240:
-        return _misconfigured(
-            UsageError(f"--window must be between 1 and 240 minutes, not {window_minutes:g}", hint=fix)
-        )
+        raise UsageError(f"--window must be between 1 and 240 minutes, not {window_minutes:g}", hint=fix)
     try:
         payload = json.loads(stdin.read())
     except (ValueError, OSError):
@@ -446,14 +439,20 @@ def main(
         isinstance(payload, dict)
         and all(isinstance(payload.get(f), str) and payload[f] for f in ("session_id", "cwd", "tool_name"))
     ):
-        return _allow("the hook input lacks session_id, cwd or tool_name")
+        missing = [
+            f
+            for f in ("session_id", "cwd", "tool_name")
+            if not isinstance(payload, dict) or not payload.get(f)
+        ]
+        return _allow(
+            f"the hook input has no {', '.join(missing)} (Claude Code always sends them; is this a hook payload?)"
+        )
     if payload.get("hook_event_name", "PreToolUse") != "PreToolUse":
         return 0
     tool_input = payload.get("tool_input")
-    if classify(payload["tool_name"], tool_input if isinstance(tool_input, dict) else {}, Path()) == (
-        False,
-        [],
-    ):
+    cwd = Path(payload["cwd"])
+    searched, greps = classify(payload["tool_name"], tool_input if isinstance(tool_input, dict) else {}, cwd)
+    if not searched and not greps:
         return 0  # most Bash calls: neither a search nor a grep, so no index lookup and no ledger
     # from here on any failure is kenning's, not the agent's: report it in one line and let the call through
     try:
@@ -466,8 +465,10 @@ def main(
         grants = _load(ledger)
         before = json.dumps(grants, sort_keys=True)
         reason = decide(
-            payload,
+            searched,
+            greps,
             grants,
+            cwd=cwd,
             root=root,
             now=time.time() if now is None else now,
             budget=budget,

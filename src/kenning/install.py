@@ -31,6 +31,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, TextIO
 
+from kenning.config import state_dir
 from kenning.errors import ConfigError, UsageError
 
 AGENTS = ("claude", "codex", "cursor", "opencode")
@@ -449,7 +450,7 @@ def run(
     names = [n for n in AGENTS if n in targets or "all" in targets]
     table = _targets(home, env, list(command) if command else server_command(), not uninstall, gate)
     edits = [e for n in names for e in table[n]]
-    state = _State(Path(env.get("XDG_STATE_HOME") or home / ".local" / "state") / "kenning" / "install")
+    state = _State(state_dir(env, home) / "install")
     changes = _plan(edits, not uninstall, state)
     verb = "uninstall" if uninstall else "install"
     if gate and "claude" not in names:

@@ -250,9 +250,10 @@ def _definitions(
     if not names:
         return []
     found = db.symbol_definitions(names, nocase=loose)
-    if allowed is not None:
-        keep = set(allowed.tolist())
-        found = [f for f in found if f[0] in keep]  # before the cut below, so a filtered-in definition stays
+    if allowed is not None and found:
+        # before the cut below, so a filtered-in definition stays
+        inside = np.isin(np.fromiter((f[0] for f in found), dtype=np.int64, count=len(found)), allowed)
+        found = [f for f, ok in zip(found, inside, strict=True) if ok]
     found.sort(key=lambda f: (f[1] not in names, _KIND_ORDER.get(f[2], 5), f[0]))
     return [(pid, 1.0) for pid, _, _ in found[:50]]
 

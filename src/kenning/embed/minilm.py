@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from kenning.config import cache_dir, load_config
 from kenning.embed.base import Embedder, Vectors, normalise
 from kenning.errors import ConfigError, EmbedderError
 
@@ -48,12 +49,9 @@ _INPUTS = ("input_ids", "attention_mask")
 
 
 def default_cache_dir() -> Path:
-    """``$KENNING_CACHE_DIR``, else ``$XDG_CACHE_HOME/kenning``, else ``~/.cache/kenning``."""
-    if env := os.environ.get("KENNING_CACHE_DIR"):
-        return Path(env).expanduser()
-    if xdg := os.environ.get("XDG_CACHE_HOME"):
-        return Path(xdg).expanduser() / "kenning"
-    return Path.home() / ".cache" / "kenning"
+    """The configured cache (``cache_dir`` in the config or ``$KENNING_CACHE_DIR``), else
+    ``$XDG_CACHE_HOME/kenning``, else ``~/.cache/kenning``: the one rule of :func:`kenning.config.cache_dir`."""
+    return cache_dir(load_config(None))
 
 
 def _weights_zip() -> Path:

@@ -9,6 +9,7 @@ outside them is refused.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,8 +52,6 @@ class McpProgress:
         self._emit(force=True)
 
     def _emit(self, force: bool = False) -> None:
-        import time
-
         now = time.monotonic()
         if not force and now - self._last < 0.5:
             return

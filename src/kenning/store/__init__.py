@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from kenning._lazy import exports
 
 if TYPE_CHECKING:
     from kenning.store.sqlite import SCHEMA_VERSION, Database, FileRow, PassageRow
     from kenning.store.vectors import ExactVectors, VectorIndex, load_vectors, write_vectors
 
-# importing a name loads its module on first use, so light commands (a hook, --help) stay fast
 _WHERE = {
     "Database": "kenning.store.sqlite",
     "ExactVectors": "kenning.store.vectors",
@@ -33,8 +33,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = exports(__name__, _WHERE)

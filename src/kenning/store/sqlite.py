@@ -151,7 +151,7 @@ class Database:
                     f"the index at {path.parent} is still being created",
                     hint="wait for the running `kenning index` to commit its first files",
                 )
-            elif (schema := self._schema()) < SCHEMA_VERSION:
+            elif self._refuse_early_layout() or (schema := self._schema()) < SCHEMA_VERSION:
                 self.conn.close()
                 raise IndexOutdated(
                     f"the index at {path.parent} has schema {schema}; this kenning needs {SCHEMA_VERSION}",
@@ -171,6 +171,19 @@ class Database:
             return 0
         return int(self.conn.execute("SELECT coalesce(max(version), 0) FROM migrations").fetchone()[0])
 
+    def _refuse_early_layout(self) -> bool:
+        """An index from an early development build has a schema 1 of another shape (no `parts` column, an
+        FTS table of one column): no migration can reach it, so say so instead of failing on every insert."""
+        columns = {row[1] for row in self.conn.execute("PRAGMA table_info(passages)")}
+        if columns and "parts" not in columns:
+            self.conn.close()
+            raise IndexMismatch(
+                f"the index at {self.path.parent} was built by an early development version of kenning, "
+                "whose layout this version cannot upgrade",
+                hint="run `kenning index --rebuild` to build it again",
+            )
+        return False
+
     def _migrate(self) -> None:
         c = self.conn
         c.execute(
@@ -178,6 +191,7 @@ class Database:
         )
         done = {row[0] for row in c.execute("SELECT version FROM migrations")}
         newest = max(done, default=0)
+        self._refuse_early_layout()
         if newest > SCHEMA_VERSION:
             raise IndexMismatch(
                 f"the index at {self.path.parent} has schema {newest}; this kenning reads up to {SCHEMA_VERSION}",
