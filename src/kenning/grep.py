@@ -132,22 +132,34 @@ def render_grep(
         if n:
             yield ""
         yield f"{_PATH_COLOR}{found.path}{_RESET}" if color else found.path
-        previous: int | None = None
-        current: str | None = None
-        for ln in found.lines:
-            if found.context and previous is not None and ln.line != previous + 1:
-                yield "--"
-            if symbol_of is not None and ln.match:
-                symbol = symbol_of(found.path, ln.line)
-                if symbol != current and (symbol is not None or current is not None):
-                    yield f"@ {symbol or '(top level)'}"
-                current = symbol
-            previous = ln.line
-            number = f"{_LINE_COLOR}{ln.line}{_RESET}" if color else str(ln.line)
-            yield f"{number}{':' if ln.match else '-'}{_clip(ln.text)}"
+        for item in file_lines(found, symbol_of):
+            if isinstance(item, str):
+                yield item
+            else:
+                number = f"{_LINE_COLOR}{item.line}{_RESET}" if color else str(item.line)
+                yield f"{number}{':' if item.match else '-'}{clip_line(item.text)}"
 
 
-def _clip(text: str) -> str:
+def file_lines(
+    found: GrepFile, symbol_of: Callable[[str, int], str | None] | None = None
+) -> Iterator[GrepLine | str]:
+    """A file's lines in order, with what goes between them as plain strings: ``--`` between non-adjacent
+    context groups, and ``@ kind scope`` (or ``@ (top level)``) when a match falls in another symbol."""
+    previous: int | None = None
+    current: str | None = None
+    for ln in found.lines:
+        if found.context and previous is not None and ln.line != previous + 1:
+            yield "--"
+        if symbol_of is not None and ln.match:
+            symbol = symbol_of(found.path, ln.line)
+            if symbol != current and (symbol is not None or current is not None):
+                yield f"@ {symbol or '(top level)'}"
+            current = symbol
+        previous = ln.line
+        yield ln
+
+
+def clip_line(text: str) -> str:
     if len(text) <= MAX_LINE_CHARS:
         return text
     return f"{text[:MAX_LINE_CHARS]} … [+{len(text) - MAX_LINE_CHARS} chars]"

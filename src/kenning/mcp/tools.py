@@ -318,23 +318,26 @@ class Workspace:
                     kept: list[dict[str, Any]] = []
                     current = None
                     size += len(block[0]) + 1
-                    for ln in found.lines:
-                        text = ln.text[:500]
+                    for item in grep_mod.file_lines(found, symbol_of):
+                        if isinstance(item, str):  # a "--" or "@ symbol" line between matches
+                            block.append(item)
+                            size += len(item) + 1
+                            current = item.removeprefix("@ ") if item.startswith("@ ") else current
+                            continue
+                        text = grep_mod.clip_line(item.text)
                         # stop at a whole line, even inside a file: the first file alone may be over the limit
-                        if (ln.match and matched >= schemas.MAX_GREP_LINES) or size + len(text) + 12 > (
+                        if (item.match and matched >= schemas.MAX_GREP_LINES) or size + len(text) + 12 > (
                             schemas.MAX_OUTPUT_CHARS
                         ):
                             truncated = True
+                            while block[-1] == "--" or block[-1].startswith("@ "):
+                                block.pop()  # a separator or label of a line that is not shown
                             break
-                        symbol = symbol_of(found.path, ln.line) if ln.match else None
-                        if symbol is not None and symbol != current:
-                            block.append(f"@ {symbol}")
-                            size += len(block[-1]) + 1
-                        current = symbol if ln.match else current
-                        block.append(f"{ln.line}{':' if ln.match else '-'}{text}")
+                        block.append(f"{item.line}{':' if item.match else '-'}{text}")
                         size += len(block[-1]) + 1
-                        matched += ln.match
-                        kept.append({"line": ln.line, "text": text, "match": ln.match, "symbol": symbol})
+                        matched += item.match
+                        symbol = current if item.match and current != "(top level)" else None
+                        kept.append({"line": item.line, "text": text, "match": item.match, "symbol": symbol})
                     if any(k["match"] for k in kept):
                         lines.extend(block)
                         files.append({"path": found.path, "root": str(engine.root), "lines": kept})
