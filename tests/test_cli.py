@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from conftest import make_tree, run_cli
 
 
 def test_every_command_has_help_with_examples(tmp_path: Path) -> None:
@@ -157,3 +157,15 @@ def test_grep_command_exit_codes(corpus: Path, engine: str) -> None:
     assert out.returncode == 0 and "upload.py" in out.stdout
     out = run_cli("grep", "--engine", engine, "zzzqqq", str(corpus), cwd=corpus.parent)
     assert out.returncode == 1
+
+
+def test_no_index_search_applies_path_and_type_filters(tmp_path: Path) -> None:
+    """Regression: the literal fallback ignored --path, --glob and --type without saying so."""
+    root = make_tree(tmp_path / "lw", {"src/a.py": "retry upload here\n", "docs/b.md": "retry upload docs\n"})
+    out = run_cli("search", "--no-index", "--path", "src", "-t", "py", "--json", "retry upload", str(root))
+    hits = [json.loads(line) for line in out.stdout.splitlines() if '"type": "hit"' in line]
+    assert [h["path"] for h in hits] == ["src/a.py"]
+    out = run_cli("search", "--no-index", "-g", "*.md", "--json", "retry upload", str(root))
+    assert [json.loads(ln)["path"] for ln in out.stdout.splitlines() if '"type": "hit"' in ln] == [
+        "docs/b.md"
+    ]

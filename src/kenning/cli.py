@@ -500,29 +500,30 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def _literal(start: Path, queries: list[str], config: Any, args: argparse.Namespace, started: float) -> int:
-    from kenning.literal import NOTE, literal_search
+    from kenning.literal import NOTE, literal_results
     from kenning.render import render_json, render_text
+    from kenning.types import Selection
 
-    results = []
-    for n, q in enumerate(queries, 1):
-        r = literal_search(start, q, limit=config.limit)
-        r.group = f"Q{n}"
-        results.append(r)
-    ignored = [
+    selection = Selection(
+        globs=tuple(args.glob or ()),
+        iglobs=tuple(args.iglob or ()),
+        types=tuple(args.type or ()),
+        types_not=tuple(args.type_not or ()),
+    )
+    unapplied = [
         flag
         for flag, given in (
             ("--symbol-type", args.symbol_type),
             ("--prefer-symbol", args.prefer_symbol),
             ("--modified-after", args.modified_after),
             ("--modified-before", args.modified_before),
-            ("--path", args.path),
         )
         if given
     ]
-    if ignored:
-        results[0].notes.append(
-            f"{', '.join(ignored)} need the index and were not applied to literal matches"
-        )
+    paths = [start / p for p in args.path or ()]
+    results = literal_results(
+        start, queries, limit=config.limit, selection=selection, paths=paths, unapplied=unapplied
+    )
     if args.json:
         _out(
             render_json(results, config.preview, root=str(start), model="none", started=started, literal=True)

@@ -62,3 +62,26 @@ def literal_search(
     if not hits:
         result.notes.append(f"no file holds any of the words {', '.join(terms)}")
     return result
+
+
+def literal_results(
+    root: Path,
+    queries: Sequence[str],
+    *,
+    limit: int,
+    selection: Selection | None = None,
+    paths: Sequence[Path | str] = (),
+    unapplied: Sequence[str] = (),
+) -> list[SearchResult]:
+    """One literal group per query (Q1, Q2, ...); `unapplied` names the options that need an index, and the
+    first group's notes say they were not applied, so nobody reads these matches as filtered."""
+    results = []
+    for n, query in enumerate(queries, 1):
+        result = literal_search(root, query, limit=limit, selection=selection, paths=paths)
+        result.group = f"Q{n}"
+        results.append(result)
+    if unapplied and results:
+        results[0].notes.append(
+            f"{', '.join(unapplied)} need the index and were not applied to literal matches"
+        )
+    return results

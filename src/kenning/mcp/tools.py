@@ -20,7 +20,7 @@ from kenning import walk
 from kenning.engine import Engine
 from kenning.errors import ArgumentError, IndexMissing, OutsideRoot, UsageError
 from kenning.index import Progress
-from kenning.literal import literal_search
+from kenning.literal import literal_results
 from kenning.mcp import schemas
 from kenning.mcp.answers import Answer, index_json, index_text, next_step, search_answer
 from kenning.outline import SymbolLookup, file_outline, outline_json, outline_lines
@@ -179,23 +179,19 @@ class Workspace:
                         "literal matches",
                     )
                 literal.append(engine.root)
-                selection = Selection(globs=globs, types=types)
-                targets = [engine.root / r for r in rels]
-                results = [
-                    literal_search(engine.root, q, limit=k, selection=selection, paths=targets)
-                    for q in queries
-                ]
-                for i, r in enumerate(results, 1):
-                    r.group = f"Q{i}"
-                ignored = [
+                unapplied = [
                     name
                     for name in ("modified_after", "modified_before", "symbol_types", "prefer_symbol")
                     if args.get(name)
                 ]
-                if ignored:
-                    results[0].notes.append(
-                        f"{', '.join(ignored)} need the index and were not applied to these literal matches"
-                    )
+                results = literal_results(
+                    engine.root,
+                    queries,
+                    limit=k,
+                    selection=Selection(globs=globs, types=types),
+                    paths=[engine.root / r for r in rels],
+                    unapplied=unapplied,
+                )
             per_root.append((engine, results))
         return search_answer(queries, per_root, k, mode, preview, literal, self._show, len(self.engines) > 1)
 
