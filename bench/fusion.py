@@ -17,6 +17,7 @@ import numpy as np
 from eval import EVAL, SETS, score
 from kenning.config import Config
 from kenning.engine import Engine
+from kenning.search import RRF_K
 from kenning.store.terms import fts_query, query_terms
 
 HERE = Path(__file__).resolve().parent
@@ -27,7 +28,7 @@ def rrf(lex: Ranked, sem: Ranked, w_lex: float = 1.0) -> dict[int, float]:
     fused: dict[int, float] = {}
     for weight, items in ((w_lex, lex), (1.0, sem)):
         for rank, (pid, _) in enumerate(items, 1):
-            fused[pid] = fused.get(pid, 0.0) + weight / (60 + rank)
+            fused[pid] = fused.get(pid, 0.0) + weight / (RRF_K + rank)
     return fused
 
 

@@ -36,7 +36,8 @@ def _db_with_vectors(tmp_path: Path, vecs: np.ndarray) -> Database:
 def test_turbovec_with_rerank_matches_exact_search(tmp_path: Path) -> None:
     vecs = _clustered(TURBO_MIN + 2000, 64)
     db = _db_with_vectors(tmp_path, vecs)
-    index = write_vectors(tmp_path, db, 64)
+    write_vectors(tmp_path, db, 64)
+    index = load_vectors(tmp_path, db, 64)
     assert isinstance(index, TurboVectors)
     exact = ExactVectors(index.ids, np.asarray(index.matrix))
     queries = _clustered(100, 64, seed=1)

@@ -171,7 +171,8 @@ def prepare_all(jobs: Iterable[Job], settings: Settings, workers: int) -> Genera
     except BrokenProcessPool:
         raise KenningError(
             "a chunking worker process died (killed, or out of memory); finished work is kept",
-            hint="run `kenning index` again, or set chunk_workers = 1 to chunk in one process",
+            hint="run `kenning index` again; if it recurs, chunk in one process with KENNING_CHUNK_WORKERS=1 "
+            "(or `chunk_workers = 1` in ~/.config/kenning/config.toml)",
         ) from None
     finally:
         pool.shutdown(wait=False, cancel_futures=True)

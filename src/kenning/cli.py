@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, NoReturn, cast
 
 from kenning.errors import Interrupted, KenningError, UsageError
+from kenning.install import AGENTS
 from kenning.types import Mode, Preview
 
 EXAMPLES = {
@@ -65,7 +66,7 @@ EXAMPLES = {
 }
 
 
-AGENT_TARGETS = ("claude", "codex", "cursor", "opencode", "all")
+AGENT_TARGETS = (*AGENTS, "all")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -27,7 +27,7 @@ from typing import Literal
 
 from kenning.errors import KenningError, UsageError
 from kenning.types import FileEntry, Selection, Skip
-from kenning.walk import NotText, check_root, read_text, walk
+from kenning.walk import check_root, decode, read_bytes, walk
 
 __all__ = ["MAX_LINE_CHARS", "GrepFile", "GrepLine", "GrepOptions", "grep", "render_grep", "rg_available"]
 
@@ -271,14 +271,18 @@ def _entries(
             on_skip(item)
 
 
-def _load(entry: FileEntry, on_skip: Callable[[Skip], None] | None) -> str | None:
-    """The file's text from read_text (the one decoder both engines share), or None if it is not text."""
-    text = read_text(entry.path)
-    if isinstance(text, NotText):
-        if on_skip is not None:
-            on_skip(Skip(entry.rel, text.reason))
-        return None
-    return text
+def _load(entry: FileEntry, on_skip: Callable[[Skip], None] | None) -> tuple[str, bytes] | None:
+    """The file's text (walk.decode, the one decoder both engines share) and its bytes, or None if it is not
+    text. One read: rg's encoding is judged on the same bytes."""
+    raw = read_bytes(entry.path)
+    if isinstance(raw, bytes):
+        text = decode(raw)
+        if isinstance(text, str):
+            return text, raw
+        raw = text
+    if on_skip is not None:
+        on_skip(Skip(entry.rel, raw.reason))
+    return None
 
 
 def _lines(text: str) -> list[str]:
@@ -323,10 +327,10 @@ def _python_engine(
     on_skip: Callable[[Skip], None] | None,
 ) -> Iterator[GrepFile]:
     for entry in entries:
-        text = _load(entry, on_skip)
-        if text is None:
+        got = _load(entry, on_skip)
+        if got is None:
             continue
-        lines = _lines(text)
+        lines = _lines(got[0])
         hits = _search(regex, lines, options.max_count)
         if hits:
             yield _result(entry.rel, lines, hits, options)
@@ -431,21 +435,14 @@ def _rg_engine(
     for chunk in _chunks(entries):
         loaded: list[tuple[str, str, str | None]] = []  # (rel, text, rg encoding or None)
         for entry in chunk:
-            text = _load(entry, on_skip)
-            if text is None:
-                continue
-            try:
-                raw = entry.path.read_bytes()
-            except OSError:
-                encoding = None  # gone since read_text read it: the Python matcher uses what was read
-            else:
-                encoding = _rg_encoding(raw)
-            loaded.append((entry.rel, text, encoding))
+            got = _load(entry, on_skip)
+            if got is not None:
+                loaded.append((entry.rel, got[0], _rg_encoding(got[1])))
         found: dict[str, list[int]] = {}
-        for encoding in ("auto", "windows-1252"):
-            rels = [rel for rel, _, enc in loaded if enc == encoding]
+        for wanted in ("auto", "windows-1252"):
+            rels = [rel for rel, _, enc in loaded if enc == wanted]
             if rels:
-                found |= _rg_search(rg, root, args, encoding, rels)
+                found |= _rg_search(rg, root, args, wanted, rels)
         for rel, text, encoding in loaded:
             if encoding is not None and rel not in found:
                 continue  # most files: rg found nothing, so there is no need to split them into lines
@@ -454,7 +451,7 @@ def _rg_engine(
                 hits = _search(regex, lines, options.max_count)
             else:
                 # rg counts lines exactly as _lines does for these files; the bound guards against a file
-                # rewritten between the two reads.
+                # rewritten between our read and rg's.
                 hits = [n - 1 for n in found[rel] if 0 < n <= len(lines)][: options.max_count]
             if hits:
                 yield _result(rel, lines, hits, options)

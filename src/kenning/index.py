@@ -115,10 +115,10 @@ def _check(cancel: threading.Event | None) -> None:
         raise Interrupted("indexing cancelled; finished work is kept")
 
 
-def publish(directory: Path, db: Database, dim: int) -> None:
+def publish(directory: Path, db: Database, dim: int) -> dict[str, int]:
     """After a change to passages or vectors: a fresh vector snapshot and the totals searches read."""
     write_vectors(directory, db, dim)
-    db.save_counts()
+    return db.save_counts()
 
 
 def run_index(
@@ -161,10 +161,11 @@ def run_index(
         report.restore_committed()
         raise
     finally:
-        if report.added or report.changed or report.removed or report.embedded or report.interrupted:
-            write_vectors(directory, db, embedder.dim)
         db.set_meta("last_indexed", str(time.time()))
-        counts = db.save_counts()
+        if report.added or report.changed or report.removed or report.embedded or report.interrupted:
+            counts = publish(directory, db, embedder.dim)
+        else:
+            counts = db.save_counts()
         report.files, report.passages = counts["files"], counts["passages"]
         report.coverage = counts["embedded"] / counts["passages"] if counts["passages"] else 1.0
         report.elapsed = time.perf_counter() - started

@@ -465,8 +465,8 @@ class NotText:
 _CONTROL = bytes(b for b in range(32) if b not in b"\t\n\r\f\b\x1b") + b"\x7f"
 
 
-def read_text(path: Path, *, max_bytes: int | None = None) -> str | NotText:
-    """The file's text (see :func:`decode`), or NotText saying why there is none."""
+def read_bytes(path: Path, *, max_bytes: int | None = None) -> bytes | NotText:
+    """The file's bytes, or NotText saying why they cannot be had (unreadable, past the size limit)."""
     try:
         with open(path, "rb") as fh:
             data = fh.read() if max_bytes is None else fh.read(max_bytes + 1)
@@ -474,7 +474,13 @@ def read_text(path: Path, *, max_bytes: int | None = None) -> str | NotText:
         return NotText(f"cannot read ({exc.strerror or exc})")
     if max_bytes is not None and len(data) > max_bytes:
         return NotText(f"past the {max_bytes}-byte limit (--max-filesize)")
-    return decode(data)
+    return data
+
+
+def read_text(path: Path, *, max_bytes: int | None = None) -> str | NotText:
+    """The file's text (see :func:`decode`), or NotText saying why there is none."""
+    data = read_bytes(path, max_bytes=max_bytes)
+    return data if isinstance(data, NotText) else decode(data)
 
 
 def decode(data: bytes) -> str | NotText:

@@ -472,9 +472,6 @@ class Database:
         ).fetchall()
         return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
 
-    def fts_count(self) -> int:
-        return int(self.conn.execute("SELECT count(*) FROM fts").fetchone()[0])
-
     def restrict_lexical(self, allowed: np.ndarray) -> None:
         """Load the passage ids a filtered search may return (read by `lexical(..., filtered=True)`)."""
         self.conn.execute("CREATE TEMP TABLE IF NOT EXISTS allowed_passages(id INTEGER PRIMARY KEY)")

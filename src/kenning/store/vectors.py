@@ -44,15 +44,21 @@ class ExactVectors(VectorIndex):
     def search(self, query: np.ndarray, k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
         if len(self) == 0 or k <= 0:
             return []
-        if allowed is not None:
-            rows = np.flatnonzero(np.isin(self.ids, allowed, assume_unique=True))
-            if rows.size == 0:
-                return []
-            scores = self.matrix[rows] @ query
-            ids = self.ids[rows]
-        else:
-            scores = self.matrix @ query
-            ids = self.ids
+        if allowed is None:
+            return self._top(self.matrix @ query, self.ids, k)
+        return self._search_rows(query, k, self._rows(allowed))
+
+    def _rows(self, allowed: np.ndarray) -> np.ndarray:
+        """The row numbers of the allowed passage ids."""
+        return np.flatnonzero(np.isin(self.ids, allowed, assume_unique=True))
+
+    def _search_rows(self, query: np.ndarray, k: int, rows: np.ndarray) -> list[tuple[int, float]]:
+        if rows.size == 0:
+            return []
+        return self._top(self.matrix[rows] @ query, self.ids[rows], k)
+
+    @staticmethod
+    def _top(scores: np.ndarray, ids: np.ndarray, k: int) -> list[tuple[int, float]]:
         k = min(k, scores.shape[0])
         top = np.argpartition(-scores, k - 1)[:k]
         top = top[np.argsort(-scores[top], kind="stable")]
@@ -77,9 +83,9 @@ class TurboVectors(ExactVectors):
             return []
         allowlist = None
         if allowed is not None:
-            rows = np.flatnonzero(np.isin(self.ids, allowed, assume_unique=True))
+            rows = self._rows(allowed)
             if rows.size <= SMALL_ALLOWED:
-                return super().search(query, k, allowed)
+                return self._search_rows(query, k, rows)  # a narrow filter: exact over its own rows
             allowlist = rows.astype(np.uint64)
         q = np.ascontiguousarray(query, dtype=np.float32)[None, :]
         _, found = self.index.search(q, k * CANDIDATES, allowlist=allowlist)
@@ -123,8 +129,9 @@ def load_vectors(directory: Path, db: Database, dim: int) -> ExactVectors:
         return ExactVectors(ids, vecs)
 
 
-def write_vectors(directory: Path, db: Database, dim: int) -> ExactVectors:
-    """Write a fresh snapshot from the database (the writer calls this under its lock) and drop older ones."""
+def write_vectors(directory: Path, db: Database, dim: int) -> None:
+    """Write a fresh snapshot from the database (the writer calls this under its lock) and drop older ones.
+    Readers load it with `load_vectors` when they see the new generation."""
     ids, vecs = db.passage_vectors(dim)
     generation = str(int(db.get_meta("vectors_generation") or "0") + 1)
     mat_path, ids_path = _paths(directory, generation)
@@ -148,4 +155,3 @@ def write_vectors(directory: Path, db: Database, dim: int) -> ExactVectors:
         if not old.name.startswith(f"vectors-{generation}."):
             with contextlib.suppress(OSError):
                 old.unlink()
-    return load_vectors(directory, db, dim)
