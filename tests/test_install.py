@@ -388,3 +388,32 @@ def test_a_failed_write_is_a_config_error_naming_the_file(
     monkeypatch.setattr(install, "_write", refuse)
     with pytest.raises(ConfigError, match=r"could not write ~/\.codex/config\.toml \(Permission denied\)"):
         run(home, "codex")
+
+
+@pytest.mark.parametrize(
+    ("files", "args", "message"),
+    [
+        ({".codex/AGENTS.md": "mine\n<!-- kenning:begin (managed) -->\nhalf a block\n"}, ("--target", "codex"),
+         "kenning:begin without kenning:end"),
+        ({".claude/settings.json": '{"hooks": {"PreToolUse": {"matcher": "x"}}}'}, ("--target", "claude", "--gate"),
+         "hooks.PreToolUse is not a list"),
+    ],
+)  # fmt: skip
+def test_broken_user_files_are_refused_and_nothing_is_written(
+    home: Path, files: dict[str, str], args: tuple[str, ...], message: str
+) -> None:
+    write(home, files)
+    before = tree(home)
+    r = cli(home, "install", "--yes", *args)
+    assert r.returncode == 2 and message in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    assert tree(home) == before
+
+
+def test_a_config_file_that_is_not_utf8_is_refused(home: Path) -> None:
+    (home / ".codex").mkdir()
+    (home / ".codex" / "AGENTS.md").write_bytes(b"caf\xe9\n")
+    before = tree(home)
+    r = cli(home, "install", "--yes", "--target", "codex")
+    assert r.returncode == 2 and "is not UTF-8 text" in r.stderr
+    assert tree(home) == before

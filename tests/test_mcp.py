@@ -524,3 +524,27 @@ def test_indexing_a_missing_path_is_refused(workspace: Workspace) -> None:
 def test_an_invalid_regex_names_the_mcp_fix(workspace: Workspace) -> None:
     with pytest.raises(ArgumentError, match="pass fixed: true"):
         workspace.grep({"pattern": "(unclosed"})
+
+
+def test_index_paths_in_two_roots_and_forget_with_glob_are_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
+    a = make_tree(tmp_path / "a", {"x.md": "alpha\n"})
+    b = make_tree(tmp_path / "b", {"y.md": "beta\n"})
+    ws = Workspace([a, b], model="hash")
+    try:
+        with pytest.raises(ArgumentError, match="several served roots"):
+            ws.text_index({"paths": [str(a / "x.md"), str(b / "y.md")]})
+        with pytest.raises(ArgumentError, match="glob cannot be combined with forget"):
+            ws.text_index({"paths": ["x.md"], "glob": "*.md", "forget": True})
+    finally:
+        ws.close()
+
+
+def test_a_bad_log_level_is_a_one_line_refusal_to_start(corpus: Path) -> None:
+    out = run_cli(
+        "mcp", "--check", "--root", str(corpus), env={"KENNING_LOG_LEVEL": "verbose"}, cwd=corpus.parent
+    )
+    assert out.returncode == 2 and "KENNING_LOG_LEVEL='verbose' is not a level" in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1

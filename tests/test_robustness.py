@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -306,3 +307,20 @@ def test_a_killed_chunk_worker_is_a_one_line_error_and_the_index_stays_sound(tmp
     assert _consistency(_db(root))[0] == 3000
     hit = run_cli("search", "--lexical", "handler_1234", str(root), cwd=tmp_path)
     assert "pkg14/mod1234.py" in hit.stdout
+
+
+def test_totals_after_a_killed_run_are_counted_live_not_left_stale(tmp_path: Path) -> None:
+    """Regression: a run killed after its first commits left the previous run's saved totals standing, so
+    searches reported a stale passage count and semantic coverage."""
+    root = _big_tree(tmp_path / "ws", 10)
+    assert run_cli("index", str(root), cwd=tmp_path).returncode == 0
+    _big_tree(root, 3000)
+    proc = spawn_index(root)
+    signal_in_phase(proc, "semantic", 0.05, signal.SIGKILL)
+    assert proc.wait() == -signal.SIGKILL, "the run ended before the kill; the test proves nothing"
+    con = sqlite3.connect(_db(root))
+    passages = con.execute("SELECT count(*) FROM passages").fetchone()[0]
+    con.close()
+    out = run_cli("search", "--json", "--lexical", "handler", str(root), cwd=tmp_path)
+    summary = json.loads(out.stdout.splitlines()[-1])
+    assert summary["groups"][0]["searched"] == passages == 3000

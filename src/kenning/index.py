@@ -144,6 +144,7 @@ def run_index(
     scope = scope or Scope()
     report = IndexReport(root=str(root), model=embedder.name)
     started = time.perf_counter()
+    db.forget_counts()
     try:
         _lexical_pass(root, db, config, selection, index_dir_name, scope, progress, report, cancel)
         report.lexical_seconds = time.perf_counter() - started

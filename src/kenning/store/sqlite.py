@@ -401,6 +401,11 @@ class Database:
         self.set_meta("counts", json.dumps(counts))
         return counts
 
+    def forget_counts(self) -> None:
+        """A writer starts: until it saves new totals, readers count live (a killed run must not leave old
+        totals standing beside new passages)."""
+        self.conn.execute("DELETE FROM meta WHERE key = 'counts'")
+
     def cached_counts(self) -> dict[str, int]:
         raw = self.get_meta("counts")
         if raw:
