@@ -11,7 +11,7 @@ import fnmatch
 import os
 import re
 import stat
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Container, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,8 +22,8 @@ from kenning.errors import RootError, UsageError
 from kenning.types import FileEntry, FileKind, Selection, Skip
 
 __all__ = [  # FileEntry, Selection and Skip are re-exported: callers use walk.FileEntry
-    "INDEX_DIR_NAME", "TYPES", "FileEntry", "NotText", "Selection", "SelectionMatcher", "Skip", "check_root",
-    "compile_selection", "decode", "is_secret", "kind_of", "read_text", "walk",
+    "INDEX_DIR_NAME", "TYPES", "FileEntry", "NotText", "PathFilter", "Selection", "SelectionMatcher", "Skip",
+    "check_root", "compile_selection", "decode", "is_secret", "kind_of", "read_text", "walk",
 ]  # fmt: skip
 
 INDEX_DIR_NAME = ".kenning"
@@ -326,6 +326,57 @@ def _ignored(specs: _Specs, rel: str, is_dir: bool) -> bool | None:
     return None
 
 
+class _Rules:
+    """The walk's per-entry rules, shared by walk() and PathFilter so the two cannot drift apart.
+
+    ``strict`` refuses a missing --ignore-file (the walk reports it as a usage error); a long-lived watcher
+    treats it as empty instead, since the file can vanish while it runs and the next walk will say so.
+    """
+
+    def __init__(self, base: Path, selection: Selection, index_dir_name: str, *, strict: bool) -> None:
+        self.selection = selection
+        self.matcher = compile_selection(selection)
+        self.never = (".git", index_dir_name)
+        root_lines: list[str] = []
+        # Explicit --ignore-file rules stay on with no_ignore, as in ripgrep: the user named them. They have
+        # the lowest precedence, then .git/info/exclude, then the root's own .gitignore and .ignore.
+        for name in selection.ignore_files:
+            path = base / name
+            if not path.is_file():
+                if strict:
+                    raise UsageError(
+                        f"ignore file {path} not found; pass an existing file (relative to the root)"
+                    )
+                continue
+            root_lines += _read_lines(path)
+        if not selection.no_ignore:
+            root_lines += _read_lines(base / ".git" / "info" / "exclude")
+        self.root_lines = root_lines
+
+    def specs_in(self, prefix: str, dirpath: Path, specs: _Specs, names: Container[str] | None) -> _Specs:
+        """The ignore rules in force inside directory ``prefix``: its parent's, then its own ignore files.
+
+        ``names`` are the directory's entries when the caller has listed it; None means "try to read them".
+        """
+        lines = list(self.root_lines) if not prefix else []
+        if not self.selection.no_ignore:
+            for f in (".gitignore", ".ignore"):  # .ignore last, so its rules win, as in ripgrep
+                lines += _read_lines(dirpath / f) if names is None or f in names else []
+        return (*specs, (prefix, _IgnoreFile(lines))) if lines else specs
+
+    def excluded(self, specs: _Specs, rel: str, name: str, is_dir: bool) -> bool:
+        """True when the walk leaves the entry out silently: never-dirs, hidden, ignored, or filtered out."""
+        if name in self.never or (name[0] == "." and not self.selection.hidden):
+            return True
+        verdict = _ignored(specs, rel, is_dir) if specs else None
+        if verdict is None and not self.selection.no_ignore:
+            # The defaults rank below every ignore file, so "!vendor/" in a .gitignore brings vendor back.
+            verdict = name in DEFAULT_IGNORE_DIRS if is_dir else _DEFAULT_FILES.match(name)
+        if verdict:
+            return True
+        return self.matcher.prunes_dir(rel) if is_dir else not self.matcher.matches_file(rel)
+
+
 def walk(
     root: Path | str,
     selection: Selection,
@@ -342,19 +393,9 @@ def walk(
     of the iterator.
     """
     base = check_root(root)
-    matcher = compile_selection(selection)
-    root_lines: list[str] = []
-    # Explicit --ignore-file rules stay on with no_ignore, as in ripgrep: the user named them. They have
-    # the lowest precedence, then .git/info/exclude, then the root's own .gitignore and .ignore.
-    for name in selection.ignore_files:
-        path = base / name
-        if not path.is_file():
-            raise UsageError(f"ignore file {path} not found; pass an existing file (relative to the root)")
-        root_lines += _read_lines(path)
-    if not selection.no_ignore:
-        root_lines += _read_lines(base / ".git" / "info" / "exclude")
+    rules = _Rules(base, selection, index_dir_name, strict=True)
     real_root = str(base)
-    never = (".git", index_dir_name)
+    never = rules.never
 
     def walk_dir(
         prefix: str, dirpath: Path, specs: _Specs, chain: frozenset[str]
@@ -365,13 +406,7 @@ def walk(
         except OSError as exc:
             yield Skip(prefix, f"directory not readable ({exc.strerror or exc})")
             return
-        lines = list(root_lines) if not prefix else []
-        if not selection.no_ignore:
-            names = {e.name for e in entries}
-            for f in (".gitignore", ".ignore"):  # .ignore last, so its rules win, as in ripgrep
-                lines += _read_lines(dirpath / f) if f in names else []
-        if lines:
-            specs = (*specs, (prefix, _IgnoreFile(lines)))
+        specs = rules.specs_in(prefix, dirpath, specs, {e.name for e in entries})
         keyed = []
         for e in entries:
             try:
@@ -383,16 +418,8 @@ def walk(
         for _, is_dir, entry in keyed:
             name = entry.name
             rel = prefix + "/" + name if prefix else name
-            if name in never or (name[0] == "." and not selection.hidden):
-                continue
-            verdict = _ignored(specs, rel, is_dir) if specs else None
-            if verdict is None and not selection.no_ignore:
-                # The defaults rank below every ignore file, so "!vendor/" in a .gitignore brings vendor back.
-                verdict = name in DEFAULT_IGNORE_DIRS if is_dir else _DEFAULT_FILES.match(name)
-            if verdict:
-                continue
             # Filters before symlink checks, so links the selection would not take are not reported.
-            if matcher.prunes_dir(rel) if is_dir else not matcher.matches_file(rel):
+            if rules.excluded(specs, rel, name, is_dir):
                 continue
             real = None
             if entry.is_symlink():
@@ -452,6 +479,98 @@ def walk(
             on_skip(item)
         else:
             yield item
+
+
+RULE_FILE_NAMES = frozenset({".gitignore", ".ignore"})
+
+
+class PathFilter:
+    """walk()'s rules for one path at a time, for a watcher that hears about paths instead of listing dirs.
+
+    ``accepts(rel, is_dir)`` is True when walk() would descend into that directory or consider that file:
+    every ancestor passes the rules (never-dirs, hidden, ignore files with the walk's precedence, defaults,
+    globs and types), the entry itself passes them, and a file is not a secret. The path need not exist, so
+    a deleted file is judged by its name. It does not look at what only the file can tell (size, symlinks,
+    emptiness, format): the walk reports those. Parsed ignore files are cached per directory until
+    :meth:`invalidate`, to call when an ignore file may have changed (see :meth:`is_rule_file`).
+    """
+
+    def __init__(self, root: Path | str, selection: Selection, index_dir_name: str = INDEX_DIR_NAME) -> None:
+        # Not check_root: the watcher builds filters while the root may be briefly gone.
+        self.root = Path(os.path.realpath(Path(root).expanduser()))
+        self.selection = selection
+        self.index_dir_name = index_dir_name
+        compile_selection(selection)  # a bad glob or type is the caller's error, raised here and not later
+        # The rules and both caches as one tuple, swapped whole by invalidate(): a check running in another
+        # thread keeps the tuple it started with and never writes old verdicts into the new caches.
+        self._state: tuple[_Rules, dict[str, _Specs], dict[str, bool]] | None = None
+        rules = {".git/info/exclude"} if not selection.no_ignore else set()
+        for name in selection.ignore_files:
+            path = os.path.realpath(self.root / name)
+            if path.startswith(str(self.root) + os.sep):
+                rules.add(path[len(str(self.root)) + 1 :].replace(os.sep, "/"))
+        self._rule_rels = frozenset(rules)
+
+    def invalidate(self) -> None:
+        """Forget the parsed ignore files and directory verdicts; the next call re-reads them."""
+        self._state = None
+
+    def rule_files(self) -> list[Path]:
+        """Absolute paths of the root-level rule files (--ignore-file, .git/info/exclude), which may live
+        outside the root or in directories a watcher does not otherwise watch."""
+        paths = [self.root / name for name in self.selection.ignore_files]
+        if not self.selection.no_ignore:
+            paths.append(self.root / ".git" / "info" / "exclude")
+        return paths
+
+    def is_rule_file(self, rel: str) -> bool:
+        """True if a change to ``rel`` can change what the rules select: a .gitignore or .ignore in a
+        directory the walk enters, .git/info/exclude, or one of the selection's --ignore-file files."""
+        if rel in self._rule_rels:
+            return True
+        cut = rel.rfind("/")
+        if rel[cut + 1 :] not in RULE_FILE_NAMES or self.selection.no_ignore:
+            return False
+        return cut < 0 or self.accepts(rel[:cut], is_dir=True)  # rules inside ignored dirs never apply
+
+    def _load(self) -> tuple[_Rules, dict[str, _Specs], dict[str, bool]]:
+        state = self._state
+        if state is None:
+            state = self._state = (
+                _Rules(self.root, self.selection, self.index_dir_name, strict=False),
+                {},
+                {},
+            )
+        return state
+
+    def accepts(self, rel: str, is_dir: bool) -> bool:
+        """True if walk() would descend into directory ``rel`` / consider file ``rel`` (root-relative, posix)."""
+        rel = rel.strip("/")
+        if not rel:
+            return True
+        rules, known_specs, known_dirs = self._load()
+
+        def specs_in(prefix: str, parent: _Specs) -> _Specs:
+            specs = known_specs.get(prefix)
+            if specs is None:
+                specs = known_specs[prefix] = rules.specs_in(prefix, self.root / prefix, parent, None)
+            return specs
+
+        parts = rel.split("/")
+        specs = specs_in("", ())
+        prefix = ""
+        for name in parts[:-1]:
+            here = prefix + "/" + name if prefix else name
+            ok = known_dirs.get(here)
+            if ok is None:
+                ok = known_dirs[here] = not rules.excluded(specs, here, name, True)
+            if not ok:
+                return False
+            prefix = here
+            specs = specs_in(prefix, specs)
+        if rules.excluded(specs, rel, parts[-1], is_dir):
+            return False
+        return is_dir or not is_secret(rel)
 
 
 @dataclass(frozen=True, slots=True)
