@@ -66,6 +66,7 @@ def run_cli(
     """The real CLI in a subprocess, with the hash embedder and a private config/cache home."""
     full_env = dict(os.environ)
     full_env.setdefault("KENNING_MODEL", "hash")
+    full_env.setdefault("KENNING_MODE", "direct")  # a daemon the developer runs must not answer the tests
     home = Path(cwd or ".").resolve()
     full_env["XDG_CONFIG_HOME"] = str(home / ".cfg-none")
     full_env.update(env or {})

@@ -12,12 +12,23 @@ import os
 import sys
 import time
 from collections.abc import Iterable, Sequence
+from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, NoReturn, cast
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO, cast
 
 from kenning.errors import Interrupted, KenningError, UsageError
-from kenning.install import AGENTS
-from kenning.types import Mode, Preview
+from kenning.targets import AGENTS
+
+if TYPE_CHECKING:
+    from kenning.config import Config
+    from kenning.engine import Engine
+    from kenning.types import Mode, Preview
+
+# The daemon runs these same commands in its threads: it sets where their output goes and which (resident)
+# Engine they use, so a command gives the same answer in every mode.
+STREAMS: ContextVar[tuple[TextIO, TextIO] | None] = ContextVar("kenning_streams", default=None)
+ENGINES: ContextVar[Any] = ContextVar("kenning_engines", default=None)
+ROUTABLE = ("search", "index", "status")  # the commands a running daemon answers (`--mode`)
 
 EXAMPLES = {
     "index": """examples:
@@ -60,6 +71,13 @@ EXAMPLES = {
     "uninstall": """examples:
   kenning uninstall                        remove kenning's managed blocks from every agent's config
   kenning uninstall --target codex -y""",
+    "serve": """examples:
+  kenning serve ~/src/project              serve in the foreground (Ctrl-C stops it)
+  kenning serve --listen 127.0.0.1:0 .     any free port (see `kenning daemon status`)""",
+    "daemon": """examples:
+  kenning daemon start ~/src/project       start the background daemon, attach a root
+  kenning daemon status                    roots, coverage, queue, watcher health, memory, web address
+  kenning daemon stop""",
     "gate": """examples:
   (run by Claude Code as a PreToolUse hook; `kenning install --gate` registers it)
   echo '{"session_id":"demo","cwd":"'"$PWD"'","tool_name":"Grep","tool_input":{"pattern":"x"}}' | kenning gate""",
@@ -132,20 +150,68 @@ def _selection_args(p: argparse.ArgumentParser, *, index: bool) -> None:
         )
 
 
-def build_parser() -> argparse.ArgumentParser:
+class _Version(argparse.Action):
+    """--version, looked up only when asked: reading package metadata costs every other command ~25 ms."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        parser.exit(message=f"kenning {_version()}\n")
+
+
+def _mode_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--mode",
+        choices=("auto", "server", "direct"),
+        default=None,
+        help="auto (default; $KENNING_MODE): use a running daemon, else work in this process; "
+        "server: require the daemon; direct: never use it",
+    )
+
+
+def _serve_args(p: argparse.ArgumentParser, *, roots: bool = True) -> None:
+    if roots:
+        p.add_argument(
+            "roots", nargs="*", metavar="ROOT", help="roots to attach up front (more attach on use)"
+        )
+    p.add_argument(
+        "--listen",
+        default=None,
+        metavar="HOST:PORT",
+        help="loopback address for MCP over HTTP and the status page (default 127.0.0.1:7997; 0 = any free port)",
+    )
+    p.add_argument(
+        "--idle",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="close idle roots' indexes after this long",
+    )
+    p.add_argument("--no-watch", action="store_true", help="do not watch roots for changes")
+
+
+class _Unused:
+    """Stands in for the parsers of commands not being run: their arguments need not be built (~15 ms)."""
+
+    def __getattr__(self, name: str) -> Any:
+        return lambda *args, **kwargs: self
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser, or with `only`, one whose other commands exist by name but have no arguments built."""
     parser = _Parser(
         prog="kenning",
         description="Find the passage you meant in a folder of code and documents: hybrid BM25 + embedding "
         "search over a local index, offline on a CPU. Every hit is path:start-end with its text.",
-        epilog="commands: index, search, grep, symbols, status, models, mcp, install, uninstall, gate. `kenning COMMAND --help` shows each with examples.\n"
+        epilog="commands: index, search, grep, symbols, status, models, mcp, serve, daemon, install, uninstall, gate. `kenning COMMAND --help` shows each with examples.\n"
         "exit codes: 0 found/ok, 1 nothing found or not ready, 2 error, 130 interrupted.\n"
         "config: defaults < ~/.config/kenning/config.toml < ROOT/.kenning.toml < KENNING_* env < flags.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"kenning {_version()}")
+    parser.add_argument("--version", action=_Version, nargs=0, help="show the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
-    def command(name: str, help_: str) -> argparse.ArgumentParser:
+    def command(name: str, help_: str) -> Any:
+        if only is not None and name != only:
+            return _Unused()
         return sub.add_parser(
             name,
             help=help_,
@@ -184,6 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="allow a remote embedding endpoint to receive workspace text",
     )
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    _mode_arg(p)
 
     p = command("search", "Search the index of ROOT (or its nearest indexed ancestor) by meaning and words.")
     p.add_argument("query", nargs="?", default=None, metavar="QUERY")
@@ -234,6 +301,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="never build an index; without one, fall back to literal exhaustive search",
     )
     p.add_argument("--model", default=None, help="search the index of this embedder")
+    _mode_arg(p)
 
     p = command("grep", "Exhaustive regex search, no index needed, over the same file selection.")
     p.add_argument("pattern", nargs="?", default=None, metavar="PATTERN")
@@ -270,6 +338,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--check-ready", action="store_true", help="exit 0 only if indexed with nothing pending")
     p.add_argument("--json", action="store_true")
     p.add_argument("--model", default=None)
+    _mode_arg(p)
 
     p = command("symbols", "Outline of source files: each symbol's kind, name, lines and signature.")
     p.add_argument("paths", nargs="+", metavar="PATH")
@@ -309,6 +378,16 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("-y", "--yes", action="store_true", help="do not ask before changing files")
         p.add_argument("--dry-run", action="store_true", help="show what would change, change nothing")
 
+    p = command("serve", "Run the daemon in the foreground (for supervisors and containers).")
+    _serve_args(p)
+
+    p = command("daemon", "Start, stop or ask about the background daemon (one per user).")
+    # one positional list: argparse cannot place "ROOT..." after options when it follows another positional
+    p.add_argument("words", nargs="+", metavar="start|stop|status [ROOT...]")
+    _serve_args(p, roots=False)
+    p.add_argument("--json", action="store_true", help="status as JSON")
+    p.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS", help="how long start/stop wait")
+
     p = command("gate", "Claude Code PreToolUse hook: deny grep until a kenning search has run.")
     p.add_argument("--budget", type=int, default=3, help="grep calls each kenning search grants (1-20)")
     p.add_argument(
@@ -326,13 +405,34 @@ def _version() -> str:
         return "0+unknown"
 
 
+def _stdout() -> TextIO:
+    streams = STREAMS.get()
+    return streams[0] if streams else sys.stdout
+
+
+def _stderr() -> TextIO:
+    streams = STREAMS.get()
+    return streams[1] if streams else sys.stderr
+
+
 def _out(lines: Iterable[str]) -> None:
+    out = _stdout()
     for line in lines:
-        sys.stdout.write(line + "\n")
+        out.write(line + "\n")
 
 
 def _err(message: str) -> None:
-    sys.stderr.write(message + "\n")
+    _stderr().write(message + "\n")
+
+
+def _engine(root: Path, config: Config, model: str | None = None) -> Engine:
+    """The Engine for root: a new one, or the daemon's resident one when the daemon runs this command."""
+    factory = ENGINES.get()
+    if factory is not None:
+        return cast("Engine", factory(root, config, model))
+    from kenning.engine import Engine
+
+    return Engine(root, config=config, model=model)
 
 
 def _size(text: str | None) -> int | None:
@@ -373,24 +473,18 @@ def _selection(args: argparse.Namespace, base: Any) -> Any:
 
 def cmd_index(args: argparse.Namespace) -> int:
     from kenning.config import load_config
-    from kenning.engine import Engine
     from kenning.types import Selection
     from kenning.walk import check_root
 
     root = check_root(args.root)
     config = load_config(root).with_overrides(allow_remote=args.allow_remote, model=args.model)
     if args.drop:
-        if not args.yes:
-            if not sys.stdin.isatty():
-                raise UsageError("--drop deletes the index and needs confirmation", hint="add --yes")
-            answer = input(f"delete the kenning index of {root}? [y/N] ")
-            if answer.strip().lower() not in ("y", "yes"):
-                _err("kept the index")
-                return 1
-        existed = Engine(root, config=config).drop(wait=args.wait)
+        if not args.yes and not _confirm_drop(root):
+            return 1
+        existed = _engine(root, config).drop(wait=args.wait)
         _err(f"deleted the index of {root}" if existed else f"{root} had no index; nothing to delete")
         return 0
-    engine = Engine(root, config=config, model=args.model)
+    engine = _engine(root, config, args.model)
     if args.forget:
         removed = engine.forget(args.forget, wait=args.wait)
         if args.json:
@@ -405,10 +499,20 @@ def cmd_index(args: argparse.Namespace) -> int:
     return _run_index(engine, selection, args.rebuild, not args.lexical_only, args.wait, args.json)
 
 
+def _confirm_drop(root: Path | str) -> bool:
+    if not sys.stdin.isatty():
+        raise UsageError("--drop deletes the index and needs confirmation", hint="add --yes")
+    answer = input(f"delete the kenning index of {root}? [y/N] ")
+    if answer.strip().lower() not in ("y", "yes"):
+        _err("kept the index")
+        return False
+    return True
+
+
 def _run_index(engine: Any, selection: Any, rebuild: bool, semantic: bool, wait: float, as_json: bool) -> int:
     from kenning.progress import make_progress
 
-    with make_progress() as progress:
+    with make_progress(_stderr()) as progress:
         report = engine.index(selection, rebuild=rebuild, semantic=semantic, progress=progress, wait=wait)
     from kenning.report import index_summary, index_summary_json
 
@@ -423,30 +527,21 @@ def _run_index(engine: Any, selection: Any, rebuild: bool, semantic: bool, wait:
 
 def cmd_search(args: argparse.Namespace) -> int:
     from kenning.config import load_config
-    from kenning.engine import Engine, find_index_root
+    from kenning.engine import find_index_root
     from kenning.render import render_json, render_text
     from kenning.search import Filters, check_symbol_types, parse_time, plan_search
     from kenning.types import Selection
     from kenning.walk import check_root, compile_selection
 
     started = time.perf_counter()
-    queries = list(args.queries or [])
-    root_arg = args.root
-    if args.query is not None:
-        # `search -q A -q B ROOT` puts the root first; a positional that is no directory is a query
-        if queries and args.root == "." and Path(args.query).expanduser().is_dir():
-            root_arg = args.query
-        else:
-            queries.insert(0, args.query)
-    if not queries:
-        raise UsageError("no query given", hint='kenning search "what you are looking for" [ROOT]')
+    queries, root_arg = _search_inputs(args)
     start = check_root(root_arg)
     config = load_config(start).with_overrides(preview=args.preview, limit=args.limit)
     mode: Mode = "lexical" if args.lexical else "semantic" if args.semantic else "hybrid"
     found = find_index_root(start, config)
     if found is not None:
         config = load_config(found).with_overrides(preview=args.preview, limit=args.limit)
-    preview = cast(Preview, config.preview)
+    preview = cast("Preview", config.preview)
     check_symbol_types(args.symbol_type or ())
     if found is None and args.no_index:
         return _literal(start, queries, config, args, started)
@@ -459,7 +554,7 @@ def cmd_search(args: argparse.Namespace) -> int:
             types_not=tuple(args.type_not or ()),
         )
     )
-    engine = Engine(found or start, config=config, model=args.model)
+    engine = _engine(found or start, config, args.model)
     here = [engine.relative(start / p if not Path(p).is_absolute() else p) for p in (args.path or [])]
     if not here and found is not None and start != found:
         here = [engine.relative(start)]  # searching from a subdirectory searches that subtree
@@ -478,7 +573,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         _err(f"no index for {start} yet: building one first (use --no-index to skip)")
         from kenning.progress import make_progress
 
-        with make_progress() as progress:
+        with make_progress(_stderr()) as progress:
             report = engine.index(None, progress=progress)
         if report.interrupted:
             raise Interrupted(
@@ -498,6 +593,21 @@ def cmd_search(args: argparse.Namespace) -> int:
     else:
         _out(render_text(results, preview))
     return 0 if any(r.hits for r in results) else 1
+
+
+def _search_inputs(args: argparse.Namespace) -> tuple[list[str], str]:
+    """The query groups and the root, from `search QUERY [ROOT]` or `search -q A -q B [ROOT]`."""
+    queries = list(args.queries or [])
+    root_arg = args.root
+    if args.query is not None:
+        # `search -q A -q B ROOT` puts the root first; a positional that is no directory is a query
+        if queries and args.root == "." and Path(args.query).expanduser().is_dir():
+            root_arg = args.query
+        else:
+            queries.insert(0, args.query)
+    if not queries:
+        raise UsageError("no query given", hint='kenning search "what you are looking for" [ROOT]')
+    return queries, root_arg
 
 
 def _literal(start: Path, queries: list[str], config: Any, args: argparse.Namespace, started: float) -> int:
@@ -590,14 +700,14 @@ def _common_root(targets: Sequence[Path]) -> Path:
 
 def cmd_status(args: argparse.Namespace) -> int:
     from kenning.config import load_config
-    from kenning.engine import Engine, find_index_root
+    from kenning.engine import find_index_root
     from kenning.report import status_lines
     from kenning.walk import check_root
 
     start = check_root(args.root)
     config = load_config(start)
     root = find_index_root(start, config) or start
-    engine = Engine(root, config=load_config(root), model=args.model)
+    engine = _engine(root, load_config(root), args.model)
     status = engine.status()
     if args.json:
         _out([json.dumps(status.to_json())])
@@ -662,6 +772,31 @@ def cmd_install(args: argparse.Namespace) -> int:
     )
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    from kenning.daemon.server import serve
+
+    return serve(args.roots, listen=args.listen, idle=args.idle, watch=not args.no_watch)
+
+
+def cmd_daemon(args: argparse.Namespace) -> int:
+    from kenning.daemon import control
+
+    action, roots = args.words[0], args.words[1:]
+    if action not in ("start", "stop", "status"):
+        raise UsageError(f"unknown daemon action {action!r}", hint="use start, stop or status")
+    if roots and action != "start":
+        raise UsageError(
+            f"`kenning daemon {action}` takes no roots", hint="roots go with `kenning daemon start`"
+        )
+    if action == "start":
+        return control.start(
+            roots, listen=args.listen, idle=args.idle, watch=not args.no_watch, timeout=args.timeout
+        )
+    if action == "stop":
+        return control.stop(timeout=args.timeout)
+    return control.status(as_json=args.json)
+
+
 def cmd_gate(args: argparse.Namespace) -> int:
     from kenning import gate
 
@@ -678,6 +813,8 @@ COMMANDS = {
     "mcp": cmd_mcp,
     "install": cmd_install,
     "uninstall": cmd_install,
+    "serve": cmd_serve,
+    "daemon": cmd_daemon,
     "gate": cmd_gate,
 }
 
@@ -701,18 +838,40 @@ def _raw_command(argv: Sequence[str] | None) -> str | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    words = list(sys.argv[1:] if argv is None else argv)
+    first = next((w for w in words if not w.startswith("-")), None)
+    parser = build_parser(first if first in COMMANDS else None)
     try:
-        args = parser.parse_args(_attach_pattern_values(list(sys.argv[1:] if argv is None else argv)))
+        args, extra = parser.parse_known_args(_attach_pattern_values(words))
+        if args.command == "daemon" and not any(w.startswith("-") for w in extra):
+            args.words += extra  # `daemon start --listen X ROOT`: roots after options
+        elif extra:
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
         if not args.command:
             parser.print_help()
             return 2
+        if args.command in ROUTABLE:
+            code = _through_daemon(args)
+            if code is not None:
+                return code
+    except KenningError as exc:
+        _err(f"kenning: error: {exc}")
+        return exc.exit_code
+    except KeyboardInterrupt:
+        _err("kenning: interrupted")
+        return 130
+    return run_command(args, gate=_raw_command(argv) == "gate")
+
+
+def run_command(args: argparse.Namespace, *, gate: bool = False) -> int:
+    """Run a parsed command and turn what it raises into a message and an exit code (the daemon calls this too)."""
+    try:
         code = COMMANDS[args.command](args)
-        sys.stdout.flush()
+        _stdout().flush()
         return code
     except KenningError as exc:
         _err(f"kenning: error: {exc}")
-        if exc.exit_code == 2 and _raw_command(argv) == "gate":
+        if exc.exit_code == 2 and gate:
             return (
                 1  # a hook's exit 2 blocks the agent's call: a misconfigured gate must not block everything
             )
@@ -722,8 +881,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         # the reader went away (`| head`): exit quietly, as grep does
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        if STREAMS.get() is None:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
         return 0
     except OSError as exc:
         # e.g. a read-only folder for the index, a full disk, a folder removed under a running index
@@ -733,6 +893,66 @@ def main(argv: Sequence[str] | None = None) -> int:
             "KENNING_INDEX_DIR to keep the index elsewhere)"
         )
         return 2
+
+
+def _mode(args: argparse.Namespace) -> str:
+    mode = args.mode or os.environ.get("KENNING_MODE", "").strip().lower() or "auto"
+    if mode not in ("auto", "server", "direct"):
+        raise UsageError(f"KENNING_MODE={mode!r} is not a mode", hint="use auto, server or direct")
+    return mode
+
+
+def _through_daemon(args: argparse.Namespace) -> int | None:
+    """Run the command in a running daemon and return its exit code; None to run it here instead."""
+    mode = _mode(args)
+    if mode == "direct":
+        return None
+    request = _portable(args)
+    if request is None:
+        if mode == "server":
+            raise UsageError(
+                f"`kenning {args.command}` with these arguments runs in this process only",
+                hint="use --mode auto",
+            )
+        return None
+    if args.command == "index" and args.drop and not args.yes:
+        if not sys.stdin.isatty():
+            return None  # the direct path says what is missing
+        if not _confirm_drop(request["root"]):
+            return 1
+        request["yes"] = True
+    from kenning.daemon import client
+
+    return client.run(args.command, request, required=mode == "server")
+
+
+def _portable(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The arguments with every path made absolute (the daemon does not share our working directory), or None
+    when the command must run here (a root that does not exist gets its error from the direct path)."""
+    data = dict(vars(args))
+    data["mode"] = "direct"
+    if args.command == "search":
+        queries, root_arg = _search_inputs(args)
+        data.update(queries=queries, query=None)
+    else:
+        root_arg = args.root
+    root = os.path.realpath(os.path.expanduser(root_arg))
+    if not os.path.isdir(root):
+        return None
+    data["root"] = root
+    if args.command == "search" and args.path:
+        data["path"] = [os.path.join(root, os.path.expanduser(p)) for p in args.path]
+    if args.command == "index" and args.forget:
+        # as Engine.relative reads them: from where the user stands when that is inside the root
+        here = os.path.realpath(os.getcwd())
+        inside = here == root or here.startswith(root + os.sep)
+        data["forget"] = [
+            p
+            if os.path.isabs(p := os.path.expanduser(f))
+            else os.path.join(here if inside and os.path.exists(os.path.join(here, p)) else root, p)
+            for f in args.forget
+        ]
+    return data
 
 
 def entry() -> NoReturn:

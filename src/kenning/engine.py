@@ -15,7 +15,7 @@ import dataclasses
 import shutil
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -81,6 +81,14 @@ class Status:
         return data
 
 
+def _file_id(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
 class Engine:
     def __init__(
         self,
@@ -89,7 +97,9 @@ class Engine:
         config: Config | None = None,
         model: str | None = None,
         embedder: Embedder | None = None,
+        embedders: Callable[[str, Config], Embedder] = create_embedder,
     ) -> None:
+        """`embedders` makes the embedder a model name names; a daemon passes its pool so roots share models."""
         self.root = walk.check_root(root)
         self.config = config if config is not None else load_config(self.root)
         self.home = index_home(self.root, self.config.index_dir)
@@ -109,8 +119,9 @@ class Engine:
                 if self.manifest and "model" not in self.config.explicit
                 else self.config.model
             )
-            self.embedder = create_embedder(self.model_name, self.config)
+            self.embedder = embedders(self.model_name, self.config)
         self._db: Database | None = None
+        self._db_file: tuple[int, int] | None = None  # (device, inode) of the open database
         self._vectors: VectorIndex | None = None
         self._vectors_generation: str | None = None
 
@@ -124,6 +135,12 @@ class Engine:
         return self.directory / "index.db"
 
     def exists(self) -> bool:
+        if self.manifest is None and self.manifest_error is None:
+            # another process may have built it since this Engine was made (a long-lived one: MCP, the daemon)
+            try:
+                self.manifest = read_manifest(self.home)
+            except IndexError_ as exc:
+                self.manifest_error = exc
         return self.manifest is not None and self.db_path.is_file()
 
     def _index_dir_name(self) -> str:
@@ -236,7 +253,11 @@ class Engine:
                 f"{self.root} has no index for model '{self.embedder.name}'",
                 hint=f"run `kenning index {self.root}`",
             )
+        if self._db is not None and self._db_file != _file_id(self.db_path):
+            # rebuilt or dropped and made again by another writer: this connection reads a deleted file
+            self.close()
         if self._db is None:
+            self._db_file = _file_id(self.db_path)
             try:
                 self._db = Database(self.db_path, identity=self.embedder.identity, readonly=True)
             except IndexOutdated:

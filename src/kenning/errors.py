@@ -18,6 +18,7 @@ daemon) translate these at their edge; nothing deeper prints or exits.
     │   └── IndexBusy         another process holds the writer lock
     ├── EmbedderError         an embedder that cannot load or answer
     │   └── RemoteNotAllowed  a remote embedder used without explicit opt-in
+    ├── DaemonError           the background daemon: not running, already running, a refused address
     └── Interrupted           the user stopped a run; finished work is kept
 """
 
@@ -89,6 +90,10 @@ class EmbedderError(KenningError):
 
 class RemoteNotAllowed(EmbedderError):
     code = "KENNING.EMBEDDER.REMOTE_NOT_ALLOWED"
+
+
+class DaemonError(KenningError):
+    code = "KENNING.DAEMON"
 
 
 class Interrupted(KenningError):

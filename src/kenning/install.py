@@ -33,8 +33,8 @@ from typing import Any, TextIO
 
 from kenning.config import state_dir
 from kenning.errors import ConfigError, UsageError
+from kenning.targets import AGENTS
 
-AGENTS = ("claude", "codex", "cursor", "opencode")
 SKILL_NAME = "kenning-search"
 GATE_MATCHER = "Grep|Bash|mcp__kenning__text_search"
 _WHO = "(managed by `kenning install`; `kenning uninstall` removes it)"

@@ -5,13 +5,14 @@ from __future__ import annotations
 import sys
 import time
 from types import TracebackType
-from typing import Any
+from typing import Any, TextIO
 
 
 class LineProgress:
     """Phase start/end lines, for logs and pipes where a redrawn bar would be noise."""
 
-    def __init__(self) -> None:
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self._stream = stream or sys.stderr
         self._phase = ""
         self._total = 0
         self._done = 0
@@ -20,13 +21,13 @@ class LineProgress:
     def start(self, phase: str, total: int) -> None:
         self._phase, self._total, self._done, self._t = phase, total, 0, time.perf_counter()
         unit = "files" if phase == "lexical" else "passages"
-        sys.stderr.write(f"kenning: {phase} pass over {total} {unit}\n")
+        self._stream.write(f"kenning: {phase} pass over {total} {unit}\n")
 
     def advance(self, n: int = 1) -> None:
         self._done += n
 
     def finish(self) -> None:
-        sys.stderr.write(f"kenning: {self._phase} pass done in {time.perf_counter() - self._t:.1f}s\n")
+        self._stream.write(f"kenning: {self._phase} pass done in {time.perf_counter() - self._t:.1f}s\n")
 
     def __enter__(self) -> LineProgress:
         return self
@@ -71,5 +72,7 @@ class RichProgress:
         self._progress.__exit__(t, e, tb)
 
 
-def make_progress() -> LineProgress | RichProgress:
-    return RichProgress() if sys.stderr.isatty() else LineProgress()
+def make_progress(stream: TextIO | None = None) -> LineProgress | RichProgress:
+    """A bar on a terminal, phase lines elsewhere (a pipe, a log, or a daemon relaying to its client)."""
+    stream = stream or sys.stderr
+    return RichProgress() if stream is sys.stderr and stream.isatty() else LineProgress(stream)

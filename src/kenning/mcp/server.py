@@ -103,7 +103,10 @@ def _error(code: str, message: str, hint: str | None) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(text=text)], is_error=True)
 
 
-def build_server(workspace: Workspace, version: str) -> Server[Any]:
+def build_server(workspace: Workspace | Callable[[], Workspace], version: str) -> Server[Any]:
+    """The MCP server over one workspace, or over a callable giving the current one (the daemon's roots change)."""
+    current: Callable[[], Workspace] = workspace if callable(workspace) else lambda: workspace
+
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
@@ -122,6 +125,7 @@ def build_server(workspace: Workspace, version: str) -> Server[Any]:
         arguments = dict(params.arguments or {})
         try:
             check_arguments(spec.name, spec.input, arguments)
+            workspace = current()
             if spec.name == "text_index":
                 answer = await _run_index(ctx, workspace, arguments)
             else:

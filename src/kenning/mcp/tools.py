@@ -79,7 +79,8 @@ class Workspace:
             if root not in unique:
                 unique.append(root)
         self.roots = unique
-        self.engines = [Engine(root, model=self.model) for root in self.roots]
+        if not self.engines:  # a daemon hands over its resident ones
+            self.engines = [Engine(root, model=self.model) for root in self.roots]
         self._read_lock = threading.Lock()  # one reader at a time on each engine's connection
         # index runs of this server queue behind each other (a cancelled run finishes its batch first); the
         # file lock still refuses a writer from another process at once, naming it

@@ -1,0 +1,176 @@
+"""`kenning daemon start|stop|status`: manage the background daemon of this user.
+
+`start` launches `kenning serve` in a new session, detached from the terminal, and waits until it answers on its
+socket (or says why it could not start: its first lines of output are kept in `<state>/daemon/start.log`). When one
+already runs, `start ROOT...` attaches the roots to it. `stop` asks it over the socket, then waits, then signals the
+recorded pid. Nothing here ever starts a daemon by itself: only `start` does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from kenning.daemon import client, paths
+from kenning.errors import DaemonError
+
+
+def start(
+    roots: Sequence[str], *, listen: str | None, idle: float | None, watch: bool, timeout: float
+) -> int:
+    absolute = [os.path.realpath(os.path.expanduser(r)) for r in roots]
+    for given, root in zip(roots, absolute, strict=True):
+        if not os.path.isdir(root):
+            raise DaemonError(f"{given} is not a directory", hint="name a folder to attach")
+    if client.connect() is not None:
+        attached = client.call("attach", roots=absolute) if absolute else []
+        info = paths.read_info(paths.runtime_dir()) or {}
+        sys.stderr.write(f"kenning daemon: already running (pid {info.get('pid', '?')})\n")
+        for root in attached:
+            sys.stderr.write(f"kenning daemon: attached {root}\n")
+        return 0
+    command = [sys.executable, "-m", "kenning", "serve", *absolute]
+    if listen:
+        command += ["--listen", listen]
+    if idle is not None:
+        command += ["--idle", str(idle)]
+    if not watch:
+        command.append("--no-watch")
+    start_log = os.path.join(paths.state_dir(), "start.log")
+    with open(start_log, "wb") as out:
+        process = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # not killed with the terminal that started it
+            cwd="/",  # holds no folder of the user's open
+        )
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            reason = _last_line(start_log) or f"it exited with code {process.returncode}"
+            raise DaemonError(f"the daemon did not start: {reason}", hint=f"see {start_log}")
+        sock = client.connect(timeout=1.0)
+        if sock is not None:
+            sock.close()
+            info = paths.read_info(paths.runtime_dir()) or {}
+            sys.stderr.write(f"kenning daemon: started (pid {process.pid}) on {info.get('url', '?')}\n")
+            return 0
+        time.sleep(0.05)
+    process.terminate()
+    raise DaemonError(f"the daemon did not answer within {timeout:.0f}s", hint=f"see {start_log}")
+
+
+def stop(*, timeout: float) -> int:
+    runtime = paths.runtime_dir()
+    info = paths.read_info(runtime)
+    pid = int(info["pid"]) if info and str(info.get("pid", "")).isdigit() else None
+    try:
+        client.call("stop")
+    except client.DaemonUnavailable:
+        if pid is None or not _alive(pid):
+            sys.stderr.write("kenning daemon: not running\n")
+            return 0
+    if pid is not None and not _wait_gone(pid, timeout):
+        os.kill(pid, signal.SIGTERM)
+        if not _wait_gone(pid, 5.0):
+            os.kill(pid, signal.SIGKILL)
+            _wait_gone(pid, 5.0)
+    sys.stderr.write("kenning daemon: stopped\n")
+    return 0
+
+
+def status(*, as_json: bool) -> int:
+    """Exit 0 and describe the running daemon; exit 1 when none runs."""
+    try:
+        data = client.call("status")
+    except client.DaemonUnavailable:
+        if as_json:
+            sys.stdout.write(json.dumps({"running": False}) + "\n")
+        else:
+            sys.stdout.write("kenning daemon: not running (start it with `kenning daemon start`)\n")
+        return 1
+    if as_json:
+        sys.stdout.write(json.dumps({"running": True, **data}) + "\n")
+        return 0
+    sys.stdout.write("\n".join(status_lines(data)) + "\n")
+    return 0
+
+
+def status_lines(data: dict[str, Any]) -> list[str]:
+    from kenning.render import human_size
+
+    memory = data.get("memory") or {}
+    rss = memory.get("rss_bytes")
+    lines = [
+        f"kenning daemon {data.get('version', '')}: pid {data['pid']}, up {_duration(data['uptime'])}, "
+        f"memory {human_size(rss) if rss else '?'}",
+        f"  socket  {data.get('socket')}",
+        f"  web     {data.get('url')}/  (token in {data.get('token_file')}; open {data.get('url')}/?token=TOKEN)",
+        f"  mcp     {data.get('mcp')}  (Authorization: Bearer TOKEN)",
+        f"  log     {data.get('log')}",
+        f"  models  {', '.join(data.get('models') or []) or 'none loaded'}",
+    ]
+    roots = data.get("roots") or []
+    if not roots:
+        lines.append("  no roots attached (`kenning daemon start ROOT`, or search one)")
+    for r in roots:
+        coverage = r.get("coverage")
+        lines.append(
+            f"  root {r['root']}: {r.get('state')}, {r.get('files', 0)} files, {r.get('passages', 0)} passages, "
+            f"{'?' if coverage is None else f'{coverage:.0%}'} embedded, queue {r.get('queue', 0)}"
+        )
+        watcher = r.get("watcher")
+        if watcher:
+            error = f", last error: {watcher['error']}" if watcher.get("error") else ""
+            lines.append(f"    watcher {watcher.get('state')}, {watcher.get('events', 0)} events{error}")
+        elif data.get("watch"):
+            lines.append("    watcher off until the root is indexed")
+        if r.get("last_error"):
+            lines.append(f"    last error: {r['last_error']}")
+        job = r.get("job")
+        if job and job.get("state") in ("queued", "running"):
+            lines.append(
+                f"    job {job['id']} {job['kind']}: {job['state']} {job.get('done', 0)}/{job.get('total', 0)}"
+            )
+    return lines
+
+
+def _duration(seconds: float) -> str:
+    s = int(seconds)
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+
+
+def _last_line(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            lines = [line.strip() for line in f if line.strip()]
+    except OSError:
+        return ""
+    return lines[-1] if lines else ""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _wait_gone(pid: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            return True
+        time.sleep(0.05)
+    return not _alive(pid)

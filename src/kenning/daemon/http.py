@@ -1,0 +1,233 @@
+"""The daemon's loopback HTTP side: MCP over streamable HTTP at /mcp, `/status` as JSON, and the status page with
+its small JSON API. Every request must carry the token and name this server in its Host header.
+
+Guards, outermost first (one ASGI middleware, so no route can forget them):
+- Host must be 127.0.0.1, localhost or [::1] with our port: a web page elsewhere cannot reach us through DNS
+  rebinding.
+- The bearer token (`Authorization: Bearer ...`), or the cookie the page gets by opening `/?token=...` once
+  (HttpOnly, SameSite=Strict, so another site's page cannot send it). Compared in constant time.
+- Bodies over `MAX_BODY` bytes are refused with 413, by Content-Length or as they stream in.
+- A POST from a browser must come from our own origin.
+Refusals are logged with the reason and the client address, never the token.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import json
+import logging
+from collections.abc import AsyncIterator
+from importlib import resources
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from kenning.daemon.service import Daemon
+from kenning.errors import KenningError
+
+log = logging.getLogger("kenning.daemon.http")
+
+MAX_BODY = 1 << 20
+COOKIE = "kenning_token"
+STATIC = {"app.js": "text/javascript", "style.css": "text/css"}
+
+
+class Guard:
+    """Host, token, size and origin checks in front of the whole app."""
+
+    def __init__(self, app: ASGIApp, *, token: str, port: int) -> None:
+        self.app = app
+        self.token = token.encode()
+        self.hosts = {f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"}
+        self.origins = {f"http://{h}" for h in self.hosts}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        client = scope.get("client")
+        where = f"{client[0]}:{client[1]}" if client else "?"
+
+        async def refuse(status: int, why: str, extra: dict[str, str] | None = None) -> None:
+            log.warning("refused %s %s from %s: %s", scope["method"], scope["path"], where, why)
+            response = JSONResponse({"error": why}, status_code=status, headers=extra)
+            await response(scope, receive, send)
+
+        if headers.get("host") not in self.hosts:
+            await refuse(403, "the Host header does not name this loopback server")
+            return
+        length = headers.get("content-length")
+        if length is not None and (not length.isdigit() or int(length) > MAX_BODY):
+            await refuse(413, f"request body over {MAX_BODY} bytes")
+            return
+        if not self._authorized(headers, scope):
+            await refuse(
+                401, "missing or wrong token (see `kenning daemon status`)", {"WWW-Authenticate": "Bearer"}
+            )
+            return
+        origin = headers.get("origin")
+        if scope["method"] not in ("GET", "HEAD", "OPTIONS") and origin and origin not in self.origins:
+            await refuse(403, f"cross-origin request from {origin}")
+            return
+        await self.app(scope, _limited(receive), send)
+
+    def _authorized(self, headers: dict[str, str], scope: Scope) -> bool:
+        given: list[str] = []
+        auth = headers.get("authorization", "")
+        if auth[:7].lower() == "bearer ":
+            given.append(auth[7:].strip())
+        for part in headers.get("cookie", "").split(";"):
+            name, _, value = part.strip().partition("=")
+            if name == COOKIE:
+                given.append(value)
+        if scope["path"] == "/" and scope["method"] == "GET":
+            for pair in scope.get("query_string", b"").decode("latin-1").split("&"):
+                name, _, value = pair.partition("=")
+                if name == "token":
+                    given.append(value)
+        return any(hmac.compare_digest(g.encode(), self.token) for g in given)
+
+
+def _limited(receive: Receive) -> Receive:
+    """A receive that stops a chunked body at MAX_BODY bytes (Content-Length was checked already)."""
+    seen = 0
+
+    async def wrapped() -> Message:
+        nonlocal seen
+        message = await receive()
+        if message["type"] == "http.request":
+            seen += len(message.get("body", b""))
+            if seen > MAX_BODY:
+                log.warning("refused a streamed body over %d bytes", MAX_BODY)
+                return {"type": "http.disconnect"}
+        return message
+
+    return wrapped
+
+
+def build_app(daemon: Daemon, *, token: str, port: int, mcp_version: str) -> ASGIApp:
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    from kenning.daemon.mcp import workspace_factory
+    from kenning.mcp.server import build_server
+
+    hosts = [f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"]
+    manager = StreamableHTTPSessionManager(
+        app=build_server(workspace_factory(daemon), mcp_version),
+        security_settings=TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=hosts,
+            allowed_origins=[f"http://{h}" for h in hosts],
+        ),
+    )
+
+    class McpApp:  # an ASGI app, not a function: Starlette hands it the raw scope
+        async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+            await manager.handle_request(scope, receive, send)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with manager.run():
+            yield
+
+    async def page(request: Request) -> Response:
+        if "token" in request.query_params:
+            # trade the token in the address for a cookie, and take it out of the address bar and history
+            response: Response = RedirectResponse("/", status_code=303)
+            response.set_cookie(COOKIE, token, httponly=True, samesite="strict", path="/")
+            return response
+        html = resources.files("kenning.daemon").joinpath("web/index.html").read_text("utf-8")
+        return HTMLResponse(html, headers={"Cache-Control": "no-store"})
+
+    async def static(request: Request) -> Response:
+        name = request.path_params["name"]
+        if name not in STATIC:
+            return JSONResponse({"error": f"no such file: {name}"}, status_code=404)
+        body = resources.files("kenning.daemon").joinpath(f"web/{name}").read_text("utf-8")
+        return Response(body, media_type=STATIC[name], headers={"Cache-Control": "no-store"})
+
+    async def status(request: Request) -> Response:
+        return JSONResponse(await run_in_threadpool(daemon.status))
+
+    async def search(request: Request) -> Response:
+        query = request.query_params.get("q", "").strip()
+        root = request.query_params.get("root", "")
+        try:
+            k = max(1, min(50, int(request.query_params.get("k", "10"))))
+        except ValueError:
+            return JSONResponse({"error": "k must be a number"}, status_code=400)
+        if not query:
+            return JSONResponse({"error": "no query (q)"}, status_code=400)
+        try:
+            return JSONResponse(await run_in_threadpool(_search, daemon, root, query, k))
+        except KenningError as exc:
+            return JSONResponse({"error": str(exc), "code": exc.code}, status_code=400)
+
+    async def rebuild(request: Request) -> Response:
+        try:
+            body = json.loads(await request.body() or b"{}")
+            runtime = daemon.runtime_for(str(body.get("root", "")))
+        except (ValueError, AttributeError):
+            return JSONResponse({"error": 'send JSON: {"root": ...}'}, status_code=400)
+        except KenningError as exc:
+            return JSONResponse({"error": str(exc), "code": exc.code}, status_code=404)
+        job, started = runtime.start_job("rebuild")
+        log.info("rebuild of %s: %s", runtime.root, "started" if started else f"already running ({job.id})")
+        return JSONResponse({"started": started, "job": job.to_json()}, status_code=202 if started else 200)
+
+    async def job(request: Request) -> Response:
+        found = daemon.job(request.path_params["job_id"])
+        if found is None:
+            return JSONResponse({"error": "no such job"}, status_code=404)
+        return JSONResponse(found.to_json())
+
+    async def cancel(request: Request) -> Response:
+        found = daemon.job(request.path_params["job_id"])
+        if found is None:
+            return JSONResponse({"error": "no such job"}, status_code=404)
+        found.cancel.set()
+        return JSONResponse(found.to_json())
+
+    app = Starlette(
+        routes=[
+            Route("/", page),
+            Route("/static/{name}", static),
+            Route("/status", status),
+            Route("/api/search", search),
+            Route("/api/rebuild", rebuild, methods=["POST"]),
+            Route("/api/jobs/{job_id}", job),
+            Route("/api/jobs/{job_id}/cancel", cancel, methods=["POST"]),
+            Route("/mcp", McpApp(), methods=["GET", "POST", "DELETE"]),
+        ],
+        lifespan=lifespan,
+    )
+    return Guard(app, token=token, port=port)
+
+
+def _search(daemon: Daemon, root: str, query: str, k: int) -> dict[str, Any]:
+    import time
+
+    from kenning.render import hit_json
+
+    started = time.perf_counter()
+    runtime = daemon.runtime_for(root)
+    fresh = runtime.fresh()
+    engine = runtime.engine()
+    results = engine.search(query, limit=k)
+    result = results[0]
+    return {
+        "root": str(runtime.root),
+        "query": query,
+        "hits": [hit_json(h, result, i, "short") for i, h in enumerate(result.hits, 1)],
+        "notes": list(result.notes) + ([] if fresh else ["some changed files were not yet re-indexed"]),
+        "coverage": result.coverage,
+        "seconds": round(time.perf_counter() - started, 4),
+    }

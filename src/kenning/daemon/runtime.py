@@ -1,0 +1,381 @@
+"""One attached root inside the daemon: its resident Engines, its watcher, its single writer, and its jobs.
+
+Reads and writes are kept apart. Searches use resident reader Engines (one per model and settings) that hold
+their database connection and vectors between calls, each behind its own lock because a SQLite connection
+must not be shared by two threads at once. Every write to the root's index (watcher refreshes, `kenning
+index` through the daemon, MCP `text_index`, a rebuild from the status page) takes the root's write lock, so
+one writer works at a time; searches never take it, so a query never waits behind an embedding pass.
+
+The watcher hands over batches of changed paths; the writer thread merges whatever has queued up and refreshes
+just those paths (or the whole root after a burst, an ignore-file change or a missed-event recovery). A search
+asks for freshness first: queued paths are applied within a bounded wait, and what is still not applied by
+then shows up as `stale` on its hits, because search checks each hit's file against what was indexed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kenning.config import Config, load_config
+from kenning.embed import Embedder, create_embedder
+from kenning.engine import Engine
+from kenning.errors import Interrupted, KenningError
+from kenning.index import IndexReport, Progress
+from kenning.types import SearchResult
+
+log = logging.getLogger("kenning.daemon")
+
+
+class ModelPool:
+    """Embedders shared by every root that uses them: each model is loaded once per daemon."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._models: dict[tuple[str, str], Embedder] = {}
+
+    def get(self, name: str, config: Config) -> Embedder:
+        # the same name can mean another model under another config (an [embedders.NAME] table, a cache folder)
+        key = (name, repr((config.embedders.get(name), config.cache_dir, config.allow_remote)))
+        with self._lock:
+            embedder = self._models.get(key)
+            if embedder is None:
+                embedder = self._models[key] = create_embedder(name, config)
+            return embedder
+
+    def names(self) -> list[str]:
+        with self._lock:
+            return sorted({e.name for e in self._models.values()})
+
+
+class ResidentEngine(Engine):
+    """An Engine that lives in the daemon: searches one at a time on its connection, writes under the root's
+    write lock, and tells its runtime what happened."""
+
+    runtime: RootRuntime
+    _read_lock: threading.RLock
+
+    def search(self, *args: Any, **kwargs: Any) -> list[SearchResult]:
+        self.runtime.touch()
+        with self._read_lock:
+            return super().search(*args, **kwargs)
+
+    def status(self, *, pending: bool = True) -> Any:
+        self.runtime.touch()
+        with self._read_lock:
+            return super().status(pending=pending)
+
+    def index(self, *args: Any, **kwargs: Any) -> IndexReport:
+        kwargs["wait"] = max(float(kwargs.get("wait") or 0.0), 30.0)  # a watcher batch may hold the file lock
+        with self.runtime.write_lock:
+            try:
+                return super().index(*args, **kwargs)
+            finally:
+                self.runtime.indexed()
+
+    def forget(self, *args: Any, **kwargs: Any) -> list[str]:
+        with self.runtime.write_lock:
+            return super().forget(*args, **kwargs)
+
+    def drop(self, *, wait: float = 0.0) -> bool:
+        with self.runtime.write_lock:
+            with self._read_lock:
+                existed = super().drop(wait=wait)
+            self.runtime.dropped()
+            return existed
+
+    def close(self) -> None:
+        with self._read_lock:
+            super().close()
+
+
+@dataclass
+class Job:
+    """A long write started from the status page (a rebuild), with progress a browser can poll."""
+
+    id: str
+    root: str
+    kind: str
+    state: str = "queued"  # queued, running, succeeded, failed, cancelled
+    phase: str = ""
+    done: int = 0
+    total: int = 0
+    started: float = field(default_factory=time.time)
+    finished: float | None = None
+    error: str | None = None
+    summary: dict[str, Any] = field(default_factory=dict)
+    cancel: threading.Event = field(default_factory=threading.Event, repr=False)
+
+    def to_json(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data.pop("cancel")
+        data["cancelling"] = self.cancel.is_set() and self.state in ("queued", "running")
+        return data
+
+
+class _JobProgress:
+    def __init__(self, job: Job) -> None:
+        self.job = job
+
+    def start(self, phase: str, total: int) -> None:
+        self.job.phase, self.job.total, self.job.done = phase, total, 0
+
+    def advance(self, n: int = 1) -> None:
+        self.job.done += n
+
+    def finish(self) -> None:
+        pass
+
+
+_job_ids = itertools.count(1)
+
+
+class RootRuntime:
+    def __init__(
+        self,
+        root: Path,
+        pool: ModelPool,
+        *,
+        make_watcher: Callable[[RootRuntime], Any] | None,
+        refresh_wait: float = 1.5,
+    ) -> None:
+        self.root = root
+        self.pool = pool
+        self.refresh_wait = refresh_wait
+        self.write_lock = threading.RLock()
+        self.attached = time.time()
+        self.last_used = time.monotonic()
+        self.last_refresh: float | None = None
+        self.last_error: str | None = None
+        self.refreshes = 0
+        self.job: Job | None = None
+        self._engines: dict[tuple[str | None, str], ResidentEngine] = {}
+        self._engines_lock = threading.Lock()
+        # the writer's queue: paths (root-relative) or a whole-root reconcile, numbered so a query can wait
+        # until everything queued before it has been applied
+        self._cond = threading.Condition()
+        self._paths: set[str] = set()
+        self._full = False
+        self._queued = 0
+        self._applied = 0
+        self._stopping = False
+        self._writer = threading.Thread(
+            target=self._write_loop, name=f"kenning-writer:{root.name}", daemon=True
+        )
+        self._writer.start()
+        self._make_watcher = make_watcher
+        self.watcher: Any = None
+        self._start_watching_if_indexed()
+
+    # -- engines -------------------------------------------------------------------------------------------
+    def engine(self, config: Config | None = None, model: str | None = None) -> ResidentEngine:
+        config = config if config is not None else load_config(self.root)
+        # what the CLI varies per call (limit, preview) does not change the Engine, so it does not split the cache
+        key = (model, repr(dataclasses.replace(config, limit=0, preview="", sources=())))
+        with self._engines_lock:
+            engine = self._engines.get(key)
+            if engine is None:
+                engine = ResidentEngine(self.root, config=config, model=model, embedders=self.pool.get)
+                engine.runtime = self
+                engine._read_lock = threading.RLock()  # drop() closes while holding it
+                self._engines[key] = engine
+            return engine
+
+    def touch(self) -> None:
+        self.last_used = time.monotonic()
+
+    def close_idle(self, idle: float) -> bool:
+        """Close the readers' connections and vectors when unused for `idle` seconds; the watcher stays on."""
+        if time.monotonic() - self.last_used < idle:
+            return False
+        with self._engines_lock:
+            engines = list(self._engines.values())
+        closed = False
+        for engine in engines:
+            if engine._db is not None or engine._vectors is not None:
+                engine.close()
+                closed = True
+        return closed
+
+    # -- what the engines report ---------------------------------------------------------------------------
+    def indexed(self) -> None:
+        self.last_refresh = time.time()
+        self._start_watching_if_indexed()
+
+    def dropped(self) -> None:
+        with self._cond:
+            self._paths.clear()
+            self._full = False
+            self._applied = self._queued
+            self._cond.notify_all()
+
+    def _start_watching_if_indexed(self) -> None:
+        if self.watcher is not None or self._make_watcher is None or self._stopping:
+            return
+        if not self.engine().exists():
+            return  # nothing to keep fresh yet; the first index run starts the watcher
+        self.watcher = self._make_watcher(self)
+        self.watcher.start()
+        # events were not seen while nobody watched: look at the whole root once
+        self.enqueue((), full=True)
+
+    # -- the writer ----------------------------------------------------------------------------------------
+    def enqueue(self, paths: Any, *, full: bool = False) -> None:
+        with self._cond:
+            self._paths.update(paths)
+            self._full = self._full or full
+            self._queued += 1
+            self._cond.notify_all()
+
+    def queue_depth(self) -> int:
+        with self._cond:
+            return len(self._paths) + (1 if self._full else 0)
+
+    def fresh(self, timeout: float | None = None) -> bool:
+        """Apply what the watcher has seen before a search reads; False when the wait ran out first."""
+        if self.watcher is not None:
+            self.watcher.flush()
+        deadline = time.monotonic() + (self.refresh_wait if timeout is None else timeout)
+        with self._cond:
+            target = self._queued
+            while self._applied < target:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(left)
+        return True
+
+    def _write_loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._stopping and not self._paths and not self._full:
+                    self._cond.wait()
+                if self._stopping:
+                    return
+                paths, full, upto = self._paths, self._full, self._queued
+                self._paths, self._full = set(), False
+            try:
+                self._refresh(paths, full)
+            except Exception as exc:  # keep the writer alive; say what failed in status and the log
+                self.last_error = f"refresh failed: {exc}"
+                log.error(
+                    "refresh of %s failed: %s", self.root, exc, exc_info=not isinstance(exc, KenningError)
+                )
+            with self._cond:
+                self._applied = max(self._applied, upto)
+                self._cond.notify_all()
+
+    def _refresh(self, paths: set[str], full: bool) -> None:
+        engine = self.engine()
+        if not engine.exists():
+            return
+        scope = () if full else sorted(str(self.root / p) for p in paths)
+        started = time.perf_counter()
+        report = engine.index(None, scope=scope)
+        self.refreshes += 1
+        self.last_error = None
+        if report.added or report.changed or report.removed:
+            log.info(
+                "refreshed %s: %d added, %d changed, %d removed in %.2fs (%s)",
+                self.root,
+                len(report.added),
+                len(report.changed),
+                len(report.removed),
+                time.perf_counter() - started,
+                "full" if full else f"{len(paths)} paths",
+            )
+
+    # -- jobs ----------------------------------------------------------------------------------------------
+    def start_job(self, kind: str = "rebuild") -> tuple[Job, bool]:
+        """Start a rebuild unless one is queued or running on this root; returns (job, started)."""
+        with self._engines_lock:
+            if self.job is not None and self.job.state in ("queued", "running"):
+                return self.job, False
+            job = self.job = Job(f"j{next(_job_ids)}", str(self.root), kind)
+        threading.Thread(target=self._run_job, args=(job,), name=f"kenning-job:{job.id}", daemon=True).start()
+        return job, True
+
+    def _run_job(self, job: Job) -> None:
+        engine = self.engine()
+        progress: Progress = _JobProgress(job)
+        try:
+            with self.write_lock:
+                if job.cancel.is_set():
+                    job.state = "cancelled"
+                    return
+                job.state = "running"
+                report = engine.index(
+                    None, rebuild=job.kind == "rebuild", progress=progress, cancel=job.cancel
+                )
+            job.summary = {
+                "files": report.files,
+                "passages": report.passages,
+                "coverage": round(report.coverage, 4),
+                "seconds": round(report.elapsed, 2),
+            }
+            job.state = "cancelled" if report.interrupted else "succeeded"
+        except Interrupted:
+            job.state = "cancelled"
+        except Exception as exc:
+            job.state, job.error = "failed", str(exc)
+            self.last_error = f"{job.kind} failed: {exc}"
+            log.error("job %s on %s failed: %s", job.id, self.root, exc)
+        finally:
+            job.finished = time.time()
+
+    # -- status and shutdown -------------------------------------------------------------------------------
+    def status(self) -> dict[str, Any]:
+        engine = self.engine()
+        data: dict[str, Any] = {"root": str(self.root), "attached": self.attached}
+        try:
+            st = engine.status(pending=False)
+            data.update(
+                indexed=st.exists,
+                model=st.model,
+                files=st.files,
+                passages=st.passages,
+                embedded=st.embedded,
+                coverage=round(st.coverage, 4),
+                last_indexed=st.last_indexed,
+            )
+        except KenningError as exc:
+            data.update(indexed=False, error=str(exc))
+        open_ = any(e._db is not None for e in list(self._engines.values()))
+        data.update(
+            state="indexing" if self.write_lock_held() else ("open" if open_ else "closed"),
+            queue=self.queue_depth(),
+            refreshes=self.refreshes,
+            last_refresh=self.last_refresh,
+            last_error=self.last_error,
+            idle_seconds=round(time.monotonic() - self.last_used, 1),
+            watcher=self.watcher.health.to_json() if self.watcher is not None else None,
+            job=self.job.to_json() if self.job is not None else None,
+        )
+        return data
+
+    def write_lock_held(self) -> bool:
+        if self.write_lock.acquire(blocking=False):
+            self.write_lock.release()
+            return False
+        return True
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        if self.job is not None:
+            self.job.cancel.set()
+        if self.watcher is not None:
+            self.watcher.stop()
+        self._writer.join(timeout=60)
+        with self._engines_lock:
+            engines = list(self._engines.values())
+        for engine in engines:
+            engine.close()

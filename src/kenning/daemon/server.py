@@ -1,0 +1,337 @@
+"""`kenning serve`: the daemon process. One per user (a lock in the runtime folder), serving the CLI on a Unix
+socket and MCP, `/status` and the status page on loopback HTTP, until SIGINT/SIGTERM or `kenning daemon stop`.
+
+Start-up refuses, with one line and exit 2, rather than serve half-working: another daemon running, a non-loopback
+address, a port in use, a root that cannot be attached, a model that does not load. Logs go to
+`<state>/daemon/log.jsonl` as JSON Lines (never query text or file contents).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import io
+import json
+import logging
+import logging.handlers
+import os
+import signal
+import socket
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any, TextIO, cast
+
+from kenning.daemon import paths
+from kenning.daemon.service import Daemon
+from kenning.errors import DaemonError, KenningError
+
+log = logging.getLogger("kenning.daemon")
+
+MAX_REQUEST = 1 << 20  # bytes in one socket request line
+STDOUT_CHUNK = 16 << 10
+
+
+class JsonLines(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {
+            "time": round(record.created, 3),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if record.exc_info:
+            entry["error"] = self.formatException(record.exc_info)
+        return json.dumps(entry, ensure_ascii=False)
+
+
+def _logging(state: str, foreground: bool) -> str:
+    path = os.path.join(state, "log.jsonl")
+    handler = logging.handlers.RotatingFileHandler(path, maxBytes=5 << 20, backupCount=3, encoding="utf-8")
+    handler.setFormatter(JsonLines())
+    root = logging.getLogger("kenning")
+    root.setLevel(os.environ.get("KENNING_LOG_LEVEL", "INFO").upper())
+    root.addHandler(handler)
+    if foreground:
+        console = logging.StreamHandler(sys.stderr)
+        console.setFormatter(logging.Formatter("kenning serve: %(message)s"))
+        console.setLevel(logging.WARNING)
+        root.addHandler(console)
+    # uvicorn and the MCP SDK log to their own loggers; keep their warnings, in the same file
+    for name in ("uvicorn", "uvicorn.error", "mcp"):
+        other = logging.getLogger(name)
+        other.handlers = [handler]
+        other.setLevel(logging.WARNING)
+        other.propagate = False
+    return path
+
+
+class _Relay(io.TextIOBase):
+    """A text stream a worker thread writes to; each piece is sent to the client as {"out"|"err": text}."""
+
+    def __init__(
+        self, key: str, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[Any], chunk: int
+    ) -> None:
+        self.key, self.loop, self.queue, self.chunk = key, loop, queue, chunk
+        self.parts: list[str] = []
+        self.size = 0
+
+    def write(self, text: str) -> int:
+        self.parts.append(text)
+        self.size += len(text)
+        if self.size >= self.chunk:
+            self.flush()
+        return len(text)
+
+    def flush(self) -> None:
+        if self.parts:
+            text, self.parts, self.size = "".join(self.parts), [], 0
+            self.loop.call_soon_threadsafe(self.queue.put_nowait, {self.key: text})
+
+    def isatty(self) -> bool:
+        return False
+
+    def writable(self) -> bool:
+        return True
+
+
+class Server:
+    def __init__(self, daemon: Daemon, token: str, runtime: str, sock: socket.socket) -> None:
+        self.daemon, self.token, self.runtime, self.sock = daemon, token, runtime, sock
+        self.port = sock.getsockname()[1]
+        self.socket_path = paths.socket_path(runtime)
+        self.http: Any = None
+        self.info: dict[str, Any] = {}
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="kenning-request")
+
+    async def run(self) -> None:
+        import uvicorn
+
+        from kenning.cli import _version
+        from kenning.daemon.http import build_app
+
+        app = build_app(self.daemon, token=self.token, port=self.port, mcp_version=_version())
+        config = uvicorn.Config(
+            app, log_config=None, access_log=False, lifespan="on", timeout_graceful_shutdown=3
+        )
+        self.http = uvicorn.Server(config)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.socket_path)
+        old = os.umask(0o177)  # the socket is made 0600: only this user may talk to it
+        try:
+            unix = await asyncio.start_unix_server(self._handle, self.socket_path, limit=MAX_REQUEST)
+        finally:
+            os.umask(old)
+        # announced only now, when the socket answers: `daemon start` and clients read this file
+        paths.write_private(paths.info_path(self.runtime), json.dumps(self.info))
+        log.info("serving on %s and %s (pid %d)", self.info["url"], self.socket_path, os.getpid())
+        try:
+            async with unix:
+                await self.http.serve(sockets=[self.sock])
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.socket_path)
+
+    def stop(self) -> None:
+        if self.http is not None:
+            self.http.should_exit = True
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            line = await reader.readline()
+            request = json.loads(line)
+            if not isinstance(request, dict):
+                raise ValueError("not an object")
+        except (ValueError, asyncio.LimitOverrunError) as exc:
+            log.warning("refused a socket request: %s", exc)
+            await _send(writer, {"error": f"bad request: {exc}"})
+            writer.close()
+            return
+        op = request.get("op")
+        try:
+            if op == "run":
+                await self._run(request, writer)
+            elif op == "status":
+                status = await asyncio.get_running_loop().run_in_executor(self.pool, self.daemon.status)
+                await _send(writer, {"result": status})
+            elif op == "attach":
+                roots = [str(r) for r in request.get("roots", [])]
+                attached = await asyncio.get_running_loop().run_in_executor(self.pool, self._attach, roots)
+                await _send(writer, {"result": attached})
+            elif op == "stop":
+                log.info("stop requested over the socket")
+                await _send(writer, {"result": "stopping"})
+                self.stop()
+            else:
+                await _send(writer, {"error": f"unknown op {op!r}"})
+        except KenningError as exc:
+            await _send(writer, {"error": str(exc)})
+        except (ConnectionError, BrokenPipeError):
+            pass  # the client left (`| head`); whatever it started runs to its end
+        finally:
+            with contextlib.suppress(Exception):
+                writer.close()
+
+    def _attach(self, roots: list[str]) -> list[str]:
+        return [str(self.daemon.attach(r).root) for r in roots]
+
+    async def _run(self, request: dict[str, Any], writer: asyncio.StreamWriter) -> None:
+        from kenning.cli import ROUTABLE
+
+        command = request.get("command")
+        args = request.get("args")
+        why = self.daemon.env_mismatch(request.get("env") or {})
+        if command not in ROUTABLE or not isinstance(args, dict):
+            why = why or f"it does not run `{command}`"
+        if why or not isinstance(args, dict):
+            await _send(writer, {"fallback": why})
+            return
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        out = cast(TextIO, _Relay("out", loop, queue, STDOUT_CHUNK))
+        err = cast(TextIO, _Relay("err", loop, queue, 1))  # progress and notes go out as they are written
+
+        def work() -> None:
+            try:
+                code = self.daemon.run_cli(str(command), args, out, err)
+            except Exception as exc:  # a bug: the client still gets an answer, the log gets the details
+                log.exception("command %s failed", command)
+                err.write(
+                    f"kenning: error: the daemon failed to run {command} ({type(exc).__name__}: {exc})\n"
+                )
+                code = 2
+            out.flush()
+            err.flush()
+            loop.call_soon_threadsafe(queue.put_nowait, {"exit": code})
+
+        loop.run_in_executor(self.pool, work)
+        connected = True
+        while True:
+            message = await queue.get()
+            if connected:
+                try:
+                    await _send(writer, message)
+                except (ConnectionError, BrokenPipeError):
+                    connected = False  # keep draining: the command finishes and its output is dropped
+            if "exit" in message:
+                return
+
+
+async def _send(writer: asyncio.StreamWriter, message: dict[str, Any]) -> None:
+    writer.write(json.dumps(message, ensure_ascii=False).encode("utf-8") + b"\n")
+    await writer.drain()
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise DaemonError(
+                f"{host}:{port} is already in use",
+                hint="pick another with --listen 127.0.0.1:PORT (0 = any free port)",
+            ) from None
+        raise DaemonError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    sock.listen(128)
+    sock.set_inheritable(False)
+    return sock
+
+
+def serve(
+    roots: Sequence[str],
+    *,
+    listen: str | None = None,
+    idle: float | None = None,
+    watch: bool = True,
+    foreground: bool = True,
+) -> int:
+    """Run the daemon until stopped. Raises DaemonError (exit 2) when it cannot start."""
+    from filelock import FileLock, Timeout
+
+    from kenning.cli import _version
+
+    # a stop signal before or after the HTTP server's own handling (uvicorn re-raises it once it has shut down)
+    # ends the run through the cleanup below, with exit 0
+    signal.signal(signal.SIGTERM, _stop_signal)
+    signal.signal(signal.SIGINT, _stop_signal)
+    runtime = paths.runtime_dir()
+    state = paths.state_dir()
+    host, port = paths.check_listen(
+        listen or os.environ.get("KENNING_LISTEN") or f"127.0.0.1:{paths.DEFAULT_PORT}"
+    )
+    lock = FileLock(os.path.join(runtime, "daemon.lock"))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        info = paths.read_info(runtime) or {}
+        raise DaemonError(
+            f"a kenning daemon is already running (pid {info.get('pid', '?')})",
+            hint="`kenning daemon status` shows it; `kenning daemon stop` stops it",
+        ) from None
+    try:
+        log_path = _logging(state, foreground)
+        token = paths.load_token(state, create=True)
+        assert token is not None
+        sock = _bind(host, port)
+        port = sock.getsockname()[1]
+        daemon = Daemon(watch=watch, idle=idle if idle is not None else 900.0, version=_version())
+        try:
+            for root in roots:
+                daemon.attach(root)
+            _warm(daemon)
+            url = f"http://{'[::1]' if host == '::1' else host}:{port}"
+            daemon.addresses = {
+                "socket": paths.socket_path(runtime),
+                "url": url,
+                "mcp": f"{url}/mcp",
+                "token_file": paths.token_path(state),
+                "log": log_path,
+            }
+            server = Server(daemon, token, runtime, sock)
+            server.info = {
+                "pid": os.getpid(),
+                "port": port,
+                "started": time.time(),
+                "version": _version(),
+                **daemon.addresses,
+            }
+            if foreground:
+                sys.stderr.write(f"kenning serve: listening on {url} and {paths.socket_path(runtime)}\n")
+            with contextlib.suppress(_Stopped, KeyboardInterrupt):
+                asyncio.run(server.run())
+        finally:
+            daemon.close()
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(paths.info_path(runtime))
+            log.info("stopped")
+    finally:
+        lock.release()
+    return 0
+
+
+class _Stopped(BaseException):
+    """SIGTERM or SIGINT: leave the run through its cleanup."""
+
+
+def _stop_signal(signum: int, frame: Any) -> None:
+    raise _Stopped()
+
+
+def _warm(daemon: Daemon) -> None:
+    """Load the models the attached roots use (or the default one) before serving: no first query pays for it,
+    and a model that cannot load stops the start with its reason."""
+    from kenning.config import load_config
+    from kenning.embed import check_loadable
+
+    engines = [r.engine() for r in daemon.runtimes()]
+    embedders = [e.embedder for e in engines] or [daemon.pool.get(load_config(None).model, load_config(None))]
+    for embedder in embedders:
+        check_loadable(embedder)
+        embedder.embed_query("kenning")

@@ -1,0 +1,185 @@
+"""The daemon's state and what it does, free of any transport: attached roots, the shared model pool, running
+CLI commands in-process, the status report, and closing idle roots.
+
+The socket server, the HTTP app and the tests all drive this one object. A CLI command runs here through
+`kenning.cli.run_command`, the same function the CLI calls in-process, with the command's output sent to the
+caller's streams and its Engines taken from the resident ones, so every mode gives the same answer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import resource
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, TextIO
+
+from kenning import walk
+from kenning.config import Config
+from kenning.daemon.client import relevant_env
+from kenning.daemon.runtime import Job, ModelPool, RootRuntime
+from kenning.errors import OutsideRoot
+
+log = logging.getLogger("kenning.daemon")
+
+
+class Daemon:
+    def __init__(
+        self,
+        *,
+        watch: bool = True,
+        idle: float = 900.0,
+        refresh_wait: float = 1.5,
+        watcher_options: dict[str, Any] | None = None,
+        version: str = "",
+    ) -> None:
+        self.started = time.time()
+        self.version = version
+        self.watch = watch
+        self.idle = idle
+        self.refresh_wait = refresh_wait
+        self.watcher_options = dict(watcher_options or {})
+        self.pool = ModelPool()
+        self.env = relevant_env()
+        self.addresses: dict[str, Any] = {}
+        self._roots: dict[Path, RootRuntime] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._sweeper = threading.Thread(target=self._sweep, name="kenning-idle", daemon=True)
+        self._sweeper.start()
+
+    # -- roots ---------------------------------------------------------------------------------------------
+    def attach(self, root: Path | str) -> RootRuntime:
+        path = walk.check_root(root)
+        with self._lock:
+            runtime = self._roots.get(path)
+            if runtime is None:
+                runtime = self._roots[path] = RootRuntime(
+                    path,
+                    self.pool,
+                    make_watcher=self._make_watcher if self.watch else None,
+                    refresh_wait=self.refresh_wait,
+                )
+                log.info("attached %s", path)
+            return runtime
+
+    def runtimes(self) -> list[RootRuntime]:
+        with self._lock:
+            return list(self._roots.values())
+
+    def runtime_for(self, root: str) -> RootRuntime:
+        path = Path(root).expanduser()
+        for runtime in self.runtimes():
+            if runtime.root == path or str(runtime.root) == root:
+                return runtime
+        raise OutsideRoot(
+            f"{root} is not attached to the daemon", hint="attach it: `kenning daemon start ROOT`"
+        )
+
+    def _make_watcher(self, runtime: RootRuntime) -> Any:
+        from kenning.daemon.watch import Watcher
+
+        engine = runtime.engine()
+        selection = engine.manifest.selection if engine.manifest else None
+
+        def on_batch(batch: Any) -> None:
+            runtime.enqueue(batch.paths, full=batch.full)
+
+        from kenning.types import Selection
+
+        return Watcher(
+            runtime.root,
+            selection or Selection(),
+            on_batch,
+            index_dir_name=engine._index_dir_name(),
+            **self.watcher_options,
+        )
+
+    # -- the CLI, in-process -------------------------------------------------------------------------------
+    def env_mismatch(self, env: dict[str, str]) -> str | None:
+        """Why this daemon cannot answer for a caller with `env`, or None when their settings agree."""
+        for key in sorted(set(env) | set(self.env)):
+            if env.get(key) != self.env.get(key):
+                return f"its {key} differs from the caller's"
+        return None
+
+    def run_cli(self, command: str, args: dict[str, Any], out: TextIO, err: TextIO) -> int:
+        from kenning import cli
+
+        namespace = argparse.Namespace(**{**args, "command": command})
+
+        def engines(root: Path, config: Config, model: str | None) -> Any:
+            runtime = self.attach(root)
+            if command == "search":
+                runtime.fresh()
+            return runtime.engine(config, model)
+
+        streams = cli.STREAMS.set((out, err))
+        factory = cli.ENGINES.set(engines)
+        try:
+            return cli.run_command(namespace)
+        finally:
+            cli.ENGINES.reset(factory)
+            cli.STREAMS.reset(streams)
+
+    # -- jobs ----------------------------------------------------------------------------------------------
+    def job(self, job_id: str) -> Job | None:
+        for runtime in self.runtimes():
+            if runtime.job is not None and runtime.job.id == job_id:
+                return runtime.job
+        return None
+
+    # -- status --------------------------------------------------------------------------------------------
+    def status(self) -> dict[str, Any]:
+        return {
+            "pid": os.getpid(),
+            "version": self.version,
+            "started": self.started,
+            "uptime": round(time.time() - self.started, 1),
+            "memory": {"rss_bytes": _rss(), "peak_rss_bytes": _peak_rss()},
+            "models": self.pool.names(),
+            "watch": self.watch,
+            "idle_timeout": self.idle,
+            **self.addresses,
+            "roots": [r.status() for r in self.runtimes()],
+        }
+
+    # -- lifetime ------------------------------------------------------------------------------------------
+    def _sweep(self) -> None:
+        tick = max(1.0, min(30.0, self.idle / 4))
+        while not self._stop.wait(tick):
+            for runtime in self.runtimes():
+                try:
+                    if runtime.close_idle(self.idle):
+                        log.info("closed idle root %s (its watcher stays on)", runtime.root)
+                except Exception:
+                    log.exception("closing idle root %s failed", runtime.root)
+
+    def close(self) -> None:
+        self._stop.set()
+        for runtime in self.runtimes():
+            runtime.stop()
+
+
+def attach_all(daemon: Daemon, roots: Iterable[str], report: Callable[[str], None]) -> None:
+    for root in roots:
+        runtime = daemon.attach(root)
+        report(f"attached {runtime.root}")
+
+
+def _rss() -> int | None:
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _peak_rss() -> int:
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak if sys.platform == "darwin" else peak * 1024)  # bytes on macOS, KiB on Linux

@@ -1,0 +1,424 @@
+"""The daemon for real: `kenning serve` in a temp home, driven through the CLI (Unix socket), over HTTP (status,
+guards) and by an MCP client over streamable HTTP; the watcher following edits, creations, renames, deletions,
+a `git checkout` and a burst of 10,000 files; a daemon killed mid-index and started again."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import sqlite3
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+from conftest import CORPUS, make_tree
+from daemon_util import DaemonHarness, wait_for
+
+
+@pytest.fixture
+def harness(tmp_path: Path) -> Iterator[DaemonHarness]:
+    h = DaemonHarness(tmp_path)
+    yield h
+    h.close()
+    shutil.rmtree(h.runtime_base, ignore_errors=True)
+
+
+@pytest.fixture
+def served(harness: DaemonHarness, tmp_path: Path) -> tuple[DaemonHarness, Path]:
+    root = make_tree(tmp_path / "ws", dict(CORPUS))
+    indexed = harness.cli("index", str(root), KENNING_MODE="direct")
+    assert indexed.returncode == 0, indexed.stderr
+    harness.start(root)
+    return harness, root
+
+
+def _hits(out: str) -> list[str]:
+    return [json.loads(line)["path"] for line in out.splitlines() if json.loads(line)["type"] == "hit"]
+
+
+def _search(h: DaemonHarness, root: Path, query: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    return h.cli("search", query, str(root), "--json", "--lexical", *extra, KENNING_MODE="server")
+
+
+# -- the CLI through the daemon ----------------------------------------------------------------------------
+
+
+def test_search_through_daemon_gives_the_direct_answer(served: tuple[DaemonHarness, Path]) -> None:
+    h, root = served
+    for args in (("retry backoff",), ("--json", "retry backoff"), ("-k", "2", "--trace", "token bucket")):
+        server = h.cli("search", *args, str(root), KENNING_MODE="server")
+        direct = h.cli("search", *args, str(root), KENNING_MODE="direct")
+        assert server.returncode == direct.returncode == 0, server.stderr + direct.stderr
+        if "--json" in args:  # the summary's elapsed time differs, nothing else
+            strip = [
+                {k: v for k, v in json.loads(x).items() if k != "elapsed_ms"}
+                for x in server.stdout.split("\n")
+                if x
+            ]
+            again = [
+                {k: v for k, v in json.loads(x).items() if k != "elapsed_ms"}
+                for x in direct.stdout.split("\n")
+                if x
+            ]
+            assert strip == again
+        else:
+            assert server.stdout == direct.stdout
+    # from a subdirectory, with a relative --path: paths are resolved where the caller stands, not the daemon
+    sub = root / "src"
+    server = h.cli("search", "upload", "--path", "upload.py", cwd=sub, KENNING_MODE="server")
+    direct = h.cli("search", "upload", "--path", "upload.py", cwd=sub, KENNING_MODE="direct")
+    assert server.returncode == 0 and server.stdout == direct.stdout
+    assert server.stdout.startswith("src/upload.py:")
+    # and the search really went through the daemon: it attached the root and counted the call
+    assert h.root_status(root)["state"] in ("open", "indexing")
+
+
+def test_status_and_index_through_daemon(served: tuple[DaemonHarness, Path]) -> None:
+    h, root = served
+    out = h.cli("status", "--json", str(root), KENNING_MODE="server")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["files"] == len(CORPUS)
+    (root / "new.md").write_text("# Fresh\n\nA zeppelin appears.\n")
+    out = h.cli("index", str(root), "--json", KENNING_MODE="server")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout.splitlines()[-1])["files"] == len(CORPUS) + 1
+    assert _hits(_search(h, root, "zeppelin").stdout) == ["new.md"]
+
+
+def test_server_mode_without_a_daemon_is_one_clear_error(harness: DaemonHarness, corpus: Path) -> None:
+    out = harness.cli("search", "retry", str(corpus), KENNING_MODE="server")
+    assert out.returncode == 2
+    assert out.stderr.strip().splitlines() == [
+        "kenning: error: no kenning daemon is running (start one with `kenning daemon start`, or use --mode auto)"
+    ]
+    # auto never starts one and works in-process
+    out = harness.cli("search", "retry", str(corpus), "--no-index")
+    assert out.returncode == 0 and "upload" in out.stdout
+    out = harness.cli("search", "retry", str(corpus), KENNING_MODE="sometimes")
+    assert out.returncode == 2 and "KENNING_MODE='sometimes' is not a mode" in out.stderr
+
+
+def test_daemon_with_other_settings_is_not_used(served: tuple[DaemonHarness, Path]) -> None:
+    h, root = served
+    out = h.cli("search", "retry", str(root), KENNING_MODE="server", KENNING_MAX_CHARS="400")
+    assert out.returncode == 2 and "KENNING_MAX_CHARS differs" in out.stderr
+    out = h.cli("search", "retry", str(root), KENNING_MAX_CHARS="400")  # auto: works here instead
+    assert out.returncode == 0 and "upload" in out.stdout
+
+
+def test_a_root_is_attached_when_first_asked_about(harness: DaemonHarness, tmp_path: Path) -> None:
+    harness.start()
+    assert harness.status()["roots"] == []
+    other = make_tree(tmp_path / "other", {"a.md": "# A\n\nAlbatross migration routes.\n"})
+    out = harness.cli("search", "albatross", str(other), "--lexical", KENNING_MODE="server")
+    assert out.returncode == 0, out.stderr  # built the index first, in the daemon, then searched
+    assert out.stdout.startswith("a.md:")
+    assert harness.root_status(other)["files"] == 1
+
+
+# -- the watcher ---------------------------------------------------------------------------------------------
+
+
+def test_watcher_follows_edit_create_rename_delete(served: tuple[DaemonHarness, Path]) -> None:
+    h, root = served
+    wait_for(lambda: (h.root_status(root).get("watcher") or {}).get("state") == "watching", 20, "the watcher")
+    guide = root / "docs" / "guide.rst"
+    started = time.monotonic()
+    guide.write_text("Guide\n=====\n\nThe quokka is the happiest animal.\n")
+    # searched at once after the save: the query waits for the queued refresh
+    assert _hits(_search(h, root, "quokka").stdout) == ["docs/guide.rst"]
+    assert time.monotonic() - started < 10
+    assert _search(h, root, "Installation").returncode == 1  # the old text is gone
+
+    (root / "src" / "fresh.py").write_text("def narwhal_tusk():\n    return 'spiral'\n")
+    assert _hits(_search(h, root, "narwhal_tusk").stdout) == ["src/fresh.py"]
+
+    (root / "src" / "fresh.py").rename(root / "src" / "renamed.py")
+    assert _hits(_search(h, root, "narwhal_tusk").stdout) == ["src/renamed.py"]
+
+    (root / "src" / "renamed.py").unlink()
+    assert _search(h, root, "narwhal_tusk").returncode == 1
+
+    shutil.rmtree(root / "docs")
+    assert _search(h, root, "quokka").returncode == 1
+
+
+def test_watcher_follows_a_git_checkout(harness: DaemonHarness, tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    root.mkdir()
+
+    def git(*args: str) -> None:
+        subprocess.run(
+            ["git", *args],
+            cwd=root,
+            check=True,
+            capture_output=True,
+            env={
+                **harness.env,
+                "GIT_AUTHOR_NAME": "t",
+                "GIT_AUTHOR_EMAIL": "t@t",
+                "GIT_COMMITTER_NAME": "t",
+                "GIT_COMMITTER_EMAIL": "t@t",
+            },
+        )
+
+    git("init", "-q", "-b", "main")
+    for i in range(200):
+        (root / f"m{i:03d}.md").write_text(f"# Note {i}\n\nmainline walrus {i}\n")
+    git("add", ".")
+    git("commit", "-q", "-m", "main")
+    git("checkout", "-q", "-b", "other")
+    for i in range(200):
+        (root / f"m{i:03d}.md").unlink()
+        (root / f"o{i:03d}.md").write_text(f"# Other {i}\n\nbranch pelican {i}\n")
+    git("add", "-A")
+    git("commit", "-q", "-m", "other")
+    git("checkout", "-q", "main")
+    assert harness.cli("index", str(root), KENNING_MODE="direct").returncode == 0
+    harness.start(root)
+    wait_for(lambda: (harness.root_status(root).get("watcher") or {}).get("state") == "watching", 20)
+    git("checkout", "-q", "other")
+
+    def switched() -> bool:
+        st = harness.root_status(root)
+        return bool(
+            st["queue"] == 0
+            and st["files"] == 200
+            and _search(harness, root, "pelican", "-k", "1").returncode == 0
+        )
+
+    wait_for(switched, 30, "the index to follow the checkout")
+    assert _search(harness, root, "walrus").returncode == 1
+
+
+def test_a_burst_of_10000_files_is_one_reconcile(harness: DaemonHarness, tmp_path: Path) -> None:
+    root = make_tree(tmp_path / "ws", {"seed.md": "# Seed\n\nfirst file\n"})
+    assert harness.cli("index", str(root), KENNING_MODE="direct").returncode == 0
+    harness.start(root)
+    wait_for(lambda: (harness.root_status(root).get("watcher") or {}).get("state") == "watching", 20)
+    batches_before = harness.root_status(root)["watcher"]["batches"]
+    bulk = root / "bulk"
+    bulk.mkdir()
+    for i in range(10_000):
+        (bulk / f"f{i:05d}.txt").write_text(f"bulk file number {i}\n")
+    wait_for(lambda: harness.root_status(root)["files"] == 10_001, 180, "10,000 new files indexed")
+    st = harness.root_status(root)
+    assert st["watcher"]["events"] >= 10_000
+    # compacted: a handful of batches and refreshes, not thousands
+    assert st["watcher"]["batches"] - batches_before < 20
+    assert st["refreshes"] < 25
+    assert _hits(_search(harness, root, "9999", "-k", "1").stdout) == ["bulk/f09999.txt"]
+
+
+# -- lifetime ------------------------------------------------------------------------------------------------
+
+
+def _tree(root: Path, n: int) -> Path:
+    for i in range(n):
+        d = root / f"d{i % 20:02d}"
+        d.mkdir(parents=True, exist_ok=True)
+        (d / f"doc{i:05d}.md").write_text(
+            f"# Document {i}\n\n"
+            + "\n\n".join(f"Paragraph {j} of document {i} about topic {i % 97}." for j in range(12))
+        )
+    return root
+
+
+def test_killed_mid_index_then_restarted_loses_and_duplicates_nothing(
+    harness: DaemonHarness, tmp_path: Path
+) -> None:
+    root = _tree(tmp_path / "big", 3000)
+    harness.start()
+    indexing = subprocess.Popen(
+        [sys.executable, "-m", "kenning", "index", str(root)],
+        env={**harness.env, "KENNING_MODE": "server"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+    def db_of(tree: Path) -> Path | None:
+        return next((tree / ".kenning").glob("*/index.db"), None)
+
+    def partly() -> bool:
+        db = db_of(root)
+        if db is None:
+            return False
+        try:
+            with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+                return 0 < conn.execute("select count(*) from files").fetchone()[0] < 3000
+        except sqlite3.Error:
+            return False
+
+    wait_for(partly, 60, "a partial index")
+    harness.stop(signal.SIGKILL)
+    _, err = indexing.communicate(timeout=30)
+    assert indexing.returncode == 2 and "daemon" in err and "Traceback" not in err
+
+    harness.start(root)  # attaching it reconciles the whole root
+    wait_for(
+        lambda: harness.root_status(root)["files"] == 3000 and harness.root_status(root)["queue"] == 0, 180
+    )
+    wait_for(lambda: harness.root_status(root)["coverage"] == 1.0, 60)
+    with sqlite3.connect(f"file:{db_of(root)}?mode=ro", uri=True) as conn:
+        assert conn.execute("select count(*), count(distinct path) from files").fetchone() == (3000, 3000)
+        passages = conn.execute("select count(*) from passages").fetchone()[0]
+    # the same tree indexed from scratch in one go has exactly as many passages
+    copy = shutil.copytree(root, tmp_path / "copy", ignore=shutil.ignore_patterns(".kenning"))
+    assert harness.cli("index", str(copy), KENNING_MODE="direct").returncode == 0
+    with sqlite3.connect(f"file:{db_of(copy)}?mode=ro", uri=True) as conn:
+        assert conn.execute("select count(*) from passages").fetchone()[0] == passages
+
+
+def test_a_query_does_not_wait_behind_indexing(harness: DaemonHarness, tmp_path: Path) -> None:
+    small = make_tree(tmp_path / "small", dict(CORPUS))
+    assert harness.cli("index", str(small), KENNING_MODE="direct").returncode == 0
+    big = _tree(tmp_path / "big", 3000)
+    harness.start(small)
+    indexing = subprocess.Popen(
+        [sys.executable, "-m", "kenning", "index", str(big)],
+        env={**harness.env, "KENNING_MODE": "server"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for(lambda: (big / ".kenning").exists(), 30)
+        started = time.monotonic()
+        out = harness.cli("search", "retry backoff", str(small), KENNING_MODE="server")
+        took = time.monotonic() - started
+        assert out.returncode == 0 and indexing.poll() is None, (
+            "the search must finish while indexing goes on"
+        )
+        assert took < 5
+        # a partial index answers too, and says how complete it is
+        partial = harness.cli("search", "topic", str(big), "--json", KENNING_MODE="server")
+        if indexing.poll() is None:
+            summary = json.loads(partial.stdout.splitlines()[-1])
+            assert summary["type"] == "summary"
+    finally:
+        indexing.wait(timeout=300)
+
+
+def test_second_daemon_and_bad_addresses_are_refused(served: tuple[DaemonHarness, Path]) -> None:
+    h, _ = served
+    out = h.cli("serve", "--listen", "127.0.0.1:0")
+    assert out.returncode == 2 and "a kenning daemon is already running (pid" in out.stdout + out.stderr
+    for address in ("0.0.0.0:0", "192.168.1.10:7997", "[::]:0", "example.com:80"):
+        out = h.cli("serve", "--listen", address)
+        assert out.returncode == 2, address
+        assert "binds to loopback only" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_daemon_start_status_stop(harness: DaemonHarness, corpus: Path) -> None:
+    out = harness.cli("daemon", "status")
+    assert out.returncode == 1 and "not running" in out.stdout
+    out = harness.cli("daemon", "start", "--listen", "127.0.0.1:0", str(corpus))
+    assert out.returncode == 0, out.stderr
+    try:
+        out = harness.cli("daemon", "start", str(corpus))
+        assert out.returncode == 0 and "already running" in out.stderr
+        out = harness.cli("daemon", "status")
+        assert out.returncode == 0 and f"root {corpus}" in out.stdout and "watcher" in out.stdout
+        # private: the socket, the runtime folder and the token file are this user's alone
+        assert stat.S_IMODE(os.stat(harness.runtime).st_mode) == 0o700
+        assert stat.S_IMODE(os.stat(harness.runtime / "daemon.sock").st_mode) == 0o600
+        token_file = harness.home / ".local" / "state" / "kenning" / "daemon" / "token"
+        assert stat.S_IMODE(token_file.stat().st_mode) == 0o600 and len(harness.token) >= 32
+    finally:
+        out = harness.cli("daemon", "stop")
+    assert out.returncode == 0 and "stopped" in out.stderr
+    assert harness.cli("daemon", "status").returncode == 1
+    assert not (harness.runtime / "daemon.sock").exists()
+
+
+def test_sigterm_stops_cleanly(served: tuple[DaemonHarness, Path]) -> None:
+    h, _ = served
+    assert h.stop(signal.SIGTERM) == 0
+    assert not (h.runtime / "daemon.sock").exists() and not (h.runtime / "daemon.json").exists()
+
+
+# -- HTTP ----------------------------------------------------------------------------------------------------
+
+
+def test_http_status_needs_the_token(served: tuple[DaemonHarness, Path]) -> None:
+    h, root = served
+    code, body = h.http("/status")
+    assert code == 200 and body["roots"][0]["root"] == str(root) and body["memory"]["rss_bytes"] > 0
+    assert h.http("/status", token=None)[0] == 401
+    assert h.http("/status", token="x" * 43)[0] == 401
+    assert h.http("/", token=None)[0] == 401  # the page too
+    assert h.http("/status", headers={"Host": "evil.example:80"})[0] == 403  # DNS rebinding
+    code, _ = h.http("/api/rebuild", method="POST", body=b"x" * (2 << 20))
+    assert code == 413
+    code, _ = h.http(
+        "/api/rebuild",
+        method="POST",
+        body=json.dumps({"root": str(root)}).encode(),
+        headers={"Origin": "http://evil.example"},
+    )
+    assert code == 403
+    log = (h.home / ".local" / "state" / "kenning" / "daemon" / "log.jsonl").read_text()
+    assert "missing or wrong token" in log and "request body over" in log
+    assert h.token not in log
+
+
+def test_oversized_socket_request_is_refused(served: tuple[DaemonHarness, Path]) -> None:
+    h, root = served
+    with socket.socket(socket.AF_UNIX) as s:
+        s.connect(str(h.runtime / "daemon.sock"))
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            s.sendall(b'{"op": "status", "pad": "' + b"x" * (2 << 20) + b'"}\n')
+        s.settimeout(10)
+        try:
+            reply = s.recv(1000)
+        except ConnectionResetError:
+            reply = b""
+    assert b"bad request" in reply or reply == b""
+    assert h.cli("status", str(root), KENNING_MODE="server").returncode == 0  # still serving
+
+
+def test_logs_do_not_hold_query_text(served: tuple[DaemonHarness, Path]) -> None:
+    h, root = served
+    assert h.cli("search", "confidential pangolin", str(root), KENNING_MODE="server").returncode in (0, 1)
+    h.http("/api/search?root=" + str(root) + "&q=secret%20armadillo")
+    log = (h.home / ".local" / "state" / "kenning" / "daemon" / "log.jsonl").read_text()
+    assert "pangolin" not in log and "armadillo" not in log
+
+
+def test_mcp_over_http_with_the_sdk_client(served: tuple[DaemonHarness, Path]) -> None:
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    h, root = served
+
+    async def body() -> None:
+        http = create_mcp_http_client(headers={"Authorization": f"Bearer {h.token}"})
+        async with Client(streamable_http_client(h.info["mcp"], http_client=http)) as client:
+            tools = {t.name for t in (await client.list_tools()).tools}
+            assert {"text_search", "text_index", "index_status", "grep", "symbols"} <= tools
+            result = await client.call_tool("text_search", {"queries": ["retry backoff"], "mode": "lexical"})
+            assert not result.is_error
+            assert "src/upload.py" in result.content[0].text  # type: ignore[union-attr]
+            (root / "zebra.md").write_text("# Zebra\n\nstripes everywhere\n")
+            result = await client.call_tool("text_search", {"queries": ["stripes"], "mode": "lexical"})
+            assert "zebra.md" in result.content[0].text  # type: ignore[union-attr]
+
+    anyio.run(body)
+
+    async def without_token() -> None:
+        async with Client(streamable_http_client(h.info["mcp"])) as client:
+            await client.list_tools()
+
+    with pytest.raises(BaseException):  # noqa: B017 - the SDK wraps the 401 in its own exception group
+        anyio.run(without_token)
