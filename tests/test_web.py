@@ -135,29 +135,30 @@ def _body(raw: bytes) -> Any:
 def served() -> Iterator[Served]:
     _need_chromium()
     base = Path(tempfile.mkdtemp(prefix="kw", dir="/tmp"))  # short: the daemon's AF_UNIX socket lives here
-    home, runtime, root = base / "home", base / "run", base / "tree"
-    home.mkdir()
-    runtime.mkdir(mode=0o700)
-    _make_tree(root)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("KENNING_", "XDG_"))}
-    env.update(HOME=str(home), XDG_RUNTIME_DIR=str(runtime), KENNING_MODEL="hash")
-    indexed = subprocess.run(
-        [sys.executable, "-m", "kenning", "index", str(root)],
-        env={**env, "KENNING_MODE": "direct"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert indexed.returncode == 0, indexed.stderr
-    log = base / "serve.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "kenning", "serve", str(root), "--listen", "127.0.0.1:0"],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+    proc: subprocess.Popen[bytes] | None = None
     try:
+        home, runtime, root = base / "home", base / "run", base / "tree"
+        home.mkdir()
+        runtime.mkdir(mode=0o700)
+        _make_tree(root)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("KENNING_", "XDG_"))}
+        env.update(HOME=str(home), XDG_RUNTIME_DIR=str(runtime), KENNING_MODEL="hash")
+        indexed = subprocess.run(
+            [sys.executable, "-m", "kenning", "index", str(root)],
+            env={**env, "KENNING_MODE": "direct"},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert indexed.returncode == 0, indexed.stderr
+        log = base / "serve.log"
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "kenning", "serve", str(root), "--listen", "127.0.0.1:0"],
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
         info_file = runtime / "kenning" / "daemon.json"
         token_file = home / ".local" / "state" / "kenning" / "daemon" / "token"
         deadline = time.monotonic() + 30
@@ -179,7 +180,7 @@ def served() -> Iterator[Served]:
                 time.sleep(0.05)
         yield served
     finally:
-        if proc.poll() is None:
+        if proc is not None and proc.poll() is None:
             proc.kill()
             proc.wait(10)
         shutil.rmtree(base, ignore_errors=True)
