@@ -40,9 +40,22 @@ MODES = ("lexical", "semantic", "hybrid")
 DEPTH = 50  # passages per query, so that ten distinct documents survive the scorer's per-file collapse
 
 
-def score(qrels: Path, run: Path) -> dict[str, float]:
+def set_folder(name: str, work: Path) -> tuple[Path, Path, Path]:
+    """(set folder, queries file, qrels file) of a named set; the code set is built under `work`/sets first."""
+    folder, queries_file, qrels_file = SETS[name]
+    base = ensure_codeset(work / "sets", name) if name == "rich" else EVAL / folder
+    return base, base / queries_file, base / qrels_file
+
+
+def read_queries(path: Path) -> list[dict[str, str]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def score(qrels: Path, run: Path, per_query: Path | None = None) -> dict[str, float]:
+    """shared/eval/score.py's aggregate figures for a run (per-query TSV written to `per_query` when given)."""
+    extra = ["--per-query", str(per_query)] if per_query else []
     out = subprocess.run(
-        [sys.executable, str(EVAL / "score.py"), str(qrels), str(run), "--json"],
+        [sys.executable, str(EVAL / "score.py"), str(qrels), str(run), "--json", *extra],
         capture_output=True,
         text=True,
         check=True,
@@ -59,8 +72,7 @@ def subset(path: Path, ids: set[str], dest: Path) -> Path:
 
 
 def evaluate(name: str, model: str, work: Path, *, symbols: bool = True) -> dict[str, dict[str, float]]:
-    folder, queries_file, qrels_file = SETS[name]
-    base = ensure_codeset(work / "sets", name) if name == "rich" else EVAL / folder
+    base, queries_path, qrels_path = set_folder(name, work)
     indexes = work / ("indexes" if symbols else "indexes-windows")
     config = Config(model=model, index_dir=str(indexes), code_symbols=symbols)
     engine = Engine(base / "corpus", config=config)
@@ -70,7 +82,7 @@ def evaluate(name: str, model: str, work: Path, *, symbols: bool = True) -> dict
         f"[{name}] indexed {report.files} files, {report.passages} passages in {time.perf_counter() - t:.0f}s",
         file=sys.stderr,
     )
-    queries = [json.loads(line) for line in (base / queries_file).read_text().splitlines() if line.strip()]
+    queries = read_queries(queries_path)
     scores = {}
     for mode in MODES:
         run = work / "runs" / f"{name}{'' if symbols else '-windows'}.{mode}.jsonl"
@@ -80,11 +92,11 @@ def evaluate(name: str, model: str, work: Path, *, symbols: bool = True) -> dict
                 [result] = engine.search(q["text"], mode=mode, limit=DEPTH)  # type: ignore[arg-type]
                 ranked = [f"corpus/{h.path}:{h.start_line}-{h.end_line}" for h in result.hits]
                 fh.write(json.dumps({"query_id": q["query_id"], "ranked": ranked}) + "\n")
-        scores[mode] = score(base / qrels_file, run)
+        scores[mode] = score(qrels_path, run)
         kinds = sorted({q["kind"] for q in queries if "kind" in q})
         for kind in kinds:
             ids = {q["query_id"] for q in queries if q.get("kind") == kind}
-            qrels = subset(base / qrels_file, ids, run.with_suffix(f".{kind}.qrels"))
+            qrels = subset(qrels_path, ids, run.with_suffix(f".{kind}.qrels"))
             part = subset(run, ids, run.with_suffix(f".{kind}.jsonl"))
             scores[f"{mode}:{kind}"] = score(qrels, part)
     engine.close()

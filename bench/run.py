@@ -5,6 +5,9 @@
 Corpora are real text: files of the SciFact (prose) and CoSQA (Python) development corpora in ../shared/eval,
 copied into bench/.work. Figures are medians of repeated runs. The retrieval-quality table comes from
 bench/eval.py (run it first, or this script runs it unless --no-eval).
+
+BENCHMARKS.md is rewritten from scratch, except for blocks marked `<!-- NAME:start -->` ... `<!-- NAME:end -->`
+(the quality side-by-side of bench/quality/run.py, other harnesses' sections): those are kept verbatim.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import shutil
 import sqlite3
 import statistics
@@ -321,8 +325,29 @@ the semantic pass does not grow with corpus size (fixed batches; vectors go to S
 {_extra("vectors.md", "## Vector index: exact vs turbovec (`python bench/vectors.py`)")}
 {_extra("fusion.md", "## Fusion methods on the same arm outputs, nDCG@10 (`python bench/fusion.py`)")}
 """
-    (HERE.parent / "BENCHMARKS.md").write_text(text)
+    target = HERE.parent / "BENCHMARKS.md"
+    text = keep_marked_blocks(target.read_text() if target.exists() else "", text)
+    target.write_text(text)
     print(text)
+
+
+MARKED = re.compile(r"<!-- ([\w.-]+):start -->.*?<!-- \1:end -->\n?", re.S)
+
+
+def keep_marked_blocks(old: str, new: str) -> str:
+    """Carry every `<!-- NAME:start -->...<!-- NAME:end -->` block of the old file over verbatim: it replaces the
+    block of the same name in the new text, or is appended at the end, in its old order. Other harnesses (the
+    quality side-by-side, a daemon benchmark, hand-written readings) own those blocks; this script never writes
+    them."""
+    for match in MARKED.finditer(old):
+        block = match.group(0).rstrip("\n") + "\n"
+        name = match.group(1)
+        mine = re.compile(f"<!-- {re.escape(name)}:start -->.*?<!-- {re.escape(name)}:end -->\n?", re.S)
+        found = mine.search(new)
+        new = (
+            new[: found.start()] + block + new[found.end() :] if found else new.rstrip("\n") + "\n\n" + block
+        )
+    return new
 
 
 if __name__ == "__main__":
