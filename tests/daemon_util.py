@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import Any
 
 
-def wait_for(check: Callable[[], Any], timeout: float = 20.0, what: str = "condition") -> Any:
+def wait_for(
+    check: Callable[[], Any], timeout: float = 20.0, what: str = "condition", interval: float = 0.05
+) -> Any:
     deadline = time.monotonic() + timeout
     while True:
         value = check()
@@ -25,7 +27,7 @@ def wait_for(check: Callable[[], Any], timeout: float = 20.0, what: str = "condi
             return value
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
+        time.sleep(interval)
 
 
 class DaemonHarness:

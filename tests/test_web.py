@@ -58,22 +58,6 @@ def _need_chromium() -> None:
     pytest.skip(f"{CHROMIUM} is missing: `apt-get install chromium` to run the web page test")
 
 
-def _xfail_while_jobs_are_broken() -> None:
-    """xfail (before starting any job) while the daemon cannot put a job into JSON.
-
-    Known daemon bug: `Job.to_json` calls `dataclasses.asdict`, which deep-copies the job's `threading.Event`
-    and raises `TypeError: cannot pickle '_thread.lock' object`. So POST /api/rebuild answers 500 (after starting
-    the job), GET /api/jobs/{id} and its cancel answer 500, and GET /status answers 500 for as long as the root
-    remembers a job. There is no honest way around it from the page; the check runs again once it is fixed.
-    """
-    from kenning.daemon.runtime import Job
-
-    try:
-        json.dumps(Job("probe", "/", "rebuild").to_json())
-    except TypeError as exc:
-        pytest.xfail(f"daemon bug: Job.to_json raises {exc!r}, so every job answer and /status are a 500")
-
-
 def _make_tree(root: Path) -> None:
     for i in range(FILES):
         folder = root / f"pkg{i % 30:02d}"
@@ -302,7 +286,6 @@ WATCH_JOB = """root => {
 def test_rebuild_shows_progress_to_the_end_and_a_double_click_starts_one_job(
     page: Page, served: Served
 ) -> None:
-    _xfail_while_jobs_are_broken()
     _open(page, served)
     root = _root(page, served)
     root.element_handle().evaluate(WATCH_JOB)
@@ -357,7 +340,6 @@ def test_rebuild_shows_progress_to_the_end_and_a_double_click_starts_one_job(
 
 
 def test_two_requests_at_once_start_one_job_and_the_page_can_cancel_it(page: Page, served: Served) -> None:
-    _xfail_while_jobs_are_broken()
     _open(page, served)
     # two rebuild requests in flight together from the page's origin (two tabs, say): one job
     answers = page.evaluate(

@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import sys
+import threading
 import time
 from collections.abc import Iterable, Sequence
 from contextvars import ContextVar
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 # Engine they use, so a command gives the same answer in every mode.
 STREAMS: ContextVar[tuple[TextIO, TextIO] | None] = ContextVar("kenning_streams", default=None)
 ENGINES: ContextVar[Any] = ContextVar("kenning_engines", default=None)
+CANCEL: ContextVar[threading.Event | None] = ContextVar("kenning_cancel", default=None)  # the caller left
 ROUTABLE = ("search", "index", "status")  # the commands a running daemon answers (`--mode`)
 
 EXAMPLES = {
@@ -513,7 +515,9 @@ def _run_index(engine: Any, selection: Any, rebuild: bool, semantic: bool, wait:
     from kenning.progress import make_progress
 
     with make_progress(_stderr()) as progress:
-        report = engine.index(selection, rebuild=rebuild, semantic=semantic, progress=progress, wait=wait)
+        report = engine.index(
+            selection, rebuild=rebuild, semantic=semantic, progress=progress, wait=wait, cancel=CANCEL.get()
+        )
     from kenning.report import index_summary, index_summary_json
 
     if as_json:
@@ -574,7 +578,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         from kenning.progress import make_progress
 
         with make_progress(_stderr()) as progress:
-            report = engine.index(None, progress=progress)
+            report = engine.index(None, progress=progress, cancel=CANCEL.get())
         if report.interrupted:
             raise Interrupted(
                 "indexing interrupted; finished work is kept", hint="run `kenning index` to resume"
@@ -856,11 +860,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return code
     except KenningError as exc:
         _err(f"kenning: error: {exc}")
-        return exc.exit_code
+        return _exit_code(exc, gate=_raw_command(argv) == "gate")
     except KeyboardInterrupt:
         _err("kenning: interrupted")
         return 130
     return run_command(args, gate=_raw_command(argv) == "gate")
+
+
+def _exit_code(exc: KenningError, *, gate: bool) -> int:
+    # a hook's exit 2 blocks the agent's call: a misconfigured gate must not block everything
+    return 1 if gate and exc.exit_code == 2 else exc.exit_code
 
 
 def run_command(args: argparse.Namespace, *, gate: bool = False) -> int:
@@ -871,11 +880,7 @@ def run_command(args: argparse.Namespace, *, gate: bool = False) -> int:
         return code
     except KenningError as exc:
         _err(f"kenning: error: {exc}")
-        if exc.exit_code == 2 and gate:
-            return (
-                1  # a hook's exit 2 blocks the agent's call: a misconfigured gate must not block everything
-            )
-        return exc.exit_code
+        return _exit_code(exc, gate=gate)
     except KeyboardInterrupt:
         _err("kenning: interrupted")
         return 130

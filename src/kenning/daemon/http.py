@@ -219,15 +219,12 @@ def _search(daemon: Daemon, root: str, query: str, k: int) -> dict[str, Any]:
 
     started = time.perf_counter()
     runtime = daemon.runtime_for(root)
-    fresh = runtime.fresh()
-    engine = runtime.engine()
-    results = engine.search(query, limit=k)
-    result = results[0]
+    result = runtime.engine().search(query, limit=k)[0]
     return {
         "root": str(runtime.root),
         "query": query,
         "hits": [hit_json(h, result, i, "short") for i, h in enumerate(result.hits, 1)],
-        "notes": list(result.notes) + ([] if fresh else ["some changed files were not yet re-indexed"]),
+        "notes": result.notes,
         "coverage": result.coverage,
         "seconds": round(time.perf_counter() - started, 4),
     }

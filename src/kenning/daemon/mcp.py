@@ -18,8 +18,7 @@ def workspace_factory(daemon: Daemon) -> Callable[[], Workspace]:
                 "the daemon serves no folder yet",
                 hint="attach one with `kenning daemon start ROOT`, or search it once with `kenning search`",
             )
-        for runtime in runtimes:
-            runtime.fresh()  # what the watcher has queued is applied (within a bounded wait) before tools read
+        # searches wait (boundedly) for what the watcher has queued: ResidentEngine.search asks for freshness
         return Workspace([r.root for r in runtimes], engines=[r.engine() for r in runtimes])
 
     return current

@@ -64,8 +64,16 @@ class ResidentEngine(Engine):
 
     def search(self, *args: Any, **kwargs: Any) -> list[SearchResult]:
         self.runtime.touch()
+        fresh = self.runtime.fresh()
         with self._read_lock:
-            return super().search(*args, **kwargs)
+            results = super().search(*args, **kwargs)
+        if not fresh:
+            # the bounded wait for freshness ran out: say so, rather than answer from an older index silently
+            for result in results:
+                result.notes.append(
+                    "recent file changes are still being indexed: hits from them may be missing or marked stale"
+                )
+        return results
 
     def status(self, *, pending: bool = True) -> Any:
         self.runtime.touch()
@@ -114,8 +122,9 @@ class Job:
     cancel: threading.Event = field(default_factory=threading.Event, repr=False)
 
     def to_json(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
-        data.pop("cancel")
+        # not dataclasses.asdict: it would deep-copy the Event, whose lock cannot be copied
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "cancel"}
+        data["summary"] = dict(self.summary)
         data["cancelling"] = self.cancel.is_set() and self.state in ("queued", "running")
         return data
 
@@ -172,6 +181,7 @@ class RootRuntime:
         self._writer.start()
         self._make_watcher = make_watcher
         self.watcher: Any = None
+        self._selection: Any = None
         self._start_watching_if_indexed()
 
     # -- engines -------------------------------------------------------------------------------------------
@@ -207,7 +217,15 @@ class RootRuntime:
     # -- what the engines report ---------------------------------------------------------------------------
     def indexed(self) -> None:
         self.last_refresh = time.time()
-        self._start_watching_if_indexed()
+        if self.watcher is None:
+            self._start_watching_if_indexed(reconcile=False)  # the run that just ended was the reconcile
+            return
+        # `kenning index -t py` (through the daemon or not) changes what the root's index holds: watch that
+        engine = self.engine()
+        selection = engine.manifest.selection if engine.manifest else None
+        if selection is not None and selection != self._selection:
+            self._selection = selection
+            self.watcher.set_selection(selection)
 
     def dropped(self) -> None:
         with self._cond:
@@ -216,15 +234,17 @@ class RootRuntime:
             self._applied = self._queued
             self._cond.notify_all()
 
-    def _start_watching_if_indexed(self) -> None:
+    def _start_watching_if_indexed(self, *, reconcile: bool = True) -> None:
         if self.watcher is not None or self._make_watcher is None or self._stopping:
             return
         if not self.engine().exists():
             return  # nothing to keep fresh yet; the first index run starts the watcher
+        engine = self.engine()
+        self._selection = engine.manifest.selection if engine.manifest else None
         self.watcher = self._make_watcher(self)
         self.watcher.start()
-        # events were not seen while nobody watched: look at the whole root once
-        self.enqueue((), full=True)
+        if reconcile:  # events were not seen while nobody watched: look at the whole root once
+            self.enqueue((), full=True)
 
     # -- the writer ----------------------------------------------------------------------------------------
     def enqueue(self, paths: Any, *, full: bool = False) -> None:
@@ -332,10 +352,11 @@ class RootRuntime:
 
     # -- status and shutdown -------------------------------------------------------------------------------
     def status(self) -> dict[str, Any]:
-        engine = self.engine()
         data: dict[str, Any] = {"root": str(self.root), "attached": self.attached}
         try:
-            st = engine.status(pending=False)
+            # a throwaway Engine: asking about an idle root must neither reopen it nor count as using it
+            with Engine(self.root, config=load_config(self.root), embedders=self.pool.get) as engine:
+                st = engine.status(pending=False)
             data.update(
                 indexed=st.exists,
                 model=st.model,

@@ -19,6 +19,7 @@ import os
 import signal
 import socket
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any, TextIO, cast
@@ -153,7 +154,7 @@ class Server:
         op = request.get("op")
         try:
             if op == "run":
-                await self._run(request, writer)
+                await self._run(request, reader, writer)
             elif op == "status":
                 status = await asyncio.get_running_loop().run_in_executor(self.pool, self.daemon.status)
                 await _send(writer, {"result": status})
@@ -178,7 +179,9 @@ class Server:
     def _attach(self, roots: list[str]) -> list[str]:
         return [str(self.daemon.attach(r).root) for r in roots]
 
-    async def _run(self, request: dict[str, Any], writer: asyncio.StreamWriter) -> None:
+    async def _run(
+        self, request: dict[str, Any], reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
         from kenning.cli import ROUTABLE
 
         command = request.get("command")
@@ -194,9 +197,11 @@ class Server:
         out = cast(TextIO, _Relay("out", loop, queue, STDOUT_CHUNK))
         err = cast(TextIO, _Relay("err", loop, queue, 1))  # progress and notes go out as they are written
 
+        cancel = threading.Event()
+
         def work() -> None:
             try:
-                code = self.daemon.run_cli(str(command), args, out, err)
+                code = self.daemon.run_cli(str(command), args, out, err, cancel)
             except Exception as exc:  # a bug: the client still gets an answer, the log gets the details
                 log.exception("command %s failed", command)
                 err.write(
@@ -208,6 +213,15 @@ class Server:
             loop.call_soon_threadsafe(queue.put_nowait, {"exit": code})
 
         loop.run_in_executor(self.pool, work)
+
+        async def watch_caller() -> None:
+            # the client sends nothing more: end of input means it left (Ctrl-C), so stop an index run as
+            # Ctrl-C does in-process, keeping the finished batches
+            with contextlib.suppress(ConnectionError):
+                await reader.read()
+            cancel.set()
+
+        watcher = asyncio.create_task(watch_caller())
         connected = True
         while True:
             message = await queue.get()
@@ -217,6 +231,7 @@ class Server:
                 except (ConnectionError, BrokenPipeError):
                     connected = False  # keep draining: the command finishes and its output is dropped
             if "exit" in message:
+                watcher.cancel()
                 return
 
 

@@ -108,22 +108,29 @@ class Daemon:
                 return f"its {key} differs from the caller's"
         return None
 
-    def run_cli(self, command: str, args: dict[str, Any], out: TextIO, err: TextIO) -> int:
+    def run_cli(
+        self,
+        command: str,
+        args: dict[str, Any],
+        out: TextIO,
+        err: TextIO,
+        cancel: threading.Event | None = None,
+    ) -> int:
+        """Run a CLI command as `kenning.cli` would in-process; `cancel` stops an index run (the caller left)."""
         from kenning import cli
 
         namespace = argparse.Namespace(**{**args, "command": command})
 
         def engines(root: Path, config: Config, model: str | None) -> Any:
-            runtime = self.attach(root)
-            if command == "search":
-                runtime.fresh()
-            return runtime.engine(config, model)
+            return self.attach(root).engine(config, model)
 
         streams = cli.STREAMS.set((out, err))
         factory = cli.ENGINES.set(engines)
+        stop = cli.CANCEL.set(cancel)
         try:
             return cli.run_command(namespace)
         finally:
+            cli.CANCEL.reset(stop)
             cli.ENGINES.reset(factory)
             cli.STREAMS.reset(streams)
 
