@@ -10,17 +10,18 @@ import argparse
 import json
 import os
 import sys
-import threading
 import time
-from collections.abc import Iterable, Sequence
 from contextvars import ContextVar
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO, cast
 
 from kenning.errors import Interrupted, KenningError, UsageError
 from kenning.targets import AGENTS
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # only what annotations need: a search through the daemon pays for every import here
+    import threading
+    from collections.abc import Iterable, Sequence
+    from pathlib import Path
+
     from kenning.config import Config
     from kenning.engine import Engine
     from kenning.types import Mode, Preview
@@ -530,6 +531,8 @@ def _run_index(engine: Any, selection: Any, rebuild: bool, semantic: bool, wait:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from kenning.config import load_config
     from kenning.engine import find_index_root
     from kenning.render import render_json, render_text
@@ -605,7 +608,7 @@ def _search_inputs(args: argparse.Namespace) -> tuple[list[str], str]:
     root_arg = args.root
     if args.query is not None:
         # `search -q A -q B ROOT` puts the root first; a positional that is no directory is a query
-        if queries and args.root == "." and Path(args.query).expanduser().is_dir():
+        if queries and args.root == "." and os.path.isdir(os.path.expanduser(args.query)):
             root_arg = args.query
         else:
             queries.insert(0, args.query)
@@ -650,6 +653,8 @@ def _literal(start: Path, queries: list[str], config: Any, args: argparse.Namesp
 
 
 def cmd_grep(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from kenning import grep
     from kenning.types import Selection
     from kenning.walk import check_root
@@ -697,6 +702,8 @@ def cmd_grep(args: argparse.Namespace) -> int:
 
 
 def _common_root(targets: Sequence[Path]) -> Path:
+    from pathlib import Path
+
     resolved = [t.resolve() for t in targets]
     dirs = [r if r.is_dir() else r.parent for r in resolved]
     return Path(os.path.commonpath([str(d) for d in dirs]))
@@ -739,6 +746,8 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 
 def cmd_symbols(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from kenning.outline import file_outline, outline_json, outline_lines
 
     code = 0
