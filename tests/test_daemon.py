@@ -451,3 +451,104 @@ def test_regression_job_to_json_deep_copied_its_cancel_event() -> None:
     assert data["id"] == "j9" and data["summary"] == {"files": 3} and data["cancelling"] is False
     job.cancel.set()
     assert job.to_json()["cancelling"] is True
+
+
+# -- regressions found by review -----------------------------------------------------------------------------
+
+
+def test_regression_client_talked_to_a_socket_in_a_folder_others_can_enter(
+    harness: DaemonHarness, corpus: Path
+) -> None:
+    # anyone could have made /tmp/kenning-<uid> first and listened there for our queries and settings
+    folder = harness.runtime
+    folder.mkdir(parents=True)
+    os.chmod(folder, 0o777)
+    with socket.socket(socket.AF_UNIX) as listener:
+        listener.bind(str(folder / "daemon.sock"))
+        listener.listen(1)
+        listener.settimeout(0.5)
+        out = harness.cli("search", "retry", str(corpus), "--no-index")
+        with pytest.raises(TimeoutError):
+            listener.accept()  # nobody connected
+    assert out.returncode == 0 and "upload" in out.stdout  # answered in-process
+    assert "not private to this user" in out.stderr
+
+
+def test_regression_stop_signalled_the_pid_of_a_stale_daemon_json(harness: DaemonHarness) -> None:
+    bystander = subprocess.Popen(["sleep", "60"])
+    try:
+        harness.runtime.mkdir(parents=True, mode=0o700)
+        (harness.runtime / "daemon.json").write_text(json.dumps({"pid": bystander.pid}))
+        out = harness.cli("daemon", "stop", "--timeout", "1")
+        assert out.returncode == 0 and "not running" in out.stderr
+        assert bystander.poll() is None  # untouched
+        assert not (harness.runtime / "daemon.json").exists()  # the stale record is cleared
+    finally:
+        bystander.kill()
+        bystander.wait()
+
+
+def test_regression_root_indexed_outside_the_daemon_was_never_watched(
+    harness: DaemonHarness, tmp_path: Path
+) -> None:
+    root = make_tree(tmp_path / "late", dict(CORPUS))
+    harness.start()
+    assert (
+        harness.cli("status", str(root), KENNING_MODE="server").returncode == 0
+    )  # asked about before its index
+    assert harness.cli("index", str(root), KENNING_MODE="direct").returncode == 0
+    assert (
+        _hits(_search(harness, root, "token bucket").stdout)[0] == "src/limits.py"
+    )  # attaches, starts watching
+    wait_for(lambda: (harness.root_status(root).get("watcher") or {}).get("state") == "watching", 20)
+    (root / "docs" / "okapi.md").write_text("# Okapi\n\nokapi_word lives here\n")
+    assert _hits(_search(harness, root, "okapi_word").stdout) == ["docs/okapi.md"]
+
+
+def test_regression_folders_without_an_index_were_attached_for_good(
+    served: tuple[DaemonHarness, Path],
+) -> None:
+    h, root = served
+    elsewhere = make_tree(root.parent / "plain", {"a.md": "# A\n\nnothing indexed here\n"})
+    assert h.cli("status", str(elsewhere), KENNING_MODE="server").returncode == 0
+    assert h.cli("index", "--forget", "nowhere", str(elsewhere), KENNING_MODE="server").returncode == 2
+    assert [r["root"] for r in h.status()["roots"]] == [str(root)]
+
+
+def test_regression_reader_closing_the_pipe_made_a_daemon_search_fail(
+    served: tuple[DaemonHarness, Path],
+) -> None:
+    h, root = served
+    script = (
+        f"set -o pipefail; {sys.executable} -m kenning search -k 50 --preview full retry {root} | head -1"
+    )
+    out = subprocess.run(
+        ["bash", "-c", script], env={**h.env, "KENNING_MODE": "server"}, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stderr == ""
+
+
+def test_regression_server_mode_hid_a_missing_root_behind_another_error(
+    served: tuple[DaemonHarness, Path],
+) -> None:
+    h, root = served
+    out = h.cli("search", "retry", str(root / "nope"), KENNING_MODE="server")
+    direct = h.cli("search", "retry", str(root / "nope"), KENNING_MODE="direct")
+    assert out.returncode == direct.returncode == 2
+    assert out.stderr == direct.stderr
+
+
+def test_a_writer_lock_held_elsewhere_delays_freshness_and_says_so(
+    served: tuple[DaemonHarness, Path],
+) -> None:
+    from filelock import FileLock
+
+    h, root = served
+    wait_for(lambda: (h.root_status(root).get("watcher") or {}).get("state") == "watching", 20)
+    lock = FileLock(str(root / ".kenning" / "writer.lock"))
+    with lock:  # as a long `kenning index` in another process would
+        (root / "docs" / "wombat.md").write_text("# Wombat\n\nwombat_unique_word\n")
+        out = _search(h, root, "wombat_unique_word")
+        assert "still being indexed" in out.stdout  # the JSON summary carries the note
+    wait_for(lambda: _search(h, root, "wombat_unique_word").returncode == 0, 40, "the refresh after the lock")

@@ -924,6 +924,9 @@ def _through_daemon(args: argparse.Namespace) -> int | None:
     request = _portable(args)
     if request is None:
         if mode == "server":
+            from kenning.walk import check_root
+
+            check_root(args.root)  # a missing root gets its own error, as in-process
             raise UsageError(
                 f"`kenning {args.command}` with these arguments runs in this process only",
                 hint="use --mode auto",
@@ -943,6 +946,11 @@ def _through_daemon(args: argparse.Namespace) -> int | None:
 def _portable(args: argparse.Namespace) -> dict[str, Any] | None:
     """The arguments with every path made absolute (the daemon does not share our working directory), or None
     when the command must run here (a root that does not exist gets its error from the direct path)."""
+    if any(
+        not os.path.isabs(os.path.expanduser(os.environ.get(name) or "/"))
+        for name in ("KENNING_INDEX_DIR", "KENNING_CACHE_DIR")
+    ):
+        return None  # relative to our working directory, which the daemon does not share
     data = dict(vars(args))
     data["mode"] = "direct"
     if args.command == "search":
@@ -955,7 +963,7 @@ def _portable(args: argparse.Namespace) -> dict[str, Any] | None:
         return None
     data["root"] = root
     if args.command == "search" and args.path:
-        data["path"] = [os.path.join(root, os.path.expanduser(p)) for p in args.path]
+        data["path"] = [os.path.join(root, p) for p in args.path]
     if args.command == "index" and args.forget:
         # as Engine.relative reads them: from where the user stands when that is inside the root
         here = os.path.realpath(os.getcwd())

@@ -134,6 +134,13 @@ class Engine:
     def db_path(self) -> Path:
         return self.directory / "index.db"
 
+    def reload_manifest(self) -> None:
+        """Read the manifest again (another process rebuilt, repaired or re-selected the index)."""
+        try:
+            self.manifest, self.manifest_error = read_manifest(self.home), None
+        except IndexError_ as exc:
+            self.manifest, self.manifest_error = None, exc
+
     def exists(self) -> bool:
         if self.manifest is None and self.manifest_error is None:
             # another process may have built it since this Engine was made (a long-lived one: MCP, the daemon)

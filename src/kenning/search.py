@@ -342,7 +342,9 @@ def _fuse(
 def _stale(root: Path, row: PassageRow, cache: dict[str, tuple[int, int] | None]) -> bool:
     if row.path not in cache:
         try:
-            st = os.stat(os.path.join(root, row.path))  # not Path's `/`: its parsing cost shows in a warm query
+            st = os.stat(
+                os.path.join(root, row.path)
+            )  # not Path's `/`: its parsing cost shows in a warm query
             cache[row.path] = (st.st_size, st.st_mtime_ns)
         except OSError:
             cache[row.path] = None

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import stat
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -23,11 +24,27 @@ from kenning.errors import DaemonError
 # settings that change what a command does: a daemon started with others must not answer for this caller
 ENV_PREFIXES = ("KENNING_",)
 ENV_NAMES = ("HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "NO_COLOR")
-ENV_IGNORED = ("KENNING_MODE", "KENNING_LOG_LEVEL")
+ENV_IGNORED = ("KENNING_MODE", "KENNING_LOG_LEVEL", "KENNING_LISTEN")
 
 
 class DaemonUnavailable(DaemonError):
     code = "KENNING.DAEMON.UNAVAILABLE"
+
+
+class _ReaderGone(Exception):
+    """Our stdout was closed by its reader (`| head`)."""
+
+
+def code_identity() -> str:
+    """Which kenning this is: a daemon left running across an upgrade (or an edit) must not run a newer CLI's
+    arguments with older code. The install's folder and its CLI module's modification time tell, cheaply."""
+    import kenning.cli
+
+    here = kenning.cli.__file__ or ""
+    try:
+        return f"{here}:{os.stat(here).st_mtime_ns}"
+    except OSError:
+        return here
 
 
 def relevant_env(env: dict[str, str] | os._Environ[str] | None = None) -> dict[str, str]:
@@ -42,20 +59,57 @@ def relevant_env(env: dict[str, str] | os._Environ[str] | None = None) -> dict[s
 def connect(timeout: float = 5.0) -> socket.socket | None:
     """A connection to the running daemon, or None when there is none (no socket, or nobody listening)."""
     try:
-        path = socket_path(runtime_dir(create=False))
+        folder = runtime_dir(create=False)
     except DaemonError:
         return None
+    path = socket_path(folder)
     if not os.path.exists(path):
+        return None
+    if not _ours(folder, path):
+        # another user could have made /tmp/kenning-<uid> first: never send them a query or our settings
+        sys.stderr.write(
+            f"kenning: warning: ignoring {path}: it or its folder is not private to this user "
+            "(remove the folder; kenning works in-process meanwhile)\n"
+        )
         return None
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.settimeout(timeout)
     try:
         sock.connect(path)
-    except OSError:  # a socket file left by a daemon that died: nobody is listening
+        if not _peer_is_us(sock):
+            raise OSError("the socket's owner is another user")
+    except OSError:  # a socket file left by a daemon that died (nobody is listening), or not our daemon
         sock.close()
         return None
     sock.settimeout(None)
     return sock
+
+
+def _ours(folder: str, path: str) -> bool:
+    """The runtime folder is a real directory of ours that nobody else can enter, and the socket is ours."""
+    try:
+        st = os.lstat(folder)
+        sock = os.lstat(path)
+    except OSError:
+        return False
+    uid = os.getuid()
+    return (
+        stat.S_ISDIR(st.st_mode)
+        and st.st_uid == uid
+        and not st.st_mode & 0o077
+        and stat.S_ISSOCK(sock.st_mode)
+        and sock.st_uid == uid
+    )
+
+
+def _peer_is_us(sock: socket.socket) -> bool:
+    """On Linux the kernel says who listens on the other end; elsewhere the ownership checks above stand."""
+    if not hasattr(socket, "SO_PEERCRED"):
+        return True
+    import struct
+
+    _pid, uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
+    return bool(uid == os.getuid())
 
 
 def exchange(
@@ -88,7 +142,10 @@ def run(command: str, args: dict[str, Any], *, required: bool) -> int | None:
 
     def on_message(msg: dict[str, Any]) -> bool:
         if "out" in msg:
-            sys.stdout.write(msg["out"])
+            try:
+                sys.stdout.write(msg["out"])
+            except BrokenPipeError:
+                raise _ReaderGone() from None
         elif "err" in msg:
             sys.stderr.write(msg["err"])
             sys.stderr.flush()
@@ -97,9 +154,14 @@ def run(command: str, args: dict[str, Any], *, required: bool) -> int | None:
             return True
         return False
 
-    request = {"op": "run", "command": command, "args": args, "env": relevant_env()}
+    request = {"op": "run", "command": command, "args": args, "env": relevant_env(), "code": code_identity()}
     try:
         exchange(sock, request, on_message)
+    except _ReaderGone:
+        # our reader went away (`| head`): quiet, as in-process; the daemon sees us leave and stops the command
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
     except (OSError, ValueError) as exc:
         raise DaemonUnavailable(
             f"the daemon connection failed ({exc})",

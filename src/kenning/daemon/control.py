@@ -8,6 +8,7 @@ recorded pid. Nothing here ever starts a daemon by itself: only `start` does.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -28,7 +29,9 @@ def start(
     for given, root in zip(roots, absolute, strict=True):
         if not os.path.isdir(root):
             raise DaemonError(f"{given} is not a directory", hint="name a folder to attach")
-    if client.connect() is not None:
+    probe = client.connect()
+    if probe is not None:
+        probe.close()
         attached = client.call("attach", roots=absolute) if absolute else []
         info = paths.read_info(paths.runtime_dir()) or {}
         sys.stderr.write(f"kenning daemon: already running (pid {info.get('pid', '?')})\n")
@@ -70,21 +73,41 @@ def start(
 
 def stop(*, timeout: float) -> int:
     runtime = paths.runtime_dir()
+    if not _running(runtime):
+        # nobody holds the daemon's lock: whatever daemon.json names is not ours to signal (a pid is reused)
+        for leftover in (paths.info_path(runtime), paths.socket_path(runtime)):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(leftover)
+        sys.stderr.write("kenning daemon: not running\n")
+        return 0
     info = paths.read_info(runtime)
     pid = int(info["pid"]) if info and str(info.get("pid", "")).isdigit() else None
-    try:
+    with contextlib.suppress(client.DaemonUnavailable):
         client.call("stop")
-    except client.DaemonUnavailable:
-        if pid is None or not _alive(pid):
-            sys.stderr.write("kenning daemon: not running\n")
-            return 0
-    if pid is not None and not _wait_gone(pid, timeout):
+    deadline = time.monotonic() + timeout
+    while _running(runtime) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if _running(runtime) and pid is not None:
+        # it holds the lock but does not stop: the pid it recorded is the daemon's
         os.kill(pid, signal.SIGTERM)
         if not _wait_gone(pid, 5.0):
             os.kill(pid, signal.SIGKILL)
             _wait_gone(pid, 5.0)
     sys.stderr.write("kenning daemon: stopped\n")
     return 0
+
+
+def _running(runtime: str) -> bool:
+    """A daemon holds the runtime folder's lock for as long as it lives."""
+    from filelock import FileLock, Timeout
+
+    lock = FileLock(os.path.join(runtime, "daemon.lock"))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        return True
+    lock.release()
+    return False
 
 
 def status(*, as_json: bool) -> int:

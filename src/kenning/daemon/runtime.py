@@ -14,12 +14,13 @@ then shows up as `stale` on its hits, because search checks each hit's file agai
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,11 +28,21 @@ from typing import Any
 from kenning.config import Config, load_config
 from kenning.embed import Embedder, create_embedder
 from kenning.engine import Engine
-from kenning.errors import Interrupted, KenningError
+from kenning.errors import IndexBusy, Interrupted, KenningError
 from kenning.index import IndexReport, Progress
 from kenning.types import SearchResult
 
 log = logging.getLogger("kenning.daemon")
+
+WRITER_WAIT = 30.0  # seconds a write waits for the root's writer (or another process) before giving up
+
+
+def _stat_id(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_ino, st.st_mtime_ns
 
 
 class ModelPool:
@@ -64,36 +75,49 @@ class ResidentEngine(Engine):
 
     def search(self, *args: Any, **kwargs: Any) -> list[SearchResult]:
         self.runtime.touch()
+        self.runtime.follow_index()
         fresh = self.runtime.fresh()
         with self._read_lock:
             results = super().search(*args, **kwargs)
-        if not fresh:
-            # the bounded wait for freshness ran out: say so, rather than answer from an older index silently
-            for result in results:
-                result.notes.append(
-                    "recent file changes are still being indexed: hits from them may be missing or marked stale"
-                )
+        # say so when the answer may be older than the files, rather than answer from an older index silently
+        notes = (
+            []
+            if fresh
+            else [
+                "recent file changes are still being indexed: hits from them may be missing or marked stale"
+            ]
+        )
+        watcher = self.runtime.watcher
+        if watcher is not None and watcher.health.state != "watching":
+            health = watcher.health
+            notes.append(
+                f"the file watcher is {health.state} ({health.error or 'starting'}): changes may be missed"
+            )
+        for result in results:
+            result.notes.extend(notes)
         return results
 
     def status(self, *, pending: bool = True) -> Any:
         self.runtime.touch()
+        self.runtime.follow_index()
         with self._read_lock:
             return super().status(pending=pending)
 
     def index(self, *args: Any, **kwargs: Any) -> IndexReport:
-        kwargs["wait"] = max(float(kwargs.get("wait") or 0.0), 30.0)  # a watcher batch may hold the file lock
-        with self.runtime.write_lock:
+        # the root's own writer (a watcher refresh) finishes its batch first; another process's lock is waited
+        # for only as long as the caller asked, as in-process
+        with self.runtime.writing(float(kwargs.get("wait") or 0.0)):
             try:
                 return super().index(*args, **kwargs)
             finally:
                 self.runtime.indexed()
 
     def forget(self, *args: Any, **kwargs: Any) -> list[str]:
-        with self.runtime.write_lock:
+        with self.runtime.writing(float(kwargs.get("wait") or 0.0)):
             return super().forget(*args, **kwargs)
 
     def drop(self, *, wait: float = 0.0) -> bool:
-        with self.runtime.write_lock:
+        with self.runtime.writing(wait):
             with self._read_lock:
                 existed = super().drop(wait=wait)
             self.runtime.dropped()
@@ -175,20 +199,33 @@ class RootRuntime:
         self._queued = 0
         self._applied = 0
         self._stopping = False
+        self.stop_event = (
+            threading.Event()
+        )  # set when the daemon stops: a refresh under way ends at its next batch
+        self._failures = 0
+        self._make_watcher = make_watcher
+        self.watcher: Any = None
+        self._selection: Any = None
+        self._manifest_seen: tuple[int, int] | None = None
+        self._start_watching_if_indexed()
+        # started last: a root whose engine cannot be made (an unknown model) leaves no thread behind
         self._writer = threading.Thread(
             target=self._write_loop, name=f"kenning-writer:{root.name}", daemon=True
         )
         self._writer.start()
-        self._make_watcher = make_watcher
-        self.watcher: Any = None
-        self._selection: Any = None
-        self._start_watching_if_indexed()
 
     # -- engines -------------------------------------------------------------------------------------------
     def engine(self, config: Config | None = None, model: str | None = None) -> ResidentEngine:
         config = config if config is not None else load_config(self.root)
         # what the CLI varies per call (limit, preview) does not change the Engine, so it does not split the cache
-        key = (model, repr(dataclasses.replace(config, limit=0, preview="", sources=())))
+        key = (
+            model,
+            repr(
+                dataclasses.replace(
+                    config, limit=0, preview="", sources=(), explicit=config.explicit - {"limit", "preview"}
+                )
+            ),
+        )
         with self._engines_lock:
             engine = self._engines.get(key)
             if engine is None:
@@ -215,17 +252,48 @@ class RootRuntime:
         return closed
 
     # -- what the engines report ---------------------------------------------------------------------------
-    def indexed(self) -> None:
-        self.last_refresh = time.time()
-        if self.watcher is None:
-            self._start_watching_if_indexed(reconcile=False)  # the run that just ended was the reconcile
+    @contextlib.contextmanager
+    def writing(self, wait: float) -> Iterator[None]:
+        """Hold the root's write lock: our own writer's batch is waited for (it ends within seconds), and then
+        whatever the caller was willing to wait for another process."""
+        if not self.write_lock.acquire(timeout=max(wait, WRITER_WAIT)):
+            raise IndexBusy(
+                f"the daemon is still writing the index of {self.root}",
+                hint="retry in a moment, or pass --wait SECONDS",
+            )
+        try:
+            yield
+        finally:
+            self.write_lock.release()
+
+    def follow_index(self) -> None:
+        """Catch up with what another process did to the index: built it (start watching), rebuilt or repaired
+        its manifest, changed its stored selection (watch that instead)."""
+        seen = _stat_id(self.root_manifest())
+        if seen == self._manifest_seen:
             return
-        # `kenning index -t py` (through the daemon or not) changes what the root's index holds: watch that
+        self._manifest_seen = seen
+        with self._engines_lock:
+            engines = list(self._engines.values())
+        for engine in engines:
+            engine.reload_manifest()
+        if self.watcher is None:
+            self._start_watching_if_indexed()
+            return
         engine = self.engine()
         selection = engine.manifest.selection if engine.manifest else None
         if selection is not None and selection != self._selection:
             self._selection = selection
             self.watcher.set_selection(selection)
+
+    def root_manifest(self) -> Path:
+        return self.engine().home / "kenning.json"
+
+    def indexed(self) -> None:
+        self.last_refresh = time.time()
+        if self.watcher is None:
+            self._start_watching_if_indexed(reconcile=False)  # the run that just ended was the reconcile
+        self.follow_index()
 
     def dropped(self) -> None:
         with self._cond:
@@ -288,6 +356,17 @@ class RootRuntime:
                 log.error(
                     "refresh of %s failed: %s", self.root, exc, exc_info=not isinstance(exc, KenningError)
                 )
+                # the changes are not in the index: queue them again and retry later, and meanwhile searches
+                # keep saying the index is behind
+                self._failures += 1
+                with self._cond:
+                    self._paths |= paths
+                    self._full = self._full or full
+                    self._cond.notify_all()
+                if self.stop_event.wait(min(60.0, 2.0**self._failures)):
+                    return
+                continue
+            self._failures = 0
             with self._cond:
                 self._applied = max(self._applied, upto)
                 self._cond.notify_all()
@@ -298,7 +377,7 @@ class RootRuntime:
             return
         scope = () if full else sorted(str(self.root / p) for p in paths)
         started = time.perf_counter()
-        report = engine.index(None, scope=scope)
+        report = engine.index(None, scope=scope, wait=WRITER_WAIT, cancel=self.stop_event)
         self.refreshes += 1
         self.last_error = None
         if report.added or report.changed or report.removed:
@@ -388,6 +467,7 @@ class RootRuntime:
         return True
 
     def stop(self) -> None:
+        self.stop_event.set()
         with self._cond:
             self._stopping = True
             self._cond.notify_all()

@@ -88,7 +88,8 @@ class _Relay(io.TextIOBase):
     def flush(self) -> None:
         if self.parts:
             text, self.parts, self.size = "".join(self.parts), [], 0
-            self.loop.call_soon_threadsafe(self.queue.put_nowait, {self.key: text})
+            with contextlib.suppress(RuntimeError):  # the daemon is stopping and its loop is gone
+                self.loop.call_soon_threadsafe(self.queue.put_nowait, {self.key: text})
 
     def isatty(self) -> bool:
         return False
@@ -106,7 +107,10 @@ class Server:
         self.info: dict[str, Any] = {}
         from concurrent.futures import ThreadPoolExecutor
 
-        self.pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="kenning-request")
+        # reads and writes apart: index runs queued behind one root's writer must not hold up searches and status
+        self.pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="kenning-read")
+        self.writes = ThreadPoolExecutor(max_workers=8, thread_name_prefix="kenning-write")
+        self.running: set[threading.Event] = set()  # the cancel events of commands under way
 
     async def run(self) -> None:
         import uvicorn
@@ -135,6 +139,12 @@ class Server:
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.socket_path)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(paths.info_path(self.runtime))
+            for cancel in list(self.running):
+                cancel.set()  # index runs stop at their next batch, keeping what they committed
+            self.pool.shutdown(wait=False, cancel_futures=True)
+            self.writes.shutdown(wait=False, cancel_futures=True)
 
     def stop(self) -> None:
         if self.http is not None:
@@ -143,6 +153,9 @@ class Server:
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             line = await reader.readline()
+            if not line.strip():  # a probe (`daemon start` checking we are up): nothing to answer
+                writer.close()
+                return
             request = json.loads(line)
             if not isinstance(request, dict):
                 raise ValueError("not an object")
@@ -187,6 +200,8 @@ class Server:
         command = request.get("command")
         args = request.get("args")
         why = self.daemon.env_mismatch(request.get("env") or {})
+        if request.get("code") != self.daemon.code:
+            why = "it runs another kenning than the caller (restart it: `kenning daemon stop`, then start)"
         if command not in ROUTABLE or not isinstance(args, dict):
             why = why or f"it does not run `{command}`"
         if why or not isinstance(args, dict):
@@ -198,6 +213,7 @@ class Server:
         err = cast(TextIO, _Relay("err", loop, queue, 1))  # progress and notes go out as they are written
 
         cancel = threading.Event()
+        self.running.add(cancel)
 
         def work() -> None:
             try:
@@ -208,18 +224,23 @@ class Server:
                     f"kenning: error: the daemon failed to run {command} ({type(exc).__name__}: {exc})\n"
                 )
                 code = 2
+            finally:
+                self.running.discard(cancel)
             out.flush()
             err.flush()
-            loop.call_soon_threadsafe(queue.put_nowait, {"exit": code})
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(queue.put_nowait, {"exit": code})
 
-        loop.run_in_executor(self.pool, work)
+        loop.run_in_executor(self.writes if command == "index" else self.pool, work)
 
         async def watch_caller() -> None:
             # the client sends nothing more: end of input means it left (Ctrl-C), so stop an index run as
             # Ctrl-C does in-process, keeping the finished batches
-            with contextlib.suppress(ConnectionError):
+            try:
                 await reader.read()
-            cancel.set()
+                cancel.set()
+            except ConnectionError:
+                cancel.set()
 
         watcher = asyncio.create_task(watch_caller())
         connected = True
@@ -278,6 +299,11 @@ def serve(
     signal.signal(signal.SIGINT, _stop_signal)
     runtime = paths.runtime_dir()
     state = paths.state_dir()
+    if len(paths.socket_path(runtime).encode()) > 100:  # AF_UNIX's limit is 104 bytes on macOS, 108 on Linux
+        raise DaemonError(
+            f"the socket path {paths.socket_path(runtime)} is too long for a Unix socket",
+            hint="set XDG_RUNTIME_DIR to a shorter folder",
+        )
     host, port = paths.check_listen(
         listen or os.environ.get("KENNING_LISTEN") or f"127.0.0.1:{paths.DEFAULT_PORT}"
     )
@@ -336,6 +362,9 @@ class _Stopped(BaseException):
 
 
 def _stop_signal(signum: int, frame: Any) -> None:
+    # once: a second Ctrl-C or SIGTERM during the cleanup must not cut it short (and leave daemon.json behind)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     raise _Stopped()
 
 

@@ -21,9 +21,11 @@ from typing import Any, TextIO
 
 from kenning import walk
 from kenning.config import Config
-from kenning.daemon.client import relevant_env
+from kenning.daemon.client import code_identity, relevant_env
 from kenning.daemon.runtime import Job, ModelPool, RootRuntime
+from kenning.engine import Engine
 from kenning.errors import OutsideRoot
+from kenning.index import IndexReport
 
 log = logging.getLogger("kenning.daemon")
 
@@ -46,6 +48,7 @@ class Daemon:
         self.watcher_options = dict(watcher_options or {})
         self.pool = ModelPool()
         self.env = relevant_env()
+        self.code = code_identity()
         self.addresses: dict[str, Any] = {}
         self._roots: dict[Path, RootRuntime] = {}
         self._lock = threading.Lock()
@@ -67,6 +70,20 @@ class Daemon:
                 )
                 log.info("attached %s", path)
             return runtime
+
+    def engine_for(self, root: Path, config: Config, model: str | None) -> Engine:
+        """The resident Engine of an attached or indexed root; for a folder without an index (a first index
+        run, a status, a mistyped path), a passing one that attaches the root only once it has been indexed."""
+        path = walk.check_root(root)
+        with self._lock:
+            runtime = self._roots.get(path)
+        if runtime is not None:
+            return runtime.engine(config, model)
+        passing = _FirstIndex(path, config=config, model=model, embedders=self.pool.get)
+        if passing.exists():
+            return self.attach(path).engine(config, model)
+        passing.daemon = self
+        return passing
 
     def runtimes(self) -> list[RootRuntime]:
         with self._lock:
@@ -122,7 +139,7 @@ class Daemon:
         namespace = argparse.Namespace(**{**args, "command": command})
 
         def engines(root: Path, config: Config, model: str | None) -> Any:
-            return self.attach(root).engine(config, model)
+            return self.engine_for(root, config, model)
 
         streams = cli.STREAMS.set((out, err))
         factory = cli.ENGINES.set(engines)
@@ -190,3 +207,16 @@ def _rss() -> int | None:
 def _peak_rss() -> int:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return int(peak if sys.platform == "darwin" else peak * 1024)  # bytes on macOS, KiB on Linux
+
+
+class _FirstIndex(Engine):
+    """A folder's Engine before it has an index: once a run through the daemon has built one, the daemon
+    attaches the folder (and watches it from then on)."""
+
+    daemon: Daemon
+
+    def index(self, *args: Any, **kwargs: Any) -> IndexReport:
+        report = super().index(*args, **kwargs)
+        if self.exists():
+            self.daemon.attach(self.root)
+        return report
