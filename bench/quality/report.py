@@ -59,13 +59,20 @@ def set_table(name: str, data: dict[str, Any]) -> str:
         if kinds:
             cells.append(" / ".join(f"{s.get('kinds', {}).get(k, 0.0):.4f}" for k in kinds))
         lines.append(f"| {sys_name} | " + " | ".join(cells) + " |")
-    older = sorted({s.get("measured") for s in systems.values()} - {data["measured"], None})
+    older: dict[tuple[str, str], list[str]] = {}
+    for n, s in systems.items():
+        if s.get("measured") not in (data["measured"], None):
+            older.setdefault((s["measured"], s.get("command", "?")), []).append(n)
     if older:
-        lines += ["", f"Rows kept from earlier runs of this set: measured {', '.join(older)}."]
+        kept = "; ".join(f"{', '.join(ns)}: {when} by `{cmd}`" for (when, cmd), ns in sorted(older.items()))
+        lines += [
+            "",
+            f"Rows from other runs (the figures of one run are side by side; across runs, less so): {kept}.",
+        ]
     if cached:
         lines += [
             "",
-            f"\\* index reused from the harness cache; the time is of its build ({', '.join(sorted(set(cached)))}).",
+            f"\\* the index of an earlier row or run, reused; the time is of its build ({', '.join(sorted(set(cached)))}).",
         ]
     return "\n".join(lines) + "\n"
 

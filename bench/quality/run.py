@@ -2,7 +2,7 @@
 
     python bench/quality/run.py [--sets scifact,cosqa,...|NAME=PATH] [--systems kenning,semble-bm25,...]
                                 [--configs prefer-symbol,windows|none] [--config NAME=key=value,...]
-                                [--quick] [--fresh] [--cache ~/.cache/kenning-bench]
+                                [--quick] [--fresh] [--cache ~/.cache/kenning-bench] [--report-only]
 
 For each set (any folder in the layout of ../shared/eval, the `rich` code set, the `celery-faq` FAQ set): index
 the corpus with kenning (`kenning.Engine`, default settings unless a configuration names others), run every query
@@ -105,6 +105,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--fresh", action="store_true", help="rebuild kenning's cached indexes")
     parser.add_argument("--cache", default=str(Path.home() / ".cache" / "kenning-bench"))
     parser.add_argument("--out", default=str(ROOT / "BENCHMARKS.md"))
+    parser.add_argument(
+        "--report-only", action="store_true", help="rewrite the block from results.json, run nothing"
+    )
     args = parser.parse_args(argv)
 
     systems: list[str] = []
@@ -125,14 +128,14 @@ def main(argv: list[str] | None = None) -> None:
     results_path = work / "results.json"
     results: dict[str, Any] = json.loads(results_path.read_text()) if results_path.is_file() else {}
 
-    for spec in args.sets.split(","):
+    for spec in [] if args.report_only else args.sets.split(","):
         s = resolve(spec, HERE.parent / ".work")
         if args.quick:
             s = quick(s, work)
         started = time.strftime("%Y-%m-%d %H:%M")
         systems_out = run_set(s, systems, configs, cache, runs, args.fresh)
         for row in systems_out.values():
-            row["measured"] = started
+            row["measured"], row["command"] = started, command
         previous = results.get(s.name, {}).get("systems", {}) if not args.quick else {}
         results[s.name] = {
             "measured": started,
