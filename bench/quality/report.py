@@ -39,7 +39,9 @@ def set_table(name: str, data: dict[str, Any]) -> str:
         f"### {name}",
         "",
         f"{data['queries']} queries, {data['files']} files, judged by {data['judged']}; measured {data['measured']} "
-        f"by `{data['command']}`{' (quick: subsampled)' if data.get('quick') else ''}.",
+        f"by `{data['command']}`{' (quick: subsampled)' if data.get('quick') else ''}"
+        + (f", kenning at {data['kenning_source']}" if data.get("kenning_source") else "")
+        + ".",
         "",
         head,
         rule,

@@ -55,6 +55,18 @@ def machine() -> str:
     return f"{os.cpu_count()} cores ({cpu}), {mem:.0f} GiB, Python {platform.python_version()}, {platform.system()}"
 
 
+def kenning_source() -> str:
+    """The commit kenning's source is at, and whether src/ has uncommitted edits (they are measured too)."""
+    git = ["git", "-C", str(ROOT)]
+    head = subprocess.run(
+        [*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    dirty = subprocess.run(
+        [*git, "status", "--porcelain", "src"], capture_output=True, text=True
+    ).stdout.strip()
+    return (head or "unknown") + (" + uncommitted edits in src/" if dirty else "")
+
+
 def scored(s: EvalSet, run: Path) -> dict[str, Any]:
     """score.py's figures for a run, plus nDCG@10 per query kind when the queries carry one."""
     out: dict[str, Any] = score(s.qrels, run, per_query=run.with_suffix(".per-query.tsv"))
@@ -143,6 +155,7 @@ def main(argv: list[str] | None = None) -> None:
             "queries": len(s.query_rows()),
             "files": sum(1 for p in s.corpus.rglob("*") if p.is_file()),
             "judged": "line span" if s.judged_by_span else "document",
+            "kenning_source": kenning_source(),
             "quick": args.quick,
             "systems": {**previous, **systems_out},  # a partial run (--systems) keeps the other rows
         }
