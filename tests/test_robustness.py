@@ -267,9 +267,13 @@ def _processes_naming(root: Path) -> set[int]:
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
 def test_stopping_a_run_with_a_chunk_pool_keeps_the_index_sound(tmp_path: Path, sig: int) -> None:
-    root = _big_tree(tmp_path / "ws", 3000)
+    root = _big_tree(tmp_path / "ws", 6000)
     proc = spawn_index(root, env={"KENNING_CHUNK_WORKERS": "2"})
-    signal_in_phase(proc, "lexical", 0.5, 0)  # signal 0 only checks the process is there: a plain wait
+    signal_in_phase(proc, "lexical", 0.0, 0)  # signal 0 only checks the process is there: a plain wait
+    # as soon as the workers are up (a fixed delay was too long on a quiet machine: the run had ended)
+    deadline = time.monotonic() + 10
+    while len(_processes_naming(root)) < 3 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert len(_processes_naming(root)) >= 3, "the run has no worker processes; the test proves nothing"
     proc.send_signal(sig)
     code = proc.wait(timeout=60)
@@ -282,7 +286,7 @@ def test_stopping_a_run_with_a_chunk_pool_keeps_the_index_sound(tmp_path: Path, 
     assert not _processes_naming(root), "worker processes outlived their run"
     done = run_cli("index", str(root), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert _consistency(_db(root))[0] == 3000
+    assert _consistency(_db(root))[0] == 6000
     clean = tmp_path / "clean"
     shutil.copytree(root, clean, ignore=shutil.ignore_patterns(".kenning"))
     run_cli("index", str(clean), cwd=tmp_path)
