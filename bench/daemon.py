@@ -137,7 +137,9 @@ def bench_fresh(d: Daemon, edits: int) -> dict[str, float]:
                 raise SystemExit(f"{path} was not searchable within 30 s")
         on_query.append(time.perf_counter() - saved)
         first = old.split()[0]
-        _, gone = d.cli("search", first, str(d.tree), "--lexical", "--json", "--path", str(path), mode="server")
+        _, gone = d.cli(
+            "search", first, str(d.tree), "--lexical", "--json", "--path", str(path), mode="server"
+        )
         assert path.name not in gone.stdout or first in path.read_text(), "the old text is still found"
         # the same edit again, with nobody asking: until the watcher's refresh has landed by itself
         before = d.root_status()["refreshes"]
