@@ -552,3 +552,28 @@ def test_a_writer_lock_held_elsewhere_delays_freshness_and_says_so(
         out = _search(h, root, "wombat_unique_word")
         assert "still being indexed" in out.stdout  # the JSON summary carries the note
     wait_for(lambda: _search(h, root, "wombat_unique_word").returncode == 0, 40, "the refresh after the lock")
+
+
+def test_regression_a_chunked_body_over_the_limit_was_a_500(served: tuple[DaemonHarness, Path]) -> None:
+    import http.client
+
+    h, root = served
+    conn = http.client.HTTPConnection("127.0.0.1", h.info["port"], timeout=30)
+    chunks = (b"x" * 65536 for _ in range(40))  # 2.5 MiB, no Content-Length
+    conn.request(
+        "POST",
+        "/api/rebuild",
+        body=chunks,
+        headers={"Authorization": f"Bearer {h.token}"},
+        encode_chunked=True,
+    )
+    assert conn.getresponse().status == 413
+    conn.close()
+    # a small chunked body still reaches its route
+    conn = http.client.HTTPConnection("127.0.0.1", h.info["port"], timeout=30)
+    body = iter([json.dumps({"root": str(root)}).encode()])
+    conn.request(
+        "POST", "/api/rebuild", body=body, headers={"Authorization": f"Bearer {h.token}"}, encode_chunked=True
+    )
+    assert conn.getresponse().status in (200, 202)
+    conn.close()

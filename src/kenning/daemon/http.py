@@ -6,7 +6,7 @@ Guards, outermost first (one ASGI middleware, so no route can forget them):
   rebinding.
 - The bearer token (`Authorization: Bearer ...`), or the cookie the page gets by opening `/?token=...` once
   (HttpOnly, SameSite=Strict, so another site's page cannot send it). Compared in constant time.
-- Bodies over `MAX_BODY` bytes are refused with 413, by Content-Length or as they stream in.
+- Bodies over `MAX_BODY` bytes are refused with 413, by Content-Length or, for a chunked body, as it is read.
 - A POST from a browser must come from our own origin.
 Refusals are logged with the reason and the client address, never the token.
 """
@@ -76,7 +76,22 @@ class Guard:
         if scope["method"] not in ("GET", "HEAD", "OPTIONS") and origin and origin not in self.origins:
             await refuse(403, f"cross-origin request from {origin}")
             return
-        await self.app(scope, _limited(receive), send)
+        if length is None and scope["method"] in ("POST", "PUT", "PATCH"):
+            # a body sent in chunks has no length to check up front: read it here, within the limit, so an
+            # oversized one gets its 413 before any route has started answering
+            body = bytearray()
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    return
+                body += message.get("body", b"")
+                if len(body) > MAX_BODY:
+                    await refuse(413, f"request body over {MAX_BODY} bytes")
+                    return
+                if not message.get("more_body", False):
+                    break
+            receive = _replay(bytes(body), receive)
+        await self.app(scope, receive, send)
 
     def _authorized(self, headers: dict[str, str], scope: Scope) -> bool:
         given: list[str] = []
@@ -95,19 +110,16 @@ class Guard:
         return any(hmac.compare_digest(g.encode(), self.token) for g in given)
 
 
-def _limited(receive: Receive) -> Receive:
-    """A receive that stops a chunked body at MAX_BODY bytes (Content-Length was checked already)."""
-    seen = 0
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A receive that hands over an already read body first, then whatever else the client sends."""
+    sent = False
 
     async def wrapped() -> Message:
-        nonlocal seen
-        message = await receive()
-        if message["type"] == "http.request":
-            seen += len(message.get("body", b""))
-            if seen > MAX_BODY:
-                log.warning("refused a streamed body over %d bytes", MAX_BODY)
-                return {"type": "http.disconnect"}
-        return message
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
 
     return wrapped
 
