@@ -577,3 +577,22 @@ def test_regression_a_chunked_body_over_the_limit_was_a_500(served: tuple[Daemon
     )
     assert conn.getresponse().status in (200, 202)
     conn.close()
+
+
+def test_regression_two_daemon_starts_at_once_failed_one(harness: DaemonHarness, corpus: Path) -> None:
+    starts = [
+        subprocess.Popen(
+            [sys.executable, "-m", "kenning", "daemon", "start", "--listen", "127.0.0.1:0", str(corpus)],
+            env=harness.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    try:
+        results = [p.communicate(timeout=120) for p in starts]
+        assert [p.returncode for p in starts] == [0, 0], results
+        assert harness.cli("daemon", "status").returncode == 0
+    finally:
+        assert harness.cli("daemon", "stop").returncode == 0

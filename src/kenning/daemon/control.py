@@ -58,6 +58,10 @@ def start(
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
+            if _running(paths.runtime_dir()):
+                # another `daemon start` won the race: that daemon serves us as well
+                sys.stderr.write("kenning daemon: already running (started by another call)\n")
+                return 0
             reason = _last_line(start_log) or f"it exited with code {process.returncode}"
             raise DaemonError(f"the daemon did not start: {reason}", hint=f"see {start_log}")
         sock = client.connect(timeout=1.0)
