@@ -596,3 +596,42 @@ def test_regression_two_daemon_starts_at_once_failed_one(harness: DaemonHarness,
         assert harness.cli("daemon", "status").returncode == 0
     finally:
         assert harness.cli("daemon", "stop").returncode == 0
+
+
+def test_serve_refuses_a_taken_port_and_an_overlong_socket_path(
+    harness: DaemonHarness, tmp_path: Path
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        out = harness.cli("serve", "--listen", f"127.0.0.1:{port}")
+    assert out.returncode == 2
+    assert f"127.0.0.1:{port} is already in use" in out.stderr and "--listen 127.0.0.1:PORT" in out.stderr
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    out = harness.cli("serve", "--listen", "127.0.0.1:0", XDG_RUNTIME_DIR=str(deep))
+    assert out.returncode == 2
+    assert "too long for a Unix socket" in out.stderr and "set XDG_RUNTIME_DIR" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_socket_requests_it_does_not_know_are_answered_with_an_error(
+    served: tuple[DaemonHarness, Path],
+) -> None:
+    h, root = served
+    for line in (b'{"op": "reboot"}\n', b"[1, 2]\n", b"not json\n"):
+        with socket.socket(socket.AF_UNIX) as s:
+            s.connect(str(h.runtime / "daemon.sock"))
+            s.sendall(line)
+            s.settimeout(10)
+            reply = json.loads(s.makefile("rb").readline())
+        assert "error" in reply and ("unknown op" in reply["error"] or "bad request" in reply["error"]), reply
+    assert h.cli("status", str(root), KENNING_MODE="server").returncode == 0
+
+
+def test_server_mode_names_a_relative_folder_setting(served: tuple[DaemonHarness, Path]) -> None:
+    h, root = served
+    out = h.cli("search", "retry", str(root), KENNING_MODE="server", KENNING_INDEX_DIR="rel/idx")
+    assert out.returncode == 2
+    assert "KENNING_INDEX_DIR is a relative path" in out.stderr and "absolute" in out.stderr

@@ -927,9 +927,10 @@ def _through_daemon(args: argparse.Namespace) -> int | None:
             from kenning.walk import check_root
 
             check_root(args.root)  # a missing root gets its own error, as in-process
+            name = _relative_setting() or "a setting"
             raise UsageError(
-                f"`kenning {args.command}` with these arguments runs in this process only",
-                hint="use --mode auto",
+                f"{name} is a relative path, which the daemon would read from its own working directory",
+                hint=f"make {name} an absolute path, or use --mode auto to run here",
             )
         return None
     if args.command == "index" and args.drop and not args.yes:
@@ -943,13 +944,18 @@ def _through_daemon(args: argparse.Namespace) -> int | None:
     return client.run(args.command, request, required=mode == "server")
 
 
+def _relative_setting() -> str | None:
+    """The first KENNING_* folder setting given as a relative path, if any."""
+    for name in ("KENNING_INDEX_DIR", "KENNING_CACHE_DIR"):
+        if not os.path.isabs(os.path.expanduser(os.environ.get(name) or "/")):
+            return name
+    return None
+
+
 def _portable(args: argparse.Namespace) -> dict[str, Any] | None:
     """The arguments with every path made absolute (the daemon does not share our working directory), or None
     when the command must run here (a root that does not exist gets its error from the direct path)."""
-    if any(
-        not os.path.isabs(os.path.expanduser(os.environ.get(name) or "/"))
-        for name in ("KENNING_INDEX_DIR", "KENNING_CACHE_DIR")
-    ):
+    if _relative_setting():
         return None  # relative to our working directory, which the daemon does not share
     data = dict(vars(args))
     data["mode"] = "direct"

@@ -81,12 +81,19 @@ class Status:
         return data
 
 
-def _file_id(path: Path) -> tuple[int, int] | None:
+def file_stamp(path: Path) -> tuple[int, int, int] | None:
+    """(device, inode, mtime in ns) of a file, None when it is gone: what tells a replaced or rewritten file."""
     try:
         st = path.stat()
     except OSError:
         return None
-    return st.st_dev, st.st_ino
+    return st.st_dev, st.st_ino, st.st_mtime_ns
+
+
+def _same_file(path: Path) -> tuple[int, int] | None:
+    # device and inode only: every commit changes the database's mtime, a rebuild or drop its inode
+    stamp = file_stamp(path)
+    return stamp[:2] if stamp else None
 
 
 class Engine:
@@ -260,11 +267,11 @@ class Engine:
                 f"{self.root} has no index for model '{self.embedder.name}'",
                 hint=f"run `kenning index {self.root}`",
             )
-        if self._db is not None and self._db_file != _file_id(self.db_path):
+        if self._db is not None and self._db_file != _same_file(self.db_path):
             # rebuilt or dropped and made again by another writer: this connection reads a deleted file
             self.close()
         if self._db is None:
-            self._db_file = _file_id(self.db_path)
+            self._db_file = _same_file(self.db_path)
             try:
                 self._db = Database(self.db_path, identity=self.embedder.identity, readonly=True)
             except IndexOutdated:

@@ -170,7 +170,9 @@ def run(command: str, args: dict[str, Any], *, required: bool) -> int | None:
     if "fallback" in outcome:
         if required:
             raise DaemonUnavailable(
-                f"the daemon cannot run this: {outcome['fallback']}", hint="use --mode auto"
+                f"the running daemon cannot answer this call: {outcome['fallback']}",
+                hint="use --mode auto to run it here, or restart the daemon from a shell with your settings "
+                "(`kenning daemon stop`, then `kenning daemon start`)",
             )
         return None
     sys.stdout.flush()

@@ -27,22 +27,14 @@ from typing import Any
 
 from kenning.config import Config, load_config
 from kenning.embed import Embedder, create_embedder
-from kenning.engine import Engine
+from kenning.engine import Engine, file_stamp
 from kenning.errors import IndexBusy, Interrupted, KenningError
 from kenning.index import IndexReport, Progress
-from kenning.types import SearchResult
+from kenning.types import SearchResult, Selection
 
 log = logging.getLogger("kenning.daemon")
 
 WRITER_WAIT = 30.0  # seconds a write waits for the root's writer (or another process) before giving up
-
-
-def _stat_id(path: Path) -> tuple[int, int] | None:
-    try:
-        st = path.stat()
-    except OSError:
-        return None
-    return st.st_ino, st.st_mtime_ns
 
 
 class ModelPool:
@@ -75,7 +67,7 @@ class ResidentEngine(Engine):
 
     def search(self, *args: Any, **kwargs: Any) -> list[SearchResult]:
         self.runtime.touch()
-        self.runtime.follow_index()
+        self.runtime.follow_index(self)
         fresh = self.runtime.fresh()
         with self._read_lock:
             results = super().search(*args, **kwargs)
@@ -99,7 +91,7 @@ class ResidentEngine(Engine):
 
     def status(self, *, pending: bool = True) -> Any:
         self.runtime.touch()
-        self.runtime.follow_index()
+        self.runtime.follow_index(self)
         with self._read_lock:
             return super().status(pending=pending)
 
@@ -110,7 +102,7 @@ class ResidentEngine(Engine):
             try:
                 return super().index(*args, **kwargs)
             finally:
-                self.runtime.indexed()
+                self.runtime.indexed(self)
 
     def forget(self, *args: Any, **kwargs: Any) -> list[str]:
         with self.runtime.writing(float(kwargs.get("wait") or 0.0)):
@@ -176,7 +168,7 @@ class RootRuntime:
         root: Path,
         pool: ModelPool,
         *,
-        make_watcher: Callable[[RootRuntime], Any] | None,
+        make_watcher: Callable[[RootRuntime, Selection], Any] | None,
         refresh_wait: float = 1.5,
     ) -> None:
         self.root = root
@@ -199,14 +191,13 @@ class RootRuntime:
         self._queued = 0
         self._applied = 0
         self._stopping = False
-        self.stop_event = (
-            threading.Event()
-        )  # set when the daemon stops: a refresh under way ends at its next batch
+        # set when the daemon stops: a refresh under way ends at its next batch
+        self.stop_event = threading.Event()
         self._failures = 0
         self._make_watcher = make_watcher
         self.watcher: Any = None
         self._selection: Any = None
-        self._manifest_seen: tuple[int, int] | None = None
+        self._manifest_seen: tuple[int, int, int] | None = None
         self._start_watching_if_indexed()
         # started last: a root whose engine cannot be made (an unknown model) leaves no thread behind
         self._writer = threading.Thread(
@@ -266,34 +257,30 @@ class RootRuntime:
         finally:
             self.write_lock.release()
 
-    def follow_index(self) -> None:
+    def follow_index(self, engine: Engine) -> None:
         """Catch up with what another process did to the index: built it (start watching), rebuilt or repaired
-        its manifest, changed its stored selection (watch that instead)."""
-        seen = _stat_id(self.root_manifest())
+        its manifest, changed its stored selection (watch that instead). One stat when nothing changed."""
+        seen = file_stamp(engine.home / "kenning.json")
         if seen == self._manifest_seen:
             return
         self._manifest_seen = seen
         with self._engines_lock:
             engines = list(self._engines.values())
-        for engine in engines:
-            engine.reload_manifest()
+        for resident in engines:
+            resident.reload_manifest()
         if self.watcher is None:
             self._start_watching_if_indexed()
             return
-        engine = self.engine()
         selection = engine.manifest.selection if engine.manifest else None
         if selection is not None and selection != self._selection:
             self._selection = selection
             self.watcher.set_selection(selection)
 
-    def root_manifest(self) -> Path:
-        return self.engine().home / "kenning.json"
-
-    def indexed(self) -> None:
+    def indexed(self, engine: Engine) -> None:
         self.last_refresh = time.time()
         if self.watcher is None:
             self._start_watching_if_indexed(reconcile=False)  # the run that just ended was the reconcile
-        self.follow_index()
+        self.follow_index(engine)
 
     def dropped(self) -> None:
         with self._cond:
@@ -305,11 +292,11 @@ class RootRuntime:
     def _start_watching_if_indexed(self, *, reconcile: bool = True) -> None:
         if self.watcher is not None or self._make_watcher is None or self._stopping:
             return
-        if not self.engine().exists():
-            return  # nothing to keep fresh yet; the first index run starts the watcher
         engine = self.engine()
-        self._selection = engine.manifest.selection if engine.manifest else None
-        self.watcher = self._make_watcher(self)
+        if not engine.exists():
+            return  # nothing to keep fresh yet; the first index run starts the watcher
+        self._selection = engine.manifest.selection if engine.manifest else Selection()
+        self.watcher = self._make_watcher(self, self._selection)
         self.watcher.start()
         if reconcile:  # events were not seen while nobody watched: look at the whole root once
             self.enqueue((), full=True)

@@ -20,7 +20,6 @@ import signal
 import socket
 import sys
 import threading
-import time
 from collections.abc import Sequence
 from typing import Any, TextIO, cast
 
@@ -201,7 +200,7 @@ class Server:
         args = request.get("args")
         why = self.daemon.env_mismatch(request.get("env") or {})
         if request.get("code") != self.daemon.code:
-            why = "it runs another kenning than the caller (restart it: `kenning daemon stop`, then start)"
+            why = "it was started from another kenning install or version than this command"
         if command not in ROUTABLE or not isinstance(args, dict):
             why = why or f"it does not run `{command}`"
         if why or not isinstance(args, dict):
@@ -339,8 +338,8 @@ def serve(
             server.info = {
                 "pid": os.getpid(),
                 "port": port,
-                "started": time.time(),
-                "version": _version(),
+                "started": daemon.started,
+                "version": daemon.version,
                 **daemon.addresses,
             }
             if foreground:
@@ -348,9 +347,7 @@ def serve(
             with contextlib.suppress(_Stopped, KeyboardInterrupt):
                 asyncio.run(server.run())
         finally:
-            daemon.close()
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(paths.info_path(runtime))
+            daemon.close()  # Server.run removed daemon.json and the socket already, first thing on its way out
             log.info("stopped")
     finally:
         lock.release()
@@ -374,8 +371,10 @@ def _warm(daemon: Daemon) -> None:
     from kenning.config import load_config
     from kenning.embed import check_loadable
 
-    engines = [r.engine() for r in daemon.runtimes()]
-    embedders = [e.embedder for e in engines] or [daemon.pool.get(load_config(None).model, load_config(None))]
+    embedders = [r.engine().embedder for r in daemon.runtimes()]
+    if not embedders:
+        config = load_config(None)
+        embedders = [daemon.pool.get(config.model, config)]
     for embedder in embedders:
         check_loadable(embedder)
         embedder.embed_query("kenning")

@@ -15,7 +15,6 @@ import resource
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -26,6 +25,7 @@ from kenning.daemon.runtime import Job, ModelPool, RootRuntime
 from kenning.engine import Engine
 from kenning.errors import OutsideRoot
 from kenning.index import IndexReport
+from kenning.types import Selection
 
 log = logging.getLogger("kenning.daemon")
 
@@ -98,22 +98,17 @@ class Daemon:
             f"{root} is not attached to the daemon", hint="attach it: `kenning daemon start ROOT`"
         )
 
-    def _make_watcher(self, runtime: RootRuntime) -> Any:
+    def _make_watcher(self, runtime: RootRuntime, selection: Selection) -> Any:
         from kenning.daemon.watch import Watcher
-
-        engine = runtime.engine()
-        selection = engine.manifest.selection if engine.manifest else None
 
         def on_batch(batch: Any) -> None:
             runtime.enqueue(batch.paths, full=batch.full)
 
-        from kenning.types import Selection
-
         return Watcher(
             runtime.root,
-            selection or Selection(),
+            selection,
             on_batch,
-            index_dir_name=engine._index_dir_name(),
+            index_dir_name=runtime.engine()._index_dir_name(),
             **self.watcher_options,
         )
 
@@ -138,11 +133,8 @@ class Daemon:
 
         namespace = argparse.Namespace(**{**args, "command": command})
 
-        def engines(root: Path, config: Config, model: str | None) -> Any:
-            return self.engine_for(root, config, model)
-
         streams = cli.STREAMS.set((out, err))
-        factory = cli.ENGINES.set(engines)
+        factory = cli.ENGINES.set(self.engine_for)
         stop = cli.CANCEL.set(cancel)
         try:
             return cli.run_command(namespace)
@@ -188,12 +180,6 @@ class Daemon:
         self._stop.set()
         for runtime in self.runtimes():
             runtime.stop()
-
-
-def attach_all(daemon: Daemon, roots: Iterable[str], report: Callable[[str], None]) -> None:
-    for root in roots:
-        runtime = daemon.attach(root)
-        report(f"attached {runtime.root}")
 
 
 def _rss() -> int | None:
