@@ -78,11 +78,24 @@ def test_passages_carry_their_symbol_in_text_and_json(code_ws: Path) -> None:
 
 
 def test_identifier_query_ranks_definition_above_call_sites(code_ws: Path) -> None:
-    for query in ("parse_config", "where is parse_config defined"):
-        hits = _hits(code_ws, "--trace", query)
+    """A query that is just a name asks for its definition; --prefer-symbol asks so for a name among words."""
+    for args in (["parse_config"], ["parse_config()"], ["--prefer-symbol", "where is parse_config defined"]):
+        hits = _hits(code_ws, "--trace", *args)
         top = hits[0]
-        assert (top["path"], top["start_line"]) == ("config.py", 12), (query, [h["path"] for h in hits])
+        assert (top["path"], top["start_line"]) == ("config.py", 12), (args, [h["path"] for h in hits])
         assert top["trace"]["symbol"]["rank"] == 1  # type: ignore[index]
+
+
+def test_definition_named_among_words_is_lifted_not_forced(code_ws: Path) -> None:
+    """A name inside a sentence gives its definition a bonus, not first place over passages both arms prefer."""
+    plain = _hits(code_ws, "--trace", "-k", "20", "where is parse_config defined")
+    ranks = {(h["path"], h["start_line"]): n for n, h in enumerate(plain)}
+    lexical = {(h["path"], h["start_line"]): h["trace"]["lexical"]["rank"] for h in plain}  # type: ignore[index]
+    definition = ("config.py", 12)
+    assert plain[ranks[definition]]["trace"]["symbol"]["rank"] == 1  # type: ignore[index]
+    # only passages that BM25 itself ranks above the definition may stay above it
+    above = [key for key, n in ranks.items() if n < ranks[definition]]
+    assert all(lexical[key] is not None and lexical[key] < (lexical[definition] or 10**6) for key in above)
 
 
 def test_call_sites_outrank_definition_without_the_definition_route(code_ws: Path) -> None:

@@ -1,9 +1,10 @@
 """Hybrid search: a plan (query groups, routes, filters, depths) built apart from its execution.
 
 Each query group runs a lexical route (BM25 over FTS5) and a semantic route (cosine over the vector index) on the
-same text, both restricted to the filtered passages *before* ranking. Routes are fused by reciprocal rank
-(k=60); overlapping passages of one file are collapsed to the best; hits whose file changed since it was indexed
-are flagged stale.
+same text, both restricted to the filtered passages *before* ranking. Routes are fused by a weighted sum of their
+min-max normalised scores (a convex combination, which keeps how far apart an arm's candidates are, where
+reciprocal rank keeps only their order); definitions of names the query spells add a bonus by rank. Overlapping
+passages of one file are collapsed to the best; hits whose file changed since it was indexed are flagged stale.
 """
 
 from __future__ import annotations
@@ -21,10 +22,15 @@ import numpy as np
 from kenning import walk
 from kenning.errors import UsageError
 from kenning.store import Database, PassageRow, VectorIndex
-from kenning.store.terms import fts_query, query_identifiers, query_terms
+from kenning.store.terms import (
+    fts_query,
+    is_identifier_query,
+    query_identifiers,
+    query_qualified,
+    query_terms,
+)
 from kenning.types import SYMBOL_KINDS, ArmTrace, Hit, MatchedBy, Mode, SearchResult, Selection, Trace, within
 
-RRF_K = 60
 MIN_DEPTH = 100
 
 
@@ -73,9 +79,12 @@ class Plan:
     mode: Mode
     filters: Filters = field(default_factory=Filters)
     trace: bool = False
-    # RRF weight per arm. "symbol" ranks the definitions of identifiers the query names: weighted 2 so that a
-    # definition outranks a call site that tops both other arms; --prefer-symbol raises it and matches loosely.
-    weights: tuple[tuple[str, float], ...] = (("lexical", 1.0), ("semantic", 1.0), ("symbol", 2.0))
+    # Weight per arm of its normalised scores, relative to the other arms searched (a one-arm search gives its arm
+    # the whole weight). 0.3/0.7 was chosen on CoSQA and SciFact dev and checked on every development set
+    # (BENCHMARKS.md, `bench/fusion.py`): BM25 is the weaker arm on natural-language queries, and the symbol
+    # route restores it where a query names an identifier. "symbol" is not an arm but a bonus for the
+    # definitions of names the query spells, `weight / rank` (0.5 measured best on `rich`); see fusion_weights.
+    weights: tuple[tuple[str, float], ...] = (("lexical", 0.3), ("semantic", 0.7), ("symbol", 0.5))
     prefer_symbol: bool = False
 
 
@@ -109,8 +118,21 @@ def plan_search(
     check_symbol_types(filters.symbol_types)
     plan = Plan(tuple(groups), limit, mode, filters, trace, prefer_symbol=prefer_symbol)
     if prefer_symbol:
-        plan = replace(plan, weights=(("lexical", 1.0), ("semantic", 1.0), ("symbol", 3.0)))
+        plan = replace(plan, weights=(*plan.weights[:2], ("symbol", SYMBOL_FIRST)))
     return plan
+
+
+SYMBOL_FIRST = (
+    1.0  # a bonus that puts a definition above a passage topping both arms (scores sum to at most 1)
+)
+
+
+def fusion_weights(plan: Plan, query: str) -> dict[str, float]:
+    """The plan's weights for one query group: a query that is only a name asks for its definition first."""
+    weights = dict(plan.weights)
+    if is_identifier_query(query):
+        weights["symbol"] = max(weights.get("symbol", 0.0), SYMBOL_FIRST)
+    return weights
 
 
 def check_symbol_types(kinds: Sequence[str]) -> None:
@@ -242,7 +264,7 @@ def _run_groups(
             definitions = _definitions(db, group.query, allowed, loose=plan.prefer_symbol)
             if definitions:
                 ranked["symbol#d"] = definitions
-        hits = _fuse(ranked, db, plan.limit, plan.trace, root, dict(plan.weights))
+        hits = _fuse(ranked, db, plan.limit, plan.trace, root, fusion_weights(plan, group.query))
         result = SearchResult(group.query, hits, searched, coverage, plan.mode, group.id)
         if plan.mode != "lexical" and coverage < 1.0:
             result.notes.append(
@@ -268,7 +290,48 @@ def _definitions(
         inside = np.isin(np.fromiter((f[0] for f in found), dtype=np.int64, count=len(found)), allowed)
         found = [f for f, ok in zip(found, inside, strict=True) if ok]
     found.sort(key=lambda f: (f[1] not in names, _KIND_ORDER.get(f[2], 5), f[0]))
-    return [(pid, 1.0) for pid, _, _ in found[:50]]
+    found = found[:50]
+    qualified = query_qualified(query)
+    if qualified and found:
+        # `Text.from_ansi` asks for Text's from_ansi before Color's: the definitions whose scope ends with the
+        # qualified name go first (a stable sort keeps the order above within each group)
+        rows = db.passages_by_id([f[0] for f in found])
+        scoped = {
+            pid
+            for pid, row in rows.items()
+            for sym in row.defines
+            if sym.name in qualified and ("." + sym.scope).endswith("." + qualified[sym.name])
+        }
+        found.sort(key=lambda f: f[0] not in scoped)
+    return [(pid, 1.0) for pid, _, _ in found]
+
+
+def fuse_scores(ranked: dict[str, list[tuple[int, float]]], weights: dict[str, float]) -> dict[int, float]:
+    """One score per passage: each arm's scores min-max normalised over its candidates, weighted, summed.
+
+    Keys are `arm#n` (several query routes may share an arm). An arm's weight is taken relative to the arms
+    present, so a one-arm search ranks by that arm alone; a definition found by the symbol route adds
+    `weights["symbol"] / rank` on top.
+    """
+    arms = {key.partition("#")[0] for key in ranked} - {"symbol"}
+    total = sum(weights.get(arm, 1.0) for arm in arms) or 1.0
+    fused: dict[int, float] = {}
+    for key, items in ranked.items():
+        arm = key.partition("#")[0]
+        if arm == "symbol":
+            bonus = weights.get("symbol", 0.0)
+            for rank, (pid, _) in enumerate(items, 1):
+                fused[pid] = fused.get(pid, 0.0) + bonus / rank
+            continue
+        if not items:
+            continue
+        weight = weights.get(arm, 1.0) / total
+        scores = [score for _, score in items]
+        low, span = min(scores), max(scores) - min(scores)
+        for pid, score in items:
+            # a list of one, or of equal scores, has nothing to tell apart: each counts fully
+            fused[pid] = fused.get(pid, 0.0) + weight * ((score - low) / span if span > 0 else 1.0)
+    return fused
 
 
 def _fuse(
@@ -279,13 +342,11 @@ def _fuse(
     root: Path,
     weights: dict[str, float],
 ) -> list[Hit]:
-    fused: dict[int, float] = {}
+    fused = fuse_scores(ranked, weights)
     arm_rank: dict[int, dict[str, tuple[int, float]]] = {}
     for key, items in ranked.items():
         arm = key.partition("#")[0]
-        weight = weights.get(arm, 1.0)
         for rank, (pid, score) in enumerate(items, 1):
-            fused[pid] = fused.get(pid, 0.0) + weight / (RRF_K + rank)
             best = arm_rank.setdefault(pid, {})
             if arm not in best or best[arm][0] > rank:
                 best[arm] = (rank, score)

@@ -104,7 +104,7 @@ TEXT_SEARCH_INPUT: Schema = {
             "type": "boolean",
             "default": False,
             "description": "Rank passages that define a symbol named like a word of the query higher "
-            "(a query that spells an identifier already puts its definition first).",
+            "(a query that is just an identifier already puts its definition first).",
         },
     },
     "additionalProperties": False,

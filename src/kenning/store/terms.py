@@ -147,3 +147,26 @@ def query_identifiers(query: str, *, loose: bool = False) -> list[str]:
         if codey or (loose and len(last) > 2 and last.lower() not in STOPWORDS):
             found.extend(t for t in (last,) if t not in found)
     return found
+
+
+_SEPARATOR = re.compile(r"\.|::|->|#")
+
+
+def query_qualified(query: str) -> dict[str, str]:
+    """Qualified names in a query, by their last part: `Text.from_ansi` -> {"from_ansi": "Text.from_ansi"}.
+
+    Separators (`.`, `::`, `->`, `#`) become dots, the way a symbol's scope is stored.
+    """
+    found: dict[str, str] = {}
+    for m in _IDENT.finditer(query):
+        parts = _SEPARATOR.split(m.group(0))
+        if len(parts) > 1:
+            found.setdefault(parts[-1], ".".join(parts))
+    return found
+
+
+def is_identifier_query(query: str) -> bool:
+    """The whole query is one name (`parse_config`, `Text.from_ansi`, `retry()`): a request for its definition."""
+    text = query.strip().removesuffix("()")
+    m = _IDENT.fullmatch(text)
+    return m is not None and bool(query_identifiers(text))
