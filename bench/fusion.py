@@ -18,6 +18,7 @@ import argparse
 import hashlib
 import json
 import pickle
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,7 +33,8 @@ from kenning_run import DEFAULT, open_index  # noqa: E402
 
 import kenning.search as ksearch  # noqa: E402
 from eval import score, subset  # noqa: E402
-from kenning.store.terms import fts_query, query_identifiers, query_terms  # noqa: E402
+from kenning.store.terms import STOPWORDS, fts_query, query_identifiers, query_terms  # noqa: E402
+from kenning.store.terms import _split as split_identifier  # noqa: E402
 from sets import DEV_SETS, EvalSet, resolve  # noqa: E402
 
 WORK = HERE / ".work" / "fusion"
@@ -49,6 +51,60 @@ COLUMN_WEIGHTS = (
     (0.0, 1.0, 0.5),
 )
 Ranked = list[tuple[int, float]]
+# Lucene's English stop set (what bm25s drops): kenning's own list also drops question words and modals
+LUCENE_STOP = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "but",
+        "by",
+        "for",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "no",
+        "not",
+        "of",
+        "on",
+        "or",
+        "such",
+        "that",
+        "the",
+        "their",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "to",
+        "was",
+        "will",
+        "with",
+    ]
+)
+
+
+def terms_variant(text: str, stop: frozenset[str], repeat: bool) -> list[str]:
+    """Query terms as kenning makes them, with another stop list, and/or repeated words kept (query tf)."""
+    out: list[str] = []
+    for token in re.findall(r"\w+", text):
+        out += [token.lower(), *(p.lower() for p in split_identifier(token))]
+    kept = [t for t in out if t not in stop] or out
+    return kept if repeat else list(dict.fromkeys(kept))
+
+
+LEXICAL_VARIANTS = {
+    "lucene-stop": (LUCENE_STOP, False),
+    "query-tf": (STOPWORDS, True),
+    "lucene-stop+query-tf": (LUCENE_STOP, True),
+}
 
 
 @dataclass
@@ -71,7 +127,7 @@ def source_key() -> str:
     h = hashlib.sha256()
     for rel in ("search.py", "store/terms.py", "store/sqlite.py", "engine.py"):
         h.update((src / rel).read_bytes())
-    h.update(repr(COLUMN_WEIGHTS).encode())
+    h.update(repr((COLUMN_WEIGHTS, sorted(LEXICAL_VARIANTS))).encode())
     return h.hexdigest()[:10]
 
 
@@ -103,6 +159,9 @@ def collect(s: EvalSet, cache: Path, fresh: bool) -> Arms:
                 sql = "SELECT rowid, bm25(fts, ?, ?, ?) AS s FROM fts WHERE fts MATCH ? ORDER BY s LIMIT ?"
                 got = db.conn.execute(sql, (*w, fts_query(terms), DEPTH)).fetchall() if terms else []
                 lists["lexical@" + ",".join(f"{x:g}" for x in w)] = [(int(r[0]), -float(r[1])) for r in got]
+            for name, (stop, repeat) in LEXICAL_VARIANTS.items():
+                variant = terms_variant(row["text"], stop, repeat)
+                lists["lexical@" + name] = db.lexical(fts_query(variant), DEPTH) if variant else []
             queries.append(Query(row["query_id"], row["text"], lists))
         ids = {pid for q in queries for items in q.lists.values() for pid, _ in items}
         rows = db.passages_by_id(sorted(ids))
@@ -214,6 +273,18 @@ METHODS: dict[str, Method] = {
     "lexical mode: RRF with symbol (engine)": rrf({"lexical": 1.0, "symbol": 2.0}),
     "lexical mode: min-max, symbol 0.5": combsum({"lexical": 1.0}, symbol=0.5),
     "lexical mode: min-max, symbol 1": combsum({"lexical": 1.0}, symbol=1.0),
+    **{f"lexical arm, {name}": arm(f"lexical@{name}") for name in LEXICAL_VARIANTS},
+    **{
+        f"engine, {name}": lambda q, arms, name=name: ksearch.fuse_scores(
+            {
+                "lexical": q.lists[f"lexical@{name}"],
+                "semantic": q.lists["semantic"],
+                "symbol": q.lists.get("symbol", []),
+            },
+            ksearch.fusion_weights(ENGINE_PLAN, q.text),
+        )
+        for name in LEXICAL_VARIANTS
+    },
     "CombSUM min-max 0.4": combsum({"lexical": 0.4, "semantic": 0.6}, symbol=0.5),
     "CombSUM min-max 0.3, symbol 1": combsum({"lexical": 0.3, "semantic": 0.7}, symbol=1.0),
     "CombSUM min-max 0.3, symbol 0.25": combsum({"lexical": 0.3, "semantic": 0.7}, symbol=0.25),
