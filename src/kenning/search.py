@@ -205,19 +205,25 @@ def execute(
         db.restrict_lexical(allowed)
     searched = counts["passages"] if allowed is None else int(allowed.size)
     coverage = counts["embedded"] / counts["passages"] if counts["passages"] else 1.0
-    query_vectors: dict[str, Future[np.ndarray]] = {}
+    semantic: dict[tuple[str, int], Future[list[tuple[int, float]]]] = {}
     if vectors is not None and embed_query is not None:
-        # embed the queries on another thread while SQLite runs BM25: both release the GIL, so on two cores a
-        # hybrid search costs about its slower arm instead of the sum of both
+        # embed each query and search the vectors on another thread while SQLite runs BM25: both release the
+        # GIL, so on two cores a hybrid search costs about its slower arm instead of the sum of both
         pool = _embedding_pool()
+        index, embed = vectors, embed_query
         for group in plan.groups:
             for route in group.routes:
-                if route.arm == "semantic" and route.query not in query_vectors:
-                    query_vectors[route.query] = pool.submit(embed_query, route.query)
+                key = (route.query, route.depth)
+                if route.arm == "semantic" and key not in semantic:
+                    if allowed is not None and allowed.size == 0:
+                        continue
+                    semantic[key] = pool.submit(
+                        lambda q, d: index.search(embed(q), d, allowed), route.query, route.depth
+                    )
     try:
-        return _run_groups(plan, db, vectors, query_vectors, allowed, searched, coverage, root)
+        return _run_groups(plan, db, semantic, allowed, searched, coverage, root)
     finally:
-        for future in query_vectors.values():
+        for future in semantic.values():
             future.cancel()  # an early error leaves no embedding running for nobody
 
 
@@ -237,8 +243,7 @@ def _embedding_pool() -> ThreadPoolExecutor:
 def _run_groups(
     plan: Plan,
     db: Database,
-    vectors: VectorIndex | None,
-    query_vectors: dict[str, Future[np.ndarray]],
+    semantic: dict[tuple[str, int], Future[list[tuple[int, float]]]],
     allowed: np.ndarray | None,
     searched: int,
     coverage: float,
@@ -256,10 +261,9 @@ def _run_groups(
                 ranked[key] = (
                     db.lexical(fts_query(terms), route.depth, filtered=allowed is not None) if terms else []
                 )
-            elif vectors is None or route.query not in query_vectors:
-                ranked[key] = []
             else:
-                ranked[key] = vectors.search(query_vectors[route.query].result(), route.depth, allowed)
+                found = semantic.get((route.query, route.depth))
+                ranked[key] = found.result() if found is not None else []
         if plan.mode != "semantic":
             definitions = _definitions(db, group.query, allowed, loose=plan.prefer_symbol)
             if definitions:
