@@ -23,7 +23,6 @@ from collections.abc import Generator, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
-from pathlib import Path
 
 from kenning import chunk, walk
 from kenning.changes import sha256_bytes
@@ -70,7 +69,8 @@ def ehash(text: str) -> bytes:
 def prepare(job: Job, settings: Settings) -> Prepared:
     """Read, hash, decode and chunk one file (runs in a worker or in process)."""
     try:
-        data = Path(job.path).read_bytes()
+        with open(job.path, "rb") as f:  # not Path.read_bytes: its path parsing cost ~5% of this function
+            data = f.read()
     except OSError as exc:
         return Prepared(None, skip=f"cannot be read ({exc.strerror or exc})")
     sha = sha256_bytes(data)
