@@ -221,7 +221,7 @@ class MiniLMEmbedder(Embedder):
         # One short text per call, run beside SQLite's BM25 on another thread (search.execute): one intra-op
         # thread that sleeps when idle. With the batch session's threads (one per core, spinning between
         # operators by default) the spinning thread took the core BM25 ran on; at ~52k passages a hybrid search
-        # measured ~1.4x slower than with this session, and the vectors are the same.
+        # measured 1.25x slower than with this session (1.5x on a busy machine), and the vectors are the same.
         self._query_session = self._open_session(threads=1, spin=False)
 
     def _open_session(self, *, threads: int, spin: bool) -> Any:
