@@ -22,14 +22,14 @@ from collections import deque
 from collections.abc import Generator, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, field
 
 from kenning import chunk, walk
 from kenning.changes import sha256_bytes
 from kenning.errors import KenningError
-from kenning.store.sqlite import passage_parts
-from kenning.types import FileKind, Passage
+from kenning.store.sqlite import Definition, PassageValues, passage_values
+from kenning.store.terms import identifier_parts
+from kenning.types import FileKind
 
 POOL_MIN_BYTES = 4 << 20  # below this much changed source a pool costs more than it saves
 IN_FLIGHT_PER_WORKER = 4  # batches queued per worker
@@ -50,9 +50,9 @@ class Job:
 class Prepared:
     sha: str | None  # None when the file could not be read
     same: bool = False  # content equals known_sha: nothing to re-chunk
-    passages: tuple[Passage, ...] = ()
-    ehashes: tuple[bytes, ...] = ()
-    parts: tuple[str, ...] = ()  # each passage's identifier pieces for the FTS row (costly: done here)
+    # the passages as rows for the database (identifier splitting, the costly part, is done here)
+    rows: list[PassageValues] = field(default_factory=list)
+    defined: list[Definition] = field(default_factory=list)
     skip: str | None = None  # why the file yields no passages (unreadable, binary, empty, junk)
 
 
@@ -70,7 +70,8 @@ def ehash(text: str) -> bytes:
 def prepare(job: Job, settings: Settings) -> Prepared:
     """Read, hash, decode and chunk one file (runs in a worker or in process)."""
     try:
-        data = Path(job.path).read_bytes()
+        with open(job.path, "rb") as f:  # not Path.read_bytes: its path parsing cost ~5% of this function
+            data = f.read()
     except OSError as exc:
         return Prepared(None, skip=f"cannot be read ({exc.strerror or exc})")
     sha = sha256_bytes(data)
@@ -89,12 +90,9 @@ def prepare(job: Job, settings: Settings) -> Prepared:
     )
     if isinstance(passages, str):
         return Prepared(sha, skip=passages)
-    return Prepared(
-        sha,
-        passages=tuple(passages),
-        ehashes=tuple(ehash(p.embed_text()) for p in passages),
-        parts=tuple(passage_parts(p) for p in passages),
-    )
+    texts = [p.embed_text() for p in passages]
+    rows, defined = passage_values(passages, [ehash(t) for t in texts], [identifier_parts(t) for t in texts])
+    return Prepared(sha, rows=rows, defined=defined)
 
 
 def _worker_init(parent: int) -> None:
@@ -128,8 +126,19 @@ def workers_for(total_bytes: int, configured: int) -> int:
     return min(cores, 4) if total_bytes >= POOL_MIN_BYTES and cores > 1 else 1
 
 
-def prepare_batch(jobs: list[Job], settings: Settings) -> list[Prepared]:
-    return [prepare(job, settings) for job in jobs]
+# Jobs and results cross the process boundary as plain tuples: the frozen dataclasses pickle through Python code
+# per object, 2-3x slower, and the parent's share of that runs in its pool threads, under the GIL its writer
+# needs.
+_JobTuple = tuple[str, FileKind, str | None, str | None, int]
+_PreparedTuple = tuple[str | None, bool, list[PassageValues], list[Definition], str | None]
+
+
+def prepare_batch(jobs: list[_JobTuple], settings: Settings) -> list[_PreparedTuple]:
+    out: list[_PreparedTuple] = []
+    for job in jobs:
+        p = prepare(Job(*job), settings)
+        out.append((p.sha, p.same, p.rows, p.defined, p.skip))
+    return out
 
 
 def _batches(jobs: Iterable[Job]) -> Iterator[list[Job]]:
@@ -160,14 +169,15 @@ def prepare_all(jobs: Iterable[Job], settings: Settings, workers: int) -> Genera
         initargs=(os.getpid(),),
     )
     # files go in batches: one round trip through the pool costs about as much as chunking a small file
-    pending: deque[Future[list[Prepared]]] = deque()
+    pending: deque[Future[list[_PreparedTuple]]] = deque()
     try:
         for batch in _batches(jobs):
-            pending.append(pool.submit(prepare_batch, batch, settings))
+            packed = [(j.path, j.kind, j.lang, j.known_sha, j.size) for j in batch]
+            pending.append(pool.submit(prepare_batch, packed, settings))
             if len(pending) >= workers * IN_FLIGHT_PER_WORKER:
-                yield from pending.popleft().result()
+                yield from (Prepared(*p) for p in pending.popleft().result())
         while pending:
-            yield from pending.popleft().result()
+            yield from (Prepared(*p) for p in pending.popleft().result())
     except BrokenProcessPool:
         raise KenningError(
             "a chunking worker process died (killed, or out of memory); finished work is kept",

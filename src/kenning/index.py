@@ -224,7 +224,7 @@ def _lexical_pass(
     workers = workers_for(sum(e.size for e, _ in jobs), config.chunk_workers)
     results = prepare_all(
         (
-            Job(str(e.path), e.kind, e.lang, None if row is None or force else row.sha256, e.size)
+            Job(e.abspath, e.kind, e.lang, None if row is None or force else row.sha256, e.size)
             for e, row in jobs
         ),
         Settings(config.max_chars, config.overlap_chars, config.code_symbols),
@@ -304,8 +304,8 @@ def _store(
             report.removed.append(entry.rel)
         return
     file_id = db.upsert_file(entry.rel, entry.size, entry.mtime_ns, p.sha, blob, entry.kind, None)
-    db.add_passages(file_id, p.passages, p.ehashes, p.parts)
-    report.passages_added += len(p.passages)
+    db.add_passage_values(file_id, p.rows, p.defined)
+    report.passages_added += len(p.rows)
     (report.changed if row is not None and row.skip_reason is None else report.added).append(entry.rel)
 
 

@@ -440,7 +440,7 @@ def walk(
                     yield Skip(rel, "secret file (excluded by default)")
                     continue
             if not is_dir:
-                item = file_entry(rel, entry, dirpath)
+                item = file_entry(rel, entry)
                 if item is not None:
                     yield item
             elif not selection.follow:
@@ -453,7 +453,7 @@ def walk(
                 else:
                     yield from walk_dir(rel, dirpath / name, specs, chain | {real})
 
-    def file_entry(rel: str, entry: os.DirEntry[str], dirpath: Path) -> FileEntry | Skip | None:
+    def file_entry(rel: str, entry: os.DirEntry[str]) -> FileEntry | Skip | None:
         if is_secret(rel):
             return Skip(rel, "secret file (excluded by default)")
         kind = kind_of(rel)
@@ -472,7 +472,7 @@ def walk(
             return Skip(rel, f"{st.st_size} bytes, past the {limit}-byte limit (--max-filesize)")
         if not os.access(entry.path, os.R_OK):
             return Skip(rel, "permission denied")
-        return FileEntry(rel, dirpath / entry.name, st.st_size, st.st_mtime_ns, kind[0], kind[1])
+        return FileEntry(rel, entry.path, st.st_size, st.st_mtime_ns, kind[0], kind[1])
 
     for item in walk_dir("", base, (), frozenset({real_root})):
         if on_skip is not None and isinstance(item, Skip):

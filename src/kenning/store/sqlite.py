@@ -121,7 +121,52 @@ def _symbol(
 
 def passage_parts(p: Passage) -> str:
     """The identifier pieces of a passage that its FTS row indexes beside the words (see store.terms)."""
-    return identifier_parts(f"{p.heading}\n{p.text}" if p.heading else p.text)
+    return identifier_parts(p.embed_text())
+
+
+#: One passage as its `passages` row without id and file_id: start_line, end_line, heading, text, parts, ehash,
+#: sym_kind, sym_name, sym_scope, sym_signature, sym_doc, grp.
+PassageValues = tuple[
+    int, int, str, str, str, bytes, str | None, str | None, str | None, str | None, str | None, int | None
+]
+#: A symbol a passage defines: (the passage's index among its file's passages, kind, name, scope).
+Definition = tuple[int, str, str, str]
+
+
+def passage_values(
+    passages: Sequence[Passage], ehashes: Sequence[bytes], parts: Sequence[str] | None = None
+) -> tuple[list[PassageValues], list[Definition]]:
+    """The rows `Database.add_passage_values` stores for one file's passages. A chunking worker builds them:
+    tuples of plain values cross the process boundary several times cheaper than the frozen dataclasses,
+    whose pickling runs Python code per object."""
+    rows: list[PassageValues] = []
+    defined: list[Definition] = []
+    for i, (p, h) in enumerate(zip(passages, ehashes, strict=True)):
+        defined.extend((i, d.kind, d.name, d.scope) for d in p.defines)
+        split = parts[i] if parts is not None else passage_parts(p)
+        sym = p.symbol
+        kind, name, scope, signature, doc = (
+            (None, None, None, None, None)
+            if sym is None
+            else (sym.kind, sym.name, sym.scope, sym.signature, sym.doc)
+        )
+        rows.append(
+            (
+                p.start_line,
+                p.end_line,
+                p.heading,
+                p.text,
+                split,
+                h,
+                kind,
+                name,
+                scope,
+                signature,
+                doc,
+                p.group,
+            )
+        )
+    return rows, defined
 
 
 class Database:
@@ -268,13 +313,17 @@ class Database:
         kind: str | None,
         skip_reason: str | None,
     ) -> int:
-        row = self.conn.execute(
+        # No RETURNING: a statement with one opens a savepoint, and FTS5 writes its pending terms out as a new
+        # segment at every savepoint, so one file's upsert between two files' FTS inserts made a segment per
+        # file (the index run spent ~40% of its time there); a lookup by the unique path costs next to nothing.
+        self.conn.execute(
             "INSERT INTO files(path, size, mtime_ns, sha256, blob_id, kind, indexed_at, skip_reason) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(path) DO UPDATE SET size=excluded.size, "
             "mtime_ns=excluded.mtime_ns, sha256=excluded.sha256, blob_id=excluded.blob_id, kind=excluded.kind, "
-            "indexed_at=excluded.indexed_at, skip_reason=excluded.skip_reason RETURNING id",
+            "indexed_at=excluded.indexed_at, skip_reason=excluded.skip_reason",
             (path, size, mtime_ns, sha256, blob_id, kind, time.time(), skip_reason),
-        ).fetchone()
+        )
+        row = self.conn.execute("SELECT id FROM files WHERE path = ?", (path,)).fetchone()
         return int(row[0])
 
     def touch_file(self, file_id: int, size: int, mtime_ns: int, blob_id: str | None) -> None:
@@ -303,6 +352,12 @@ class Database:
         parts: Sequence[str] | None = None,
     ) -> None:
         """Store one file's passages; `parts` (their `passage_parts`) may come precomputed from a worker."""
+        self.add_passage_values(file_id, *passage_values(passages, ehashes, parts))
+
+    def add_passage_values(
+        self, file_id: int, rows: Sequence[PassageValues], defined: Sequence[Definition] = ()
+    ) -> None:
+        """Store one file's passages as built by `passage_values`."""
         # The FTS index is external-content over `passages` (the text is stored once). Rows enter it here, in
         # one executemany (an insert trigger measured 2.5x slower); a delete trigger keeps it in step. Ids are
         # assigned here, not by SQLite, so both inserts are batched: only the lock holder writes.
@@ -310,32 +365,22 @@ class Database:
             self._next_id = int(
                 self.conn.execute("SELECT coalesce(max(id), 0) + 1 FROM passages").fetchone()[0]
             )
-        rows = []
-        defined: list[tuple[int, str, str, str]] = []
-        for i, (p, h) in enumerate(zip(passages, ehashes, strict=True)):
-            defined.extend((self._next_id, d.kind, d.name, d.scope) for d in p.defines)
-            split = parts[i] if parts is not None else passage_parts(p)
-            sym = p.symbol
-            rows.append(
-                (self._next_id, file_id, p.start_line, p.end_line, p.heading, p.text, split, h)
-                + (
-                    (sym.kind, sym.name, sym.scope, sym.signature, sym.doc, p.group)
-                    if sym
-                    else (None, None, None, None, None, p.group)
-                )
-            )
-            self._next_id += 1
+        first = self._next_id
         self.conn.executemany(
             "INSERT INTO passages(id, file_id, start_line, end_line, heading, text, parts, ehash, sym_kind, "
             "sym_name, sym_scope, sym_signature, sym_doc, grp) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            rows,
+            [(first + i, file_id, *row) for i, row in enumerate(rows)],
         )
         if defined:
-            self.conn.executemany("INSERT INTO definitions VALUES (?, ?, ?, ?)", defined)
+            self.conn.executemany(
+                "INSERT INTO definitions VALUES (?, ?, ?, ?)",
+                [(first + i, kind, name, scope) for i, kind, name, scope in defined],
+            )
         self.conn.executemany(
             "INSERT INTO fts(rowid, heading, text, parts) VALUES (?, ?, ?, ?)",
-            [(r[0], r[4], r[5], r[6]) for r in rows],
+            [(first + i, row[2], row[3], row[4]) for i, row in enumerate(rows)],
         )
+        self._next_id = first + len(rows)
 
     # -- embeddings -----------------------------------------------------------------------------------------
     def missing_embeddings(self) -> list[tuple[bytes, str, str]]:

@@ -83,8 +83,12 @@ def _split(token: str) -> list[str]:
 
 
 # A camelCase or snake_case boundary. Searching for the boundary, then widening to its word, is several times
-# faster than a word-level regex: prose has few compounds, and Python's regex engine is slow per character.
-_BOUNDARY = re.compile(r"[a-z0-9][A-Z]|[A-Za-z0-9]_[A-Za-z0-9]")
+# faster than a word-level regex: prose has few compounds, and Python's regex engine is slow per character. The
+# two kinds are searched apart: a pattern that starts with one character class lets the engine skip ahead in C,
+# while an alternation tries each branch at every position (2x slower on prose), and most passages have no
+# underscore at all, which `in` tells at memchr speed.
+_CAMEL_AT = re.compile(r"[a-z0-9][A-Z]")
+_SNAKE_AT = re.compile(r"[A-Za-z0-9]_[A-Za-z0-9]")
 _WORD_AT = re.compile(r"\w+")
 
 
@@ -94,10 +98,13 @@ def identifier_parts(text: str) -> str:
     FTS5's tokenizer keeps `retry_count` and `retryCount` whole (underscore is a token character), so only
     the parts need adding.
     """
+    starts = [m.start() for m in _CAMEL_AT.finditer(text)]
+    if "_" in text:
+        starts.extend(m.start() for m in _SNAKE_AT.finditer(text))
+        starts.sort()
     out: list[str] = []
     end = -1
-    for m in _BOUNDARY.finditer(text):
-        start = m.start()
+    for start in starts:
         if start < end:
             continue  # another boundary inside a word already split
         while start > 0 and (text[start - 1].isalnum() or text[start - 1] == "_"):

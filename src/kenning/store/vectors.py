@@ -62,8 +62,7 @@ class ExactVectors(VectorIndex):
         k = min(k, scores.shape[0])
         top = np.argpartition(-scores, k - 1)[:k]
         top = top[np.argsort(-scores[top], kind="stable")]
-        # a vector pointing away from the query says nothing about it; leave it out rather than rank it
-        return [(int(ids[i]), float(scores[i])) for i in top if scores[i] > 0.0]
+        return _pairs(ids[top], scores[top])
 
 
 TURBO_MIN = 20_000
@@ -92,7 +91,15 @@ class TurboVectors(ExactVectors):
         rows = found[0].astype(np.int64)
         scores = self.matrix[rows] @ query
         order = np.argsort(-scores, kind="stable")[:k]
-        return [(int(self.ids[rows[i]]), float(scores[i])) for i in order if scores[i] > 0.0]
+        return _pairs(self.ids[rows[order]], scores[order])
+
+
+def _pairs(ids: np.ndarray, scores: np.ndarray) -> list[tuple[int, float]]:
+    """(id, score) of the positive scores, in the given order: a vector pointing away from the query says
+    nothing about it, so it is left out rather than ranked. Whole-array conversion: indexing numpy scalars one
+    by one cost ~15% of a search at depth 100."""
+    keep = scores > 0.0
+    return list(zip(ids[keep].tolist(), scores[keep].tolist(), strict=True))
 
 
 def _turbovec() -> Any:
