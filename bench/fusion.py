@@ -20,6 +20,7 @@ import json
 import pickle
 import re
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -350,10 +351,19 @@ def main() -> None:
                 cell += " (" + " / ".join(f"{k} {v:.3f}" for k, v in got.items() if k != "nDCG@10") + ")"
             table[name][s.name] = cell
             print(f"{s.name:10} {name:45} {cell}", file=sys.stderr)
-    print("| method | " + " | ".join(s.name for s in sets) + " |")
-    print("|---" * (len(sets) + 1) + "|")
-    for name, cells in table.items():
-        print(f"| {name} | " + " | ".join(cells.get(s.name, "") for s in sets) + " |")
+    lines = ["| method | " + " | ".join(s.name for s in sets) + " |", "|---" * (len(sets) + 1) + "|"]
+    lines += [
+        f"| {name} | " + " | ".join(cells.get(s.name, "") for s in sets) + " |"
+        for name, cells in table.items()
+    ]
+    print("\n".join(lines))
+    if not wanted and [s.name for s in sets] == list(DEV_SETS):
+        # the full table, for bench/run.py to place in BENCHMARKS.md
+        (HERE / ".work" / "fusion.md").write_text(
+            f"Measured {time.strftime('%Y-%m-%d %H:%M')} by `python bench/fusion.py`.\n\n"
+            + "\n".join(lines)
+            + "\n"
+        )
 
 
 if __name__ == "__main__":

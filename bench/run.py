@@ -269,7 +269,12 @@ def main() -> None:
             [sys.executable, str(HERE / "eval.py")], capture_output=True, text=True, check=True
         )
         (WORK / "eval.md").write_text(out.stdout)
-    quality = (WORK / "eval.md").read_text() if (WORK / "eval.md").exists() else "(not run)\n"
+    quality = (
+        (WORK / "eval.md").read_text()
+        if (WORK / "eval.md").exists()
+        else "Not run here (`--no-eval`): the side-by-side section below (`python bench/quality/run.py`) has every "
+        "mode on every development set.\n"
+    )
     write_report(started, lexical, semantic, query, peak, chunking, quality, args)
 
 

@@ -439,7 +439,14 @@ def test_mcp_over_http_with_the_sdk_client(served: tuple[DaemonHarness, Path]) -
             assert not result.is_error
             assert "src/upload.py" in result.content[0].text  # type: ignore[union-attr]
             (root / "zebra.md").write_text("# Zebra\n\nstripes everywhere\n")
-            result = await client.call_tool("text_search", {"queries": ["stripes"], "mode": "lexical"})
+            # a search waits for what the watcher has seen; on a loaded machine inotify's event can arrive after
+            # the first search, so ask again for a while rather than once
+            deadline = time.monotonic() + 30
+            while True:
+                result = await client.call_tool("text_search", {"queries": ["stripes"], "mode": "lexical"})
+                if "zebra.md" in result.content[0].text or time.monotonic() > deadline:  # type: ignore[union-attr]
+                    break
+                await anyio.sleep(0.2)
             assert "zebra.md" in result.content[0].text  # type: ignore[union-attr]
 
     anyio.run(body)

@@ -107,11 +107,12 @@ def test_no_index_answers_literally_and_says_so_then_index_and_search(corpus: Pa
         assert data["literal"] is False and data["coverage"] == 1.0
         assert data["searched"] > 0
         assert "searched" in text.splitlines()[0] and "semantic coverage 100%" in text.splitlines()[0]
-        top = data["hits"][0]
-        assert (top["path"], top["start_line"]) == ("README.md", 5)
-        assert f"{top['path']}:{top['start_line']}-{top['end_line']}" in text
-        assert top["matched_by"] in ("lexical", "semantic", "both") and top["stale"] is False
-        assert "backoff" in top["text"]
+        # the passage that says "exponential backoff" (the test embedder's arm may rank the code above it)
+        [found] = [h for h in data["hits"] if h["path"] == "README.md"]
+        assert found["start_line"] == 5
+        assert f"{found['path']}:{found['start_line']}-{found['end_line']}" in text
+        assert found["matched_by"] == "both" and found["stale"] is False
+        assert "backoff" in found["text"]
 
     drive(body, corpus)
 

@@ -296,10 +296,15 @@ def test_stopping_a_run_with_a_chunk_pool_keeps_the_index_sound(tmp_path: Path, 
 def test_a_killed_chunk_worker_is_a_one_line_error_and_the_index_stays_sound(tmp_path: Path) -> None:
     """Regression: a worker killed mid-run gave a BrokenProcessPool traceback, and the run published a vector
     snapshot and totals that its own rollback then undid."""
-    root = _big_tree(tmp_path / "ws", 3000)
+    root = _big_tree(tmp_path / "ws", 6000)
     proc = spawn_index(root, env={"KENNING_CHUNK_WORKERS": "2"})
-    signal_in_phase(proc, "lexical", 0.3, 0)
-    workers = _processes_naming(root) - {proc.pid}
+    signal_in_phase(proc, "lexical", 0.0, 0)
+    # look for the workers as soon as the pass starts: a fixed delay outlasted the whole pass once it got faster
+    deadline = time.monotonic() + 20
+    workers: set[int] = set()
+    while not workers and proc.poll() is None and time.monotonic() < deadline:
+        workers = _processes_naming(root) - {proc.pid}
+        time.sleep(0.01)
     assert workers, "the run has no worker processes; the test proves nothing"
     os.kill(min(workers), signal.SIGKILL)
     _, err = proc.communicate(timeout=60)
@@ -308,7 +313,7 @@ def test_a_killed_chunk_worker_is_a_one_line_error_and_the_index_stays_sound(tmp
     assert len(err.strip().splitlines()[-1:]) == 1
     done = run_cli("index", str(root), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert _consistency(_db(root))[0] == 3000
+    assert _consistency(_db(root))[0] == 6000
     hit = run_cli("search", "--lexical", "handler_1234", str(root), cwd=tmp_path)
     assert "pkg14/mod1234.py" in hit.stdout
 
