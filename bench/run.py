@@ -67,6 +67,7 @@ def bench_lexical(tree: Path, repeats: int) -> dict[str, float]:
         t = time.perf_counter()
         engine.index(semantic=False)
         noop.append(time.perf_counter() - t)
+        engine.close()  # its chunk workers and connection do not linger into the next repeat
     walls = []
     for _ in range(repeats):
         t = time.perf_counter()
@@ -296,7 +297,7 @@ def write_report(
     cmd = "python bench/run.py" + (" --quick" if args.quick else "") + (" --no-eval" if args.no_eval else "")
     text = f"""# Benchmarks
 
-Command: `{cmd}` (quality table: `python bench/eval.py`). Date: {started}. Machine: {machine()}.
+Command: `{cmd}` (retrieval quality: `python bench/quality/run.py`, below). Date: {started}. Machine: {machine()}.
 Medians of {2 if args.quick else 3} runs unless noted; figures measured side by side in one run. These machines are
 noisy: compare ratios within one run, not absolute numbers across runs.
 
