@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from conftest import make_tree, run_cli
+from kenning.engine import Engine
 
 CONFIG_PY = '''\
 """Configuration loading."""
@@ -215,3 +217,44 @@ def test_grep_marks_a_return_to_top_level(tmp_path: Path) -> None:
         "@ (top level)",
         "6:print(token)",
     ]
+
+
+def test_regression_a_qualified_name_lost_its_definition_behind_50_others(
+    tmp_path: Path, engine_factory: Callable[..., Engine]
+) -> None:
+    """`Zed.run` among 60 other classes' `run`: the scope check ran after the cut to 50 definitions."""
+    files = {f"m{i:03d}.py": f"class C{i:03d}:\n    def run(self):\n        return {i}\n" for i in range(60)}
+    root = make_tree(
+        tmp_path / "ws", {**files, "zzz.py": "class Zed:\n    def run(self):\n        return 0\n"}
+    )
+    engine = engine_factory(root)
+    engine.index()
+    for query, want in (("Zed.run", "zzz.py"), ("C005.run", "m005.py")):
+        [result] = engine.search(query, trace=True, limit=3)
+        assert result.hits[0].path == want, (query, [h.path for h in result.hits])
+
+
+def test_regression_hybrid_over_an_unembedded_index_ranked_unlike_lexical(
+    tmp_path: Path, engine_factory: Callable[..., Engine]
+) -> None:
+    """An empty semantic arm (no vectors yet) still took 0.7 of the weight, so the symbol bonus overrode BM25."""
+    root = make_tree(tmp_path / "code", {"config.py": CONFIG_PY, **CALLERS})
+    engine = engine_factory(root)
+    engine.index(semantic=False)
+    query = "where is parse_config defined"
+    [lexical] = engine.search(query, mode="lexical")
+    [hybrid] = engine.search(query, mode="hybrid")
+    assert [(h.path, h.start_line) for h in hybrid.hits] == [(h.path, h.start_line) for h in lexical.hits]
+    assert [h.score for h in hybrid.hits] == [h.score for h in lexical.hits]
+
+
+def test_regression_fusing_a_query_with_itself_changed_the_ranking(
+    code_ws: Path, engine_factory: Callable[..., Engine]
+) -> None:
+    """Each route of a fused group counted at full weight, so two queries outweighed the symbol bonus."""
+    engine = engine_factory(code_ws)
+    query = "where is parse_config defined"
+    [one] = engine.search(query, prefer_symbol=True)
+    [two] = engine.search([query, query], fuse=True, prefer_symbol=True)
+    assert (one.hits[0].path, one.hits[0].start_line) == ("config.py", 12)
+    assert [(h.path, h.start_line) for h in two.hits] == [(h.path, h.start_line) for h in one.hits]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import threading
+from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -293,32 +294,28 @@ def _definitions(
         # before the cut below, so a filtered-in definition stays
         inside = np.isin(np.fromiter((f[0] for f in found), dtype=np.int64, count=len(found)), allowed)
         found = [f for f, ok in zip(found, inside, strict=True) if ok]
-    found.sort(key=lambda f: (f[1] not in names, _KIND_ORDER.get(f[2], 5), f[0]))
-    found = found[:50]
     qualified = query_qualified(query)
-    if qualified and found:
-        # `Text.from_ansi` asks for Text's from_ansi before Color's: the definitions whose scope ends with the
-        # qualified name go first (a stable sort keeps the order above within each group)
-        rows = db.passages_by_id([f[0] for f in found])
-        scoped = {
-            pid
-            for pid, row in rows.items()
-            for sym in row.defines
-            if sym.name in qualified and ("." + sym.scope).endswith("." + qualified[sym.name])
-        }
-        found.sort(key=lambda f: f[0] not in scoped)
-    return [(pid, 1.0) for pid, _, _ in found]
+
+    def in_scope(name: str, scope: str) -> bool:
+        # `Text.from_ansi` asks for Text's from_ansi before Color's: before the cut, so a common name
+        # (`Foo.__init__`, `Config.get`) keeps its own definition however many others share it
+        return name in qualified and ("." + scope).endswith("." + qualified[name])
+
+    found.sort(key=lambda f: (not in_scope(f[1], f[3]), f[1] not in names, _KIND_ORDER.get(f[2], 5), f[0]))
+    return [(f[0], 1.0) for f in found[:50]]
 
 
 def fuse_scores(ranked: dict[str, list[tuple[int, float]]], weights: dict[str, float]) -> dict[int, float]:
     """One score per passage: each arm's scores min-max normalised over its candidates, weighted, summed.
 
-    Keys are `arm#n` (several query routes may share an arm). An arm's weight is taken relative to the arms
-    present, so a one-arm search ranks by that arm alone; a definition found by the symbol route adds
-    `weights["symbol"] / rank` on top.
+    Keys are `arm#n`: the routes of one arm (one per query of a fused group) share its weight. An arm's weight
+    is taken relative to the arms that found anything, so a one-arm search, or a hybrid one whose semantic arm
+    is empty (an index not embedded yet), ranks by its arm alone and on the same scale; the scores therefore sum
+    to at most 1, and a definition found by the symbol route adds `weights["symbol"] / rank` on top.
     """
-    arms = {key.partition("#")[0] for key in ranked} - {"symbol"}
-    total = sum(weights.get(arm, 1.0) for arm in arms) or 1.0
+    routes = Counter(key.partition("#")[0] for key, items in ranked.items() if items)
+    routes.pop("symbol", None)
+    total = sum(weights.get(arm, 1.0) for arm in routes) or 1.0
     fused: dict[int, float] = {}
     for key, items in ranked.items():
         arm = key.partition("#")[0]
@@ -329,7 +326,7 @@ def fuse_scores(ranked: dict[str, list[tuple[int, float]]], weights: dict[str, f
             continue
         if not items:
             continue
-        weight = weights.get(arm, 1.0) / total
+        weight = weights.get(arm, 1.0) / total / routes[arm]
         scores = [score for _, score in items]
         low, span = min(scores), max(scores) - min(scores)
         for pid, score in items:

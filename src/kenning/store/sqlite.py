@@ -498,8 +498,8 @@ class Database:
         ).fetchall()
         return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
 
-    def symbol_definitions(self, names: Sequence[str], *, nocase: bool) -> list[tuple[int, str, str]]:
-        """(passage id, symbol name, kind) of the passages where a symbol named one of `names` is defined."""
+    def symbol_definitions(self, names: Sequence[str], *, nocase: bool) -> list[tuple[int, str, str, str]]:
+        """(passage id, symbol name, kind, scope) of the passages where a symbol named one of `names` is defined."""
         if not names:
             return []
         marks = ",".join("?" * len(names))
@@ -507,11 +507,11 @@ class Database:
         # in SQL, so the bound on a very common name applies to the right rows
         exact = "" if nocase else f" AND name IN ({marks})"
         rows = self.conn.execute(
-            f"SELECT passage_id, name, kind FROM definitions WHERE name COLLATE NOCASE IN ({marks}){exact} "
+            f"SELECT passage_id, name, kind, scope FROM definitions WHERE name COLLATE NOCASE IN ({marks}){exact} "
             "ORDER BY passage_id LIMIT 20000",
             list(names) * (1 if nocase else 2),
         ).fetchall()
-        return [(int(r[0]), str(r[1]), str(r[2])) for r in rows]
+        return [(int(r[0]), str(r[1]), str(r[2]), str(r[3])) for r in rows]
 
     def passage_ids_for_files(self, file_ids: Iterable[int]) -> np.ndarray:
         self.conn.execute("CREATE TEMP TABLE IF NOT EXISTS wanted_files(id INTEGER PRIMARY KEY)")
