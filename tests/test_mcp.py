@@ -549,3 +549,39 @@ def test_a_bad_log_level_is_a_one_line_refusal_to_start(corpus: Path) -> None:
     )
     assert out.returncode == 2 and "KENNING_LOG_LEVEL='verbose' is not a level" in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_regression_a_relative_path_resolved_against_the_first_root_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With two roots, `docs` meant the first root's docs only, and a file of the second root was 'outside'."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
+    a = make_tree(
+        tmp_path / "a", {"docs/alpha.md": "# Alpha\n\nretries\n", "src/m.py": "def f():\n    pass\n"}
+    )
+    b = make_tree(
+        tmp_path / "b",
+        {
+            "docs/beta.md": "# Beta\n\nretries\n",
+            "src/m.py": "def g():\n    pass\n",
+            "lib/b.py": "def h():\n    pass\n",
+        },
+    )
+    ws = Workspace([a, b], model="hash")
+    try:
+        found = _ok(ws, "grep", {"pattern": "retries", "paths": ["docs"]}).structured
+        assert {(f["root"], f["path"]) for f in found["files"]} == {
+            (str(a), "docs/alpha.md"),
+            (str(b), "docs/beta.md"),
+        }
+        symbols = _ok(ws, "symbols", {"path": "lib/b.py"}).structured  # only the second root has it
+        assert [s["name"] for s in symbols["symbols"]] == ["h"]
+        with pytest.raises(ArgumentError, match="several served folders"):
+            ws.symbols({"path": "src/m.py"})
+        assert [
+            s["name"] for s in _ok(ws, "symbols", {"path": str(b / "src/m.py")}).structured["symbols"]
+        ] == ["g"]
+        with pytest.raises(ArgumentError, match="none of the served folders"):
+            ws.grep({"pattern": "x", "paths": ["nowhere"]})
+    finally:
+        ws.close()

@@ -32,8 +32,8 @@ def _strings(what: str, *, max_items: int = MAX_LIST_ITEMS, max_chars: int = MAX
 
 
 _PATHS = _strings(
-    "Only passages under these files or directories (relative to the workspace root, or absolute inside it). "
-    'Example: ["src/auth", "docs/setup.md"].'
+    "Only passages under these files or directories (relative to the workspace root, or to each served root "
+    'that has them when there are several; or absolute inside one). Example: ["src/auth", "docs/setup.md"].'
 )
 
 TEXT_SEARCH_INPUT: Schema = {
@@ -399,7 +399,8 @@ SYMBOLS_INPUT: Schema = {
             "type": "string",
             "minLength": 1,
             "maxLength": MAX_ITEM_CHARS,
-            "description": "A source file, relative to the workspace root or absolute inside it.",
+            "description": "A source file, relative to the workspace root (absolute when several served roots have it) or "
+            "absolute inside it.",
         }
     },
     "required": ["path"],

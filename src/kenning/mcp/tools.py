@@ -92,31 +92,59 @@ class Workspace:
             engine.embedder.embed_query("kenning")
 
     # -- paths ------------------------------------------------------------------------------------------------
-    def _locate(self, path: str) -> tuple[Engine, str]:
-        p = Path(path).expanduser()
-        try:
-            candidate = (p if p.is_absolute() else self.roots[0] / p).resolve()
-        except (OSError, RuntimeError) as exc:  # a symlink loop (RuntimeError before Python 3.13)
-            raise ArgumentError(
-                f"{path} cannot be resolved ({exc})", hint="name a real file or directory"
-            ) from None
+    def _owner(self, candidate: Path) -> tuple[Engine, str] | None:
         # the deepest served root that holds it, so nested roots resolve to the nearer one
         for engine in sorted(self.engines, key=lambda e: len(e.root.parts), reverse=True):
             if candidate == engine.root or engine.root in candidate.parents:
                 return engine, candidate.relative_to(engine.root).as_posix().removeprefix(".")
+        return None
+
+    def _places(self, path: str) -> list[tuple[Engine, str]]:
+        """Where a path names something: an absolute path in the root holding it; a relative one in each served
+        root where it exists (with one root, there even if it does not exist, e.g. a deleted file to forget)."""
+        p = Path(path).expanduser()
+        bases = [Path("/")] if p.is_absolute() else self.roots
+        found: list[tuple[Engine, str]] = []
+        for base in bases:
+            try:
+                candidate = (base / p).resolve()
+            except (OSError, RuntimeError) as exc:  # a symlink loop (RuntimeError before Python 3.13)
+                raise ArgumentError(
+                    f"{path} cannot be resolved ({exc})", hint="name a real file or directory"
+                ) from None
+            place = self._owner(candidate)
+            if place is not None and place not in found and (len(bases) == 1 or candidate.exists()):
+                found.append(place)
+        if found:
+            return found
         served = ", ".join(str(r) for r in self.roots)
-        raise OutsideRoot(
-            f"{path} is outside the workspace ({served})",
-            hint="name a path inside it; `kenning mcp --root DIR` serves another folder",
+        if p.is_absolute() or len(self.roots) == 1:
+            raise OutsideRoot(
+                f"{path} is outside the workspace ({served})",
+                hint="name a path inside it; `kenning mcp --root DIR` serves another folder",
+            )
+        raise ArgumentError(
+            f"{path} is in none of the served folders ({served})",
+            hint="name an existing path, or an absolute one",
         )
 
+    def _locate(self, path: str) -> tuple[Engine, str]:
+        """The one place a path names; a relative path found in several served roots is refused as ambiguous."""
+        places = self._places(path)
+        if len(places) > 1:
+            where = ", ".join(str(engine.root) for engine, _ in places)
+            raise ArgumentError(
+                f"{path} is in several served folders ({where})", hint="give an absolute path"
+            )
+        return places[0]
+
     def split(self, paths: Sequence[str] | None) -> list[tuple[Engine, list[str]]]:
-        """The engines to ask and the root-relative paths for each; every engine when no paths are given."""
+        """The engines to ask and the root-relative paths for each; every engine when no paths are given. A
+        relative path counts in every served root that has it."""
         if not paths:
             return [(e, []) for e in self.engines]
         by_engine: dict[int, tuple[Engine, list[str]]] = {}
-        for path in paths:
-            engine, rel = self._locate(path)
+        for engine, rel in (place for path in paths for place in self._places(path)):
             entry = by_engine.setdefault(id(engine), (engine, []))
             if "" in entry[1]:
                 continue  # the whole root already: a part of it adds nothing
