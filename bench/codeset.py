@@ -67,14 +67,14 @@ def ensure_codeset(out: Path, name: str = DEFAULT_NAME, *, force: bool = False) 
     folder = Path(out).resolve() / name
     corpus = folder / "corpus"
     marker = folder / MARKER
-    if force or not corpus.is_dir() or _read_marker(marker) != source.marker:
+    if force or not corpus.is_dir() or read_marker(marker) != source.marker:
         _build_corpus(source, folder)
         marker.write_text(json.dumps(source.marker, indent=2) + "\n")
     _copy_set_files(name, folder)
     return folder
 
 
-def _read_marker(path: Path) -> dict[str, str] | None:
+def read_marker(path: Path) -> dict[str, str] | None:
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -86,7 +86,9 @@ def _build_corpus(source: Source, folder: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f"codeset-{source.package}-", dir=folder.parent) as tmp:
         tmp_path = Path(tmp)
-        wheel = _download_wheel(source, tmp_path / "dl")
+        wheel = download_pinned(
+            source.package, source.version, source.wheel_sha256, tmp_path / "dl", wheel=True
+        )
         staged = tmp_path / "corpus"
         count = _unpack(wheel, staged)
         licence = _licence_text(wheel)
@@ -101,22 +103,25 @@ def _build_corpus(source: Source, folder: Path) -> None:
     print(f"[codeset] {source.package}=={source.version}: {count} files in {corpus}", file=sys.stderr)
 
 
-def _download_wheel(source: Source, dest: Path) -> Path:
+def download_pinned(package: str, version: str, sha256: str, dest: Path, *, wheel: bool) -> Path:
+    """`pip download` one pinned distribution (a wheel, or else the sdist) into `dest`, its sha256 checked.
+
+    Shared by the code set (a wheel) and the FAQ set (an sdist, which ships the docs)."""
     dest.mkdir(parents=True)
+    kind = ["--only-binary", ":all:"] if wheel else ["--no-binary", ":all:"]
     cmd = [
-        sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:", "--quiet",
-        f"{source.package}=={source.version}", "-d", str(dest),
+        sys.executable, "-m", "pip", "download", "--no-deps", *kind, "--quiet", f"{package}=={version}", "-d", str(dest),
     ]  # fmt: skip
     subprocess.run(cmd, check=True)
-    wheels = sorted(dest.glob("*.whl"))
-    if len(wheels) != 1:
-        raise RuntimeError(f"expected one wheel for {source.package}=={source.version}, got {wheels}")
-    digest = hashlib.sha256(wheels[0].read_bytes()).hexdigest()
-    if digest != source.wheel_sha256:
+    found = sorted(dest.glob("*.whl" if wheel else "*.tar.gz"))
+    if len(found) != 1:
         raise RuntimeError(
-            f"{wheels[0].name}: sha256 {digest} does not match the pinned {source.wheel_sha256}"
+            f"expected one {'wheel' if wheel else 'sdist'} for {package}=={version}, got {found}"
         )
-    return wheels[0]
+    digest = hashlib.sha256(found[0].read_bytes()).hexdigest()
+    if digest != sha256:
+        raise RuntimeError(f"{found[0].name}: sha256 {digest} does not match the pinned {sha256}")
+    return found[0]
 
 
 def _unpack(wheel: Path, corpus: Path) -> int:

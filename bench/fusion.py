@@ -18,11 +18,10 @@ import argparse
 import hashlib
 import json
 import pickle
-import re
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -35,13 +34,11 @@ from kenning_run import DEFAULT, open_index  # noqa: E402
 import kenning.search as ksearch  # noqa: E402
 from eval import score, subset  # noqa: E402
 from kenning.store.terms import STOPWORDS, fts_query, query_identifiers, query_terms  # noqa: E402
-from kenning.store.terms import _split as split_identifier  # noqa: E402
 from sets import DEV_SETS, EvalSet, resolve  # noqa: E402
 
 WORK = HERE / ".work" / "fusion"
 DEPTH = 100
 RRF_K = 60  # reciprocal rank fusion, the engine's fusion until 2026-12-01
-CODE_SUFFIXES = {".py", ".js", ".ts", ".go", ".rs", ".java", ".c", ".h", ".cpp", ".rb", ".sh", ".pyi", ".pyx"}
 # BM25 column weights (heading, text, identifier parts) recorded beside the engine's own lexical list
 COLUMN_WEIGHTS = (
     (1.0, 1.0, 0.5),
@@ -92,15 +89,6 @@ LUCENE_STOP = frozenset(
 )
 
 
-def terms_variant(text: str, stop: frozenset[str], repeat: bool) -> list[str]:
-    """Query terms as kenning makes them, with another stop list, and/or repeated words kept (query tf)."""
-    out: list[str] = []
-    for token in re.findall(r"\w+", text):
-        out += [token.lower(), *(p.lower() for p in split_identifier(token))]
-    kept = [t for t in out if t not in stop] or out
-    return kept if repeat else list(dict.fromkeys(kept))
-
-
 LEXICAL_VARIANTS = {
     "lucene-stop": (LUCENE_STOP, False),
     "query-tf": (STOPWORDS, True),
@@ -120,7 +108,6 @@ class Arms:
     name: str
     queries: list[Query]
     spans: dict[int, tuple[str, int, int]]  # passage id -> (path, start, end)
-    code: set[int] = field(default_factory=set)
 
 
 def source_key() -> str:
@@ -161,7 +148,7 @@ def collect(s: EvalSet, cache: Path, fresh: bool) -> Arms:
                 got = db.conn.execute(sql, (*w, fts_query(terms), DEPTH)).fetchall() if terms else []
                 lists["lexical@" + ",".join(f"{x:g}" for x in w)] = [(int(r[0]), -float(r[1])) for r in got]
             for name, (stop, repeat) in LEXICAL_VARIANTS.items():
-                variant = terms_variant(row["text"], stop, repeat)
+                variant = query_terms(row["text"], stopwords=stop, repeat=repeat)
                 lists["lexical@" + name] = db.lexical(fts_query(variant), DEPTH) if variant else []
             queries.append(Query(row["query_id"], row["text"], lists))
         ids = {pid for q in queries for items in q.lists.values() for pid, _ in items}
@@ -170,8 +157,7 @@ def collect(s: EvalSet, cache: Path, fresh: bool) -> Arms:
         ksearch._fuse = original  # type: ignore[assignment]
         engine.close()
     spans = {pid: (r.path, r.start_line, r.end_line) for pid, r in rows.items()}
-    code = {pid for pid, (p, _, _) in spans.items() if Path(p).suffix in CODE_SUFFIXES}
-    arms = Arms(s.name, queries, spans, code)
+    arms = Arms(s.name, queries, spans)
     WORK.mkdir(parents=True, exist_ok=True)
     path.write_bytes(pickle.dumps(arms))
     return arms

@@ -15,11 +15,9 @@ checks that they match what it derives.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import re
 import shutil
-import subprocess
 import sys
 import tarfile
 import tempfile
@@ -29,6 +27,11 @@ from pathlib import Path, PurePosixPath
 
 HERE = Path(__file__).resolve().parent
 BENCH = HERE.parent
+if str(BENCH) not in sys.path:
+    sys.path.insert(0, str(BENCH))  # run as a script: the shared download helper lives in bench/codeset.py
+
+from codeset import download_pinned, read_marker  # noqa: E402
+
 SETS_SRC = BENCH / "sets"
 DEFAULT_OUT = BENCH / ".work" / "sets"
 MARKER = ".faqset.json"
@@ -85,7 +88,7 @@ def ensure_faqset(out: Path, name: str = DEFAULT_NAME, *, force: bool = False) -
     source = SOURCES[name]
     folder = Path(out).resolve() / name
     marker = folder / MARKER
-    if force or not (folder / "corpus").is_dir() or _read_json(marker) != source.marker:
+    if force or not (folder / "corpus").is_dir() or read_marker(marker) != source.marker:
         build(source, folder)
         marker.write_text(json.dumps(source.marker, indent=2) + "\n")
     for fname in ("queries.jsonl", "qrels.jsonl", "README.md"):
@@ -99,7 +102,10 @@ def build(source: FaqSource, folder: Path, *, write_set: bool = False) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f"faqset-{source.package}-", dir=folder.parent) as tmp:
         staged = Path(tmp) / "corpus"
-        count = _unpack(_download(source, Path(tmp) / "dl"), staged)
+        sdist = download_pinned(
+            source.package, source.version, source.sdist_sha256, Path(tmp) / "dl", wheel=False
+        )
+        count = _unpack(sdist, staged)
         faq = staged / source.faq_file
         lines = faq.read_text(encoding="utf-8").splitlines()
         questions = extract_questions(lines, source.question_underline, source.faq_file)
@@ -200,20 +206,6 @@ def _is_label(line: str) -> bool:
     return bool(re.match(r"^\.\. _[^:]+:\s*$", line))
 
 
-def _download(source: FaqSource, dest: Path) -> Path:
-    dest.mkdir(parents=True)
-    cmd = [
-        sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "--quiet",
-        f"{source.package}=={source.version}", "-d", str(dest),
-    ]  # fmt: skip
-    subprocess.run(cmd, check=True)
-    [sdist] = sorted(dest.glob("*.tar.gz"))
-    digest = hashlib.sha256(sdist.read_bytes()).hexdigest()
-    if digest != source.sdist_sha256:
-        raise RuntimeError(f"{sdist.name}: sha256 {digest} does not match the pinned {source.sdist_sha256}")
-    return sdist
-
-
 def _unpack(sdist: Path, corpus: Path) -> int:
     """The sdist's text files below its top folder (metadata and binary files left out), paths kept."""
     count = 0
@@ -266,13 +258,6 @@ def _check_or_write(
 
 def _write_jsonl(path: Path, rows: Sequence[Mapping[str, object]]) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-
-
-def _read_json(path: Path) -> object:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -123,9 +123,8 @@ def plan_search(
     return plan
 
 
-SYMBOL_FIRST = (
-    1.0  # a bonus that puts a definition above a passage topping both arms (scores sum to at most 1)
-)
+# a bonus that puts a definition above a passage topping both arms (fused scores sum to at most 1)
+SYMBOL_FIRST = 1.0
 
 
 def fusion_weights(plan: Plan, query: str) -> dict[str, float]:
@@ -207,7 +206,7 @@ def execute(
     searched = counts["passages"] if allowed is None else int(allowed.size)
     coverage = counts["embedded"] / counts["passages"] if counts["passages"] else 1.0
     semantic: dict[tuple[str, int], Future[list[tuple[int, float]]]] = {}
-    if vectors is not None and embed_query is not None:
+    if vectors is not None and embed_query is not None and (allowed is None or allowed.size > 0):
         # embed each query and search the vectors on another thread while SQLite runs BM25: both release the
         # GIL, so on two cores a hybrid search costs about its slower arm instead of the sum of both
         pool = _embedding_pool()
@@ -216,8 +215,6 @@ def execute(
             for route in group.routes:
                 key = (route.query, route.depth)
                 if route.arm == "semantic" and key not in semantic:
-                    if allowed is not None and allowed.size == 0:
-                        continue
                     semantic[key] = pool.submit(
                         lambda q, d: index.search(embed(q), d, allowed), route.query, route.depth
                     )
@@ -404,9 +401,8 @@ def _fuse(
 def _stale(root: Path, row: PassageRow, cache: dict[str, tuple[int, int] | None]) -> bool:
     if row.path not in cache:
         try:
-            st = os.stat(
-                os.path.join(root, row.path)
-            )  # not Path's `/`: its parsing cost shows in a warm query
+            # os.path.join, not Path's `/`: its parsing cost shows in a warm query
+            st = os.stat(os.path.join(root, row.path))
             cache[row.path] = (st.st_size, st.st_mtime_ns)
         except OSError:
             cache[row.path] = None

@@ -103,17 +103,17 @@ class Workspace:
         """Where a path names something: an absolute path in the root holding it; a relative one in each served
         root where it exists (with one root, there even if it does not exist, e.g. a deleted file to forget)."""
         p = Path(path).expanduser()
-        bases = [Path("/")] if p.is_absolute() else self.roots
+        tries = [p] if p.is_absolute() else [root / p for root in self.roots]
         found: list[tuple[Engine, str]] = []
-        for base in bases:
+        for tried in tries:
             try:
-                candidate = (base / p).resolve()
+                candidate = tried.resolve()
             except (OSError, RuntimeError) as exc:  # a symlink loop (RuntimeError before Python 3.13)
                 raise ArgumentError(
                     f"{path} cannot be resolved ({exc})", hint="name a real file or directory"
                 ) from None
             place = self._owner(candidate)
-            if place is not None and place not in found and (len(bases) == 1 or candidate.exists()):
+            if place is not None and place not in found and (len(tries) == 1 or candidate.exists()):
                 found.append(place)
         if found:
             return found

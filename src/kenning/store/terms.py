@@ -117,15 +117,18 @@ def identifier_parts(text: str) -> str:
     return " ".join(out)
 
 
-def query_terms(text: str) -> list[str]:
-    """Distinct lower-cased terms of a query, identifiers split, stopwords dropped unless nothing else is left."""
-    seen: dict[str, None] = {}
+def query_terms(text: str, *, stopwords: frozenset[str] = STOPWORDS, repeat: bool = False) -> list[str]:
+    """Lower-cased terms of a query, identifiers split, stopwords dropped unless nothing else is left.
+
+    Each term once, unless `repeat` keeps a word as often as the query says it (query term frequency: BM25 then
+    counts it that many times). The keywords exist for bench/fusion.py's measurements of both.
+    """
+    terms: list[str] = []
     for token in _TOKEN.findall(text):
-        seen.setdefault(token.lower())
-        for part in _split(token):
-            seen.setdefault(part.lower())
-    terms = [t for t in seen if t not in STOPWORDS]
-    return terms or list(seen)
+        terms.append(token.lower())
+        terms.extend(part.lower() for part in _split(token))
+    kept = [t for t in terms if t not in stopwords] or terms
+    return kept if repeat else list(dict.fromkeys(kept))
 
 
 def fts_query(terms: list[str]) -> str:
