@@ -111,11 +111,9 @@ class Engine:
         self.config = config if config is not None else load_config(self.root)
         self.home = index_home(self.root, self.config.index_dir)
         # an unreadable manifest must not block the commands that repair it (--rebuild, --drop)
+        self.manifest: Manifest | None = None
         self.manifest_error: IndexError_ | None = None
-        try:
-            self.manifest = read_manifest(self.home)
-        except IndexError_ as exc:
-            self.manifest, self.manifest_error = None, exc
+        self.reload_manifest()
         if embedder is not None:
             self.embedder = embedder
             self.model_name = embedder.name
@@ -151,10 +149,7 @@ class Engine:
     def exists(self) -> bool:
         if self.manifest is None and self.manifest_error is None:
             # another process may have built it since this Engine was made (a long-lived one: MCP, the daemon)
-            try:
-                self.manifest = read_manifest(self.home)
-            except IndexError_ as exc:
-                self.manifest_error = exc
+            self.reload_manifest()
         return self.manifest is not None and self.db_path.is_file()
 
     def _index_dir_name(self) -> str:

@@ -105,7 +105,7 @@ def _running(runtime: str) -> bool:
     """A daemon holds the runtime folder's lock for as long as it lives."""
     from filelock import FileLock, Timeout
 
-    lock = FileLock(os.path.join(runtime, "daemon.lock"))
+    lock = FileLock(paths.lock_path(runtime))
     try:
         lock.acquire(timeout=0)
     except Timeout:

@@ -68,6 +68,11 @@ def socket_path(runtime: str) -> str:
     return os.path.join(runtime, "daemon.sock")
 
 
+def lock_path(runtime: str) -> str:
+    """Held by the running daemon: one per user."""
+    return os.path.join(runtime, "daemon.lock")
+
+
 def info_path(runtime: str) -> str:
     return os.path.join(runtime, "daemon.json")
 

@@ -82,9 +82,8 @@ class ResidentEngine(Engine):
         watcher = self.runtime.watcher
         if watcher is not None and watcher.health.state != "watching":
             health = watcher.health
-            notes.append(
-                f"the file watcher is {health.state} ({health.error or 'starting'}): changes may be missed"
-            )
+            state = f"{health.state} ({health.error})" if health.error else f"still {health.state}"
+            notes.append(f"the file watcher is {state}: changes may be missed")
         for result in results:
             result.notes.extend(notes)
         return results
@@ -170,6 +169,7 @@ class RootRuntime:
         *,
         make_watcher: Callable[[RootRuntime, Selection], Any] | None,
         refresh_wait: float = 1.5,
+        reconcile: bool = True,
     ) -> None:
         self.root = root
         self.pool = pool
@@ -198,7 +198,10 @@ class RootRuntime:
         self.watcher: Any = None
         self._selection: Any = None
         self._manifest_seen: tuple[int, int, int] | None = None
-        self._start_watching_if_indexed()
+        # searches follow the index from many threads: one at a time checks the manifest and starts a watcher
+        self._watch_lock = threading.RLock()
+        # `reconcile=False` when the caller's own index run just looked at the whole root
+        self._start_watching_if_indexed(reconcile=reconcile)
         # started last: a root whose engine cannot be made (an unknown model) leaves no thread behind
         self._writer = threading.Thread(
             target=self._write_loop, name=f"kenning-writer:{root.name}", daemon=True
@@ -263,18 +266,21 @@ class RootRuntime:
         seen = file_stamp(engine.home / "kenning.json")
         if seen == self._manifest_seen:
             return
-        self._manifest_seen = seen
-        with self._engines_lock:
-            engines = list(self._engines.values())
-        for resident in engines:
-            resident.reload_manifest()
-        if self.watcher is None:
-            self._start_watching_if_indexed()
-            return
-        selection = engine.manifest.selection if engine.manifest else None
-        if selection is not None and selection != self._selection:
-            self._selection = selection
-            self.watcher.set_selection(selection)
+        with self._watch_lock:
+            if seen == self._manifest_seen:
+                return  # another thread caught up meanwhile
+            self._manifest_seen = seen
+            with self._engines_lock:
+                engines = list(self._engines.values())
+            for resident in engines:
+                resident.reload_manifest()
+            if self.watcher is None:
+                self._start_watching_if_indexed()
+                return
+            selection = engine.manifest.selection if engine.manifest else None
+            if selection is not None and selection != self._selection:
+                self._selection = selection
+                self.watcher.set_selection(selection)
 
     def indexed(self, engine: Engine) -> None:
         self.last_refresh = time.time()
@@ -290,14 +296,15 @@ class RootRuntime:
             self._cond.notify_all()
 
     def _start_watching_if_indexed(self, *, reconcile: bool = True) -> None:
-        if self.watcher is not None or self._make_watcher is None or self._stopping:
-            return
-        engine = self.engine()
-        if not engine.exists():
-            return  # nothing to keep fresh yet; the first index run starts the watcher
-        self._selection = engine.manifest.selection if engine.manifest else Selection()
-        self.watcher = self._make_watcher(self, self._selection)
-        self.watcher.start()
+        with self._watch_lock:
+            if self.watcher is not None or self._make_watcher is None or self._stopping:
+                return
+            engine = self.engine()
+            if not engine.exists():
+                return  # nothing to keep fresh yet; the first index run starts the watcher
+            self._selection = engine.manifest.selection if engine.manifest else Selection()
+            self.watcher = self._make_watcher(self, self._selection)
+            self.watcher.start()
         if reconcile:  # events were not seen while nobody watched: look at the whole root once
             self.enqueue((), full=True)
 
@@ -317,6 +324,9 @@ class RootRuntime:
         """Apply what the watcher has seen before a search reads; False when the wait ran out first."""
         if self.watcher is not None:
             self.watcher.flush()
+        if self._failures:
+            # the writer is backing off after a failed refresh: waiting would only stall the search
+            return False
         deadline = time.monotonic() + (self.refresh_wait if timeout is None else timeout)
         with self._cond:
             target = self._queued

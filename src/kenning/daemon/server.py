@@ -114,10 +114,9 @@ class Server:
     async def run(self) -> None:
         import uvicorn
 
-        from kenning.cli import _version
         from kenning.daemon.http import build_app
 
-        app = build_app(self.daemon, token=self.token, port=self.port, mcp_version=_version())
+        app = build_app(self.daemon, token=self.token, port=self.port, mcp_version=self.daemon.version)
         config = uvicorn.Config(
             app, log_config=None, access_log=False, lifespan="on", timeout_graceful_shutdown=3
         )
@@ -306,7 +305,7 @@ def serve(
     host, port = paths.check_listen(
         listen or os.environ.get("KENNING_LISTEN") or f"127.0.0.1:{paths.DEFAULT_PORT}"
     )
-    lock = FileLock(os.path.join(runtime, "daemon.lock"))
+    lock = FileLock(paths.lock_path(runtime))
     try:
         lock.acquire(timeout=0)
     except Timeout:

@@ -57,7 +57,9 @@ class Daemon:
         self._sweeper.start()
 
     # -- roots ---------------------------------------------------------------------------------------------
-    def attach(self, root: Path | str) -> RootRuntime:
+    def attach(self, root: Path | str, *, just_indexed: bool = False) -> RootRuntime:
+        """The root's runtime, made on first use; `just_indexed` when the caller's run has just looked at the whole
+        root, so watching starts without another full reconcile."""
         path = walk.check_root(root)
         with self._lock:
             runtime = self._roots.get(path)
@@ -67,6 +69,7 @@ class Daemon:
                     self.pool,
                     make_watcher=self._make_watcher if self.watch else None,
                     refresh_wait=self.refresh_wait,
+                    reconcile=not just_indexed,
                 )
                 log.info("attached %s", path)
             return runtime
@@ -79,10 +82,9 @@ class Daemon:
             runtime = self._roots.get(path)
         if runtime is not None:
             return runtime.engine(config, model)
-        passing = _FirstIndex(path, config=config, model=model, embedders=self.pool.get)
+        passing = _FirstIndex(self, path, config=config, model=model, embedders=self.pool.get)
         if passing.exists():
             return self.attach(path).engine(config, model)
-        passing.daemon = self
         return passing
 
     def runtimes(self) -> list[RootRuntime]:
@@ -199,10 +201,12 @@ class _FirstIndex(Engine):
     """A folder's Engine before it has an index: once a run through the daemon has built one, the daemon
     attaches the folder (and watches it from then on)."""
 
-    daemon: Daemon
+    def __init__(self, daemon: Daemon, root: Path, **kwargs: Any) -> None:
+        super().__init__(root, **kwargs)
+        self.daemon = daemon
 
     def index(self, *args: Any, **kwargs: Any) -> IndexReport:
         report = super().index(*args, **kwargs)
         if self.exists():
-            self.daemon.attach(self.root)
+            self.daemon.attach(self.root, just_indexed=True)
         return report

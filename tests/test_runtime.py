@@ -1,0 +1,59 @@
+"""The daemon's per-root runtime driven directly: a real index, a real writer thread, no watcher."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import CORPUS, make_tree, run_cli
+from kenning.daemon.runtime import ModelPool, RootRuntime
+
+
+def test_regression_searches_stalled_while_the_writer_backed_off_after_a_failed_refresh(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a failed refresh every search waited the whole freshness bound, for as long as the backoff lasted."""
+    root = make_tree(tmp_path / "ws", dict(CORPUS))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
+    monkeypatch.setenv("KENNING_MODEL", "hash")
+    assert run_cli("index", str(root)).returncode == 0
+    runtime = RootRuntime(root, ModelPool(), make_watcher=None, refresh_wait=3.0)
+    try:
+
+        def broken(paths: set[str], full: bool) -> None:
+            raise OSError("disk unplugged")
+
+        monkeypatch.setattr(runtime, "_refresh", broken)
+        runtime.enqueue({"README.md"})
+        deadline = time.monotonic() + 10
+        while not runtime.last_error and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert runtime.last_error == "refresh failed: disk unplugged"
+        started = time.monotonic()
+        assert runtime.fresh() is False  # the search is told the index is behind...
+        assert time.monotonic() - started < 1.0  # ...without waiting out the 3 s bound
+    finally:
+        runtime.stop()
+
+
+def test_regression_a_first_index_through_the_daemon_was_followed_by_a_full_reconcile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run that built the index had just looked at the whole root; attaching it queued another full pass."""
+    from kenning.config import load_config
+    from kenning.daemon.service import Daemon
+
+    root = make_tree(tmp_path / "ws", dict(CORPUS))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
+    monkeypatch.setenv("KENNING_MODEL", "hash")
+    daemon = Daemon(watch=True)
+    try:
+        engine = daemon.engine_for(root, load_config(root), None)
+        engine.index()
+        [runtime] = daemon.runtimes()
+        assert runtime.watcher is not None  # watching from now on...
+        assert runtime._queued == 0  # ...with nothing queued for the writer
+    finally:
+        daemon.close()
