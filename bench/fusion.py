@@ -237,12 +237,31 @@ def by_query_kind(named: Method, worded: Method) -> Method:
 
 DEFAULT_WEIGHTS = {"lexical": 1.0, "semantic": 1.0, "symbol": 2.0}
 ENGINE_PLAN = ksearch.Plan((), 10, "hybrid")
+
+
+def engine(lexical: str = "lexical", tests: bool = True) -> Method:
+    """The engine's fusion (kenning.search), over the recorded lists; `lexical` names the lexical list used."""
+
+    def fuse(q: Query, arms: Arms) -> dict[int, float]:
+        weights = ksearch.fusion_weights(ENGINE_PLAN, q.text)
+        lists = {
+            "lexical": q.lists[lexical],
+            "semantic": q.lists["semantic"],
+            "symbol": q.lists.get("symbol", []),
+        }
+        fused = ksearch.fuse_scores(lists, weights)
+        if tests:
+            ksearch.demote_tests(fused, {pid: arms.spans[pid][0] for pid in fused}, weights["tests"])
+        return fused
+
+    return fuse
+
+
 METHODS: dict[str, Method] = {
     "lexical arm": arm("lexical"),
     "semantic arm": arm("semantic"),
-    "engine (kenning.search.fuse_scores)": lambda q, arms: ksearch.fuse_scores(
-        {k: v for k, v in q.lists.items() if "@" not in k}, ksearch.fusion_weights(ENGINE_PLAN, q.text)
-    ),
+    "engine (kenning.search.fuse_scores)": engine(),
+    "engine without the test-file weight": engine(tests=False),
     "RRF k=60, symbol 2 (engine before)": rrf(DEFAULT_WEIGHTS),
     "RRF, no symbol route": rrf({"lexical": 1.0, "semantic": 1.0}),
     "RRF k=20": rrf(DEFAULT_WEIGHTS, 20),
@@ -261,17 +280,7 @@ METHODS: dict[str, Method] = {
     "lexical mode: min-max, symbol 0.5": combsum({"lexical": 1.0}, symbol=0.5),
     "lexical mode: min-max, symbol 1": combsum({"lexical": 1.0}, symbol=1.0),
     **{f"lexical arm, {name}": arm(f"lexical@{name}") for name in LEXICAL_VARIANTS},
-    **{
-        f"engine, {name}": lambda q, arms, name=name: ksearch.fuse_scores(
-            {
-                "lexical": q.lists[f"lexical@{name}"],
-                "semantic": q.lists["semantic"],
-                "symbol": q.lists.get("symbol", []),
-            },
-            ksearch.fusion_weights(ENGINE_PLAN, q.text),
-        )
-        for name in LEXICAL_VARIANTS
-    },
+    **{f"engine, {name}": engine(f"lexical@{name}") for name in LEXICAL_VARIANTS},
     "CombSUM min-max 0.4": combsum({"lexical": 0.4, "semantic": 0.6}, symbol=0.5),
     "CombSUM min-max 0.3, symbol 1": combsum({"lexical": 0.3, "semantic": 0.7}, symbol=1.0),
     "CombSUM min-max 0.3, symbol 0.25": combsum({"lexical": 0.3, "semantic": 0.7}, symbol=0.25),

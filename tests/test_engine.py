@@ -134,6 +134,33 @@ def test_trace_reports_each_arm(corpus: Path, engine_factory) -> None:
     assert trace.lexical.rank == 1
 
 
+def test_test_files_rank_below_the_code_they_test(tmp_path: Path, engine_factory) -> None:
+    root = tmp_path / "repo"
+    (root / "src").mkdir(parents=True)
+    (root / "tests").mkdir()
+    (root / "src" / "backoff.py").write_text(
+        "def backoff_delay(attempt):\n    # exponential backoff delay between upload retries\n"
+        "    return min(60, 2 ** attempt)\n"
+    )
+    # the test repeats the query's words: on its raw score it wins
+    (root / "tests" / "check_backoff.py").write_text(
+        "def check_backoff_delay():\n    # exponential backoff delay: retries, backoff, delay\n"
+        "    assert backoff_delay(1) == 2  # backoff delay of upload retries\n"
+    )
+    # a weak match, so min-max normalisation has a floor below both
+    (root / "NOTES.md").write_text("Deploy notes. " * 20 + "There may be a delay.\n")
+    engine = engine_factory(root)
+    engine.index()
+    [asked] = engine.search("exponential backoff delay tested", mode="lexical", trace=True)
+    assert [h.path for h in asked.hits][:2] == ["tests/check_backoff.py", "src/backoff.py"]
+    assert asked.hits[0].trace is not None and asked.hits[0].trace.demoted is None
+    [result] = engine.search("exponential backoff delay", mode="lexical", trace=True)
+    assert [h.path for h in result.hits][:2] == ["src/backoff.py", "tests/check_backoff.py"]
+    trace = result.hits[1].trace
+    assert trace is not None and trace.demoted == 0.5 and trace.lexical.rank == 1
+    assert result.hits[0].trace is not None and result.hits[0].trace.demoted is None
+
+
 def test_forget_removes_paths_and_drop_deletes_index(corpus: Path, engine_factory) -> None:
     engine = engine_factory(corpus)
     engine.index()

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from kenning.search import SYMBOL_FIRST, fuse_scores, fusion_weights, plan_search
+from kenning.search import (
+    SYMBOL_FIRST,
+    TEST_FILE_WEIGHT,
+    demote_tests,
+    fuse_scores,
+    fusion_weights,
+    plan_search,
+)
 
 WEIGHTS = {"lexical": 0.3, "semantic": 0.7, "symbol": 0.5}
 
@@ -55,3 +62,26 @@ def test_a_query_that_is_only_a_name_puts_its_definition_first() -> None:
 def test_prefer_symbol_raises_the_bonus_for_any_query() -> None:
     plan = plan_search(["where is parse_config defined"], prefer_symbol=True)
     assert fusion_weights(plan, "where is parse_config defined")["symbol"] == SYMBOL_FIRST
+
+
+@pytest.mark.parametrize(
+    ("query", "factor"),
+    [
+        ("how does the worker retry a task", TEST_FILE_WEIGHT),
+        ("the latest release", TEST_FILE_WEIGHT),
+        ("how are retries tested", 1.0),
+        ("test_retry_task", 1.0),
+        ("RetryTestCase", 1.0),
+        ("mocking the broker", 1.0),
+        ("pytest fixtures for the app", 1.0),
+    ],
+)
+def test_test_files_are_demoted_unless_the_query_is_about_tests(query: str, factor: float) -> None:
+    assert fusion_weights(plan_search([query]), query)["tests"] == factor
+
+
+def test_demote_tests_scales_only_test_files() -> None:
+    fused = {1: 0.9, 2: 0.6, 3: 0.5}
+    paths = {1: "t/unit/test_retry.py", 2: "celery/app/task.py", 3: "tests/helpers.py"}
+    assert demote_tests(fused, paths, 0.5) == {1, 3}
+    assert fused == {1: pytest.approx(0.45), 2: 0.6, 3: pytest.approx(0.25)}

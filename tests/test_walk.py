@@ -19,6 +19,7 @@ from kenning.walk import (
     compile_selection,
     decode,
     is_secret,
+    is_test_path,
     kind_of,
     read_text,
     walk,
@@ -314,6 +315,37 @@ def test_is_secret() -> None:
     assert not any(
         is_secret(s) for s in ["keys.py", "env.md", ".env.example", ".env.sample", "pem.txt", "a/b.md"]
     )
+
+
+TEST_FILES = [
+    "tests/test_upload.py",
+    "t/unit/worker/test_request.py",
+    "t/smoke/operations/worker_kill.py",
+    "src/conftest.py",
+    "pkg/upload_test.go",
+    "web/upload.test.tsx",
+    "web/upload.spec.ts",
+    "spec/models/user_spec.rb",
+    "src/test/java/UploadTest.java",
+    "Uploader.Tests/UploadTests.cs",
+    "pkg/testdata/sample.txt",
+    "app/__tests__/upload.js",
+]
+NOT_TEST_FILES = [
+    "src/upload.py",
+    "src/latest.py",
+    "src/contest.py",
+    "lib/Protest.java",
+    "docs/testing.rst",  # a page about testing is documentation
+    "src/attestation/verify.py",
+    "src/specific.py",
+    "README.md",
+]
+
+
+def test_is_test_path() -> None:
+    assert [p for p in TEST_FILES if not is_test_path(p)] == []
+    assert [p for p in NOT_TEST_FILES if is_test_path(p)] == []
 
 
 # --- globs and types ----------------------------------------------------------------------------------------

@@ -5,12 +5,13 @@ JSON Lines schema, version 1 (`kenning search --json`): one object per line.
    "end_line": int, "score": float, "matched_by": "lexical"|"semantic"|"both", "stale": bool, "heading": str,
    "text": str|null, "text_start_line": int|null, "symbol": {"kind", "name", "scope", "signature", "doc"}|null, "defines": [...],
    "trace": {"lexical": {"rank", "score"}, "semantic": {"rank", "score"}, "symbol": {"rank", "score"}|null,
-   "fused_rank"}|null}`
+   "fused_rank", "demoted": float|null}|null}`
   `symbol` is the code symbol the passage belongs to (kind is module, class, interface, function, value or alias);
   `defines` lists `{"kind", "name", "scope"}` of every symbol whose definition starts in the passage (a passage
   packing several small symbols has no `symbol` of its own but defines each of them).
   `text` is the passage as the preview level shows it (null for `--preview none`); `text_start_line` is the line
   number of its first line (a short preview may start inside the passage, near the first query word).
+  `demoted` is the factor a test file's fused score was multiplied by (null when it was not).
 - then one `{"type": "summary", "schema": 1, "root": str, "model": str, "mode": str, "coverage": float,
    "groups": [{"group", "query", "hits", "searched", "notes": [str]}], "hits": int, "elapsed_ms": float,
    "literal": bool}`; `literal` is true when the answer came from exhaustive search, not the index.
@@ -70,9 +71,10 @@ def trace_line(hit: Hit) -> str | None:
 
     t = hit.trace
     named = f", definition #{t.symbol.rank}" if t.symbol is not None else ""
+    demoted = f", test file x{t.demoted:g}" if t.demoted is not None else ""
     return (
         f"trace: {arm('lexical', t.lexical.rank, t.lexical.score)}, "
-        f"{arm('semantic', t.semantic.rank, t.semantic.score)}{named}; fused #{t.fused_rank}"
+        f"{arm('semantic', t.semantic.rank, t.semantic.score)}{named}; fused #{t.fused_rank}{demoted}"
     )
 
 
@@ -140,6 +142,7 @@ def hit_json(hit: Hit, result: SearchResult, rank: int, preview: Preview) -> dic
             if hit.trace.symbol is None
             else {"rank": hit.trace.symbol.rank, "score": hit.trace.symbol.score},
             "fused_rank": hit.trace.fused_rank,
+            "demoted": hit.trace.demoted,
         }
     symbol = None
     if hit.symbol is not None:

@@ -196,6 +196,21 @@ def kind_of(rel: str) -> tuple[FileKind, str | None] | None:
     return _EXT_KIND.get(ext, ("text", None))
 
 
+# Where test code lives by the conventions of the common ecosystems: pytest and unittest, Go, JavaScript and
+# TypeScript (jest, mocha, vitest), Ruby (rspec, minitest), Java, Kotlin and C# (JUnit, NUnit), Perl and git (t/).
+TEST_DIRS = frozenset({"test", "tests", "testing", "testdata", "__tests__", "spec", "specs", "t"})
+_TEST_NAME = re.compile(
+    r"(?:test_.*|.*[._-]tests?|.*[._]spec|conftest|.*[A-Za-z0-9]Tests?|tests?)\.[A-Za-z0-9]+$"
+)
+
+
+def is_test_path(rel: str) -> bool:
+    """True for a file that is part of a test suite, by its directory or its name (``tests/x.py``,
+    ``t/unit/y.py``, ``test_z.py``, ``z_test.go``, ``z.spec.ts``, ``ZTest.java``, ``conftest.py``)."""
+    *dirs, name = rel.split("/")
+    return _TEST_NAME.match(name) is not None or any(d.lower() in TEST_DIRS for d in dirs)
+
+
 def check_root(root: Path | str) -> Path:
     """The root, resolved; RootError if it is missing, not a directory, unreadable, or the filesystem root."""
     if not str(root).strip():

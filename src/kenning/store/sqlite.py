@@ -461,6 +461,17 @@ class Database:
                 pass
         return self.counts()
 
+    def paths_by_id(self, ids: Iterable[int]) -> dict[int, str]:
+        """Each passage's file path (relative, posix): what a ranking prior needs, without the text."""
+        wanted = list(ids)
+        out: dict[int, str] = {}
+        for start in range(0, len(wanted), 500):
+            part = wanted[start : start + 500]
+            marks = ",".join("?" * len(part))
+            sql = f"SELECT p.id, f.path FROM passages p JOIN files f ON f.id = p.file_id WHERE p.id IN ({marks})"
+            out.update(self.conn.execute(sql, part).fetchall())
+        return out
+
     def passages_by_id(self, ids: Iterable[int]) -> dict[int, PassageRow]:
         wanted = list(ids)
         out: dict[int, PassageRow] = {}
