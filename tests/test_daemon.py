@@ -671,3 +671,55 @@ def test_server_mode_names_a_relative_folder_setting(served: tuple[DaemonHarness
     out = h.cli("search", "retry", str(root), KENNING_MODE="server", KENNING_INDEX_DIR="rel/idx")
     assert out.returncode == 2
     assert "KENNING_INDEX_DIR is a relative path" in out.stderr and "absolute" in out.stderr
+
+
+# -- error paths -------------------------------------------------------------------------------------------------
+
+OTHER_VERSION_WARNING = (
+    "kenning: warning: the running daemon is another kenning install or version; working in-process "
+    "(restart it with `kenning daemon stop && kenning daemon start`)"
+)
+OTHER_VERSION_ERROR = (
+    "kenning: error: the running daemon is another kenning install or version than this command (restart it "
+    "with `kenning daemon stop && kenning daemon start`, or use --mode auto to work in-process)"
+)
+
+
+def _this_install() -> str:
+    """The folder this test's kenning is imported from: a PYTHONPATH that runs the same code."""
+    import kenning
+
+    return str(Path(kenning.__file__ or "").parent.parent)
+
+
+def _other_install(tmp_path: Path) -> Path:
+    """A copy of this kenning elsewhere on disk, as a reinstall or an upgrade leaves: put it on PYTHONPATH."""
+    import kenning
+
+    site = tmp_path / "other-install"
+    shutil.copytree(
+        Path(kenning.__file__ or "").parent, site / "kenning", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    return site
+
+
+def test_a_daemon_of_another_install_is_named_and_not_used(harness: DaemonHarness, tmp_path: Path) -> None:
+    root = make_tree(tmp_path / "ws", dict(CORPUS))
+    assert harness.cli("index", str(root), KENNING_MODE="direct").returncode == 0
+    harness.env["PYTHONPATH"] = str(_other_install(tmp_path))
+    harness.start(root)
+    here = {"PYTHONPATH": _this_install()}
+    # auto: answered in-process, with one line on stderr naming the problem and the fix; stdout stays JSON
+    out = harness.cli("search", "retry backoff", str(root), "--json", "--lexical", **here)
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.splitlines() == [OTHER_VERSION_WARNING]
+    assert "src/upload.py" in _hits(out.stdout)
+    # server: an error with the same fix and the documented exit code, not a silent answer from here
+    out = harness.cli("search", "retry backoff", str(root), KENNING_MODE="server", **here)
+    assert (out.returncode, out.stdout, out.stderr.splitlines()) == (2, "", [OTHER_VERSION_ERROR])
+    # the daemon's own install is answered by it, without a word
+    out = _search(harness, root, "retry backoff")
+    assert out.returncode == 0 and out.stderr == "" and "src/upload.py" in _hits(out.stdout)
+    # another setting is no reason to restart the daemon: that call works in-process, quietly
+    out = harness.cli("search", "retry backoff", str(root), KENNING_MAX_CHARS="400")
+    assert out.returncode == 0 and out.stderr == ""

@@ -2,10 +2,10 @@
 
 The protocol is JSON Lines. The client sends one object, `{"op": "run", "command": ..., "args": {...},
 "env": {...}}` (or `{"op": "status"}`, `{"op": "stop"}`), and reads objects back until one ends the exchange:
-`{"out": text}` and `{"err": text}` are printed as they come, `{"exit": code}` ends it, `{"fallback": why}` means
-the daemon will not run this command (its settings differ from the caller's) and the caller should run it itself,
-`{"result": ...}` answers the other ops. Only `os`, `socket` and `json` are imported, so a search through the
-daemon starts in a few milliseconds.
+`{"out": text}` and `{"err": text}` are printed as they come, `{"exit": code}` ends it, `{"fallback": why,
+"reason": "code"|"env"|"command"}` means the daemon will not run this command (it runs other kenning code, or its
+settings differ from the caller's) and the caller should run it itself, `{"result": ...}` answers the other ops.
+Only `os`, `socket` and `json` are imported, so a search through the daemon starts in a few milliseconds.
 """
 
 from __future__ import annotations
@@ -25,6 +25,11 @@ from kenning.errors import DaemonError
 ENV_PREFIXES = ("KENNING_",)
 ENV_NAMES = ("HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "NO_COLOR")
 ENV_IGNORED = ("KENNING_MODE", "KENNING_LOG_LEVEL", "KENNING_LISTEN")
+
+# why a daemon running other kenning code declines a call; daemons from before the "reason" field send only this
+# text, and they are the first a version mismatch meets
+OTHER_CODE = "it was started from another kenning install or version than this command"
+RESTART = "`kenning daemon stop && kenning daemon start`"
 
 
 class DaemonUnavailable(DaemonError):
@@ -168,11 +173,24 @@ def run(command: str, args: dict[str, Any], *, required: bool) -> int | None:
             hint="retry with --mode direct, or see `kenning daemon status`",
         ) from None
     if "fallback" in outcome:
+        other_code = outcome.get("reason") == "code" or outcome["fallback"] == OTHER_CODE
+        if required and other_code:
+            raise DaemonUnavailable(
+                "the running daemon is another kenning install or version than this command",
+                hint=f"restart it with {RESTART}, or use --mode auto to work in-process",
+            )
         if required:
             raise DaemonUnavailable(
                 f"the running daemon cannot answer this call: {outcome['fallback']}",
                 hint="use --mode auto to run it here, or restart the daemon from a shell with your settings "
                 "(`kenning daemon stop`, then `kenning daemon start`)",
+            )
+        if other_code:
+            # unlike a per-call setting, this lasts until the daemon is restarted, and every call pays for
+            # loading the model in-process meanwhile: say so, on stderr (stdout may be --json)
+            sys.stderr.write(
+                "kenning: warning: the running daemon is another kenning install or version; working "
+                f"in-process (restart it with {RESTART})\n"
             )
         return None
     sys.stdout.flush()
