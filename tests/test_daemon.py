@@ -723,3 +723,29 @@ def test_a_daemon_of_another_install_is_named_and_not_used(harness: DaemonHarnes
     # another setting is no reason to restart the daemon: that call works in-process, quietly
     out = harness.cli("search", "retry backoff", str(root), KENNING_MAX_CHARS="400")
     assert out.returncode == 0 and out.stderr == ""
+
+
+def test_an_edit_to_any_module_is_another_version_to_the_daemon(
+    harness: DaemonHarness, tmp_path: Path
+) -> None:
+    # only the CLI module's mtime used to count: an edit elsewhere in an editable install ran against old code
+    root = make_tree(tmp_path / "ws", dict(CORPUS))
+    assert harness.cli("index", str(root), KENNING_MODE="direct").returncode == 0
+    package = _other_install(tmp_path) / "kenning"
+    harness.env["PYTHONPATH"] = str(package.parent)
+    harness.env.pop("PYTHONDONTWRITEBYTECODE", None)  # write it, as an ordinary install does
+    harness.start(root)
+    # by now the daemon and this CLI have written bytecode into the copy: that is not a change of code
+    assert _search(harness, root, "retry").returncode == 0
+    # a module added (with an old mtime, as `cp -p` leaves it) is another version
+    added = package / "added.py"
+    shutil.copy2(package / "errors.py", added)
+    out = _search(harness, root, "retry")
+    assert (out.returncode, out.stderr.splitlines()) == (2, [OTHER_VERSION_ERROR])
+    added.unlink()
+    assert _search(harness, root, "retry").returncode == 0  # the daemon's code again
+    # and so is an edited one
+    newest = max(p.stat().st_mtime_ns for p in package.rglob("*.py"))
+    os.utime(package / "engine.py", ns=(newest + 10**9, newest + 10**9))
+    out = _search(harness, root, "retry")
+    assert (out.returncode, out.stderr.splitlines()) == (2, [OTHER_VERSION_ERROR])

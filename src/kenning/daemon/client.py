@@ -41,15 +41,31 @@ class _ReaderGone(Exception):
 
 
 def code_identity() -> str:
-    """Which kenning this is: a daemon left running across an upgrade (or an edit) must not run a newer CLI's
-    arguments with older code. The install's folder and its CLI module's modification time tell, cheaply."""
-    import kenning.cli
+    """Which kenning this is: a daemon left running across an upgrade or an edit (an editable install) must not
+    run a newer CLI's arguments with older code. The package's folder, how many modules it has and the newest
+    one's modification time tell (as for Python's own bytecode cache), for one stat per module (~0.3 ms)."""
+    import kenning
 
-    here = kenning.cli.__file__ or ""
-    try:
-        return f"{here}:{os.stat(here).st_mtime_ns}"
-    except OSError:
-        return here
+    package = os.path.dirname(kenning.__file__ or "")
+    count = newest = 0
+    folders = [package]
+    while folders:
+        try:
+            entries = os.scandir(folders.pop())
+        except OSError:
+            continue
+        with entries:
+            for entry in entries:
+                if entry.name.endswith(".py"):
+                    try:
+                        newest = max(newest, entry.stat().st_mtime_ns)
+                    except OSError:  # removed while we look: the count says it changed
+                        continue
+                    count += 1
+                # bytecode is written as modules are first imported, by the daemon too: not a change of code
+                elif entry.name != "__pycache__" and entry.is_dir(follow_symlinks=False):
+                    folders.append(entry.path)
+    return f"{package}:{count}:{newest}"
 
 
 def relevant_env(env: dict[str, str] | os._Environ[str] | None = None) -> dict[str, str]:
