@@ -749,3 +749,43 @@ def test_an_edit_to_any_module_is_another_version_to_the_daemon(
     os.utime(package / "engine.py", ns=(newest + 10**9, newest + 10**9))
     out = _search(harness, root, "retry")
     assert (out.returncode, out.stderr.splitlines()) == (2, [OTHER_VERSION_ERROR])
+
+
+def test_stop_signals_a_daemon_it_cannot_ask(served: tuple[DaemonHarness, Path]) -> None:
+    h, _ = served
+    assert h.process is not None
+    (h.runtime / "daemon.sock").unlink()  # as a cleaner of /tmp does: the stop request cannot be sent
+    stopping = subprocess.Popen(
+        [sys.executable, "-m", "kenning", "daemon", "stop", "--timeout", "1"],
+        env=h.env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert h.process.wait(timeout=60) == 0  # SIGTERM: a clean stop; reaped here, it is our child
+        _, err = stopping.communicate(timeout=60)
+    finally:
+        stopping.kill()
+    assert stopping.returncode == 0 and err == "kenning daemon: stopped\n"
+    assert not (h.runtime / "daemon.json").exists()
+
+
+def test_regression_stop_hung_on_a_daemon_that_does_not_answer(served: tuple[DaemonHarness, Path]) -> None:
+    # a stopped (Ctrl-Z) or stuck daemon still takes connections, the kernel queues them: `daemon stop` waited
+    # for its answer forever and never got to the signals
+    h, _ = served
+    assert h.process is not None
+    h.process.send_signal(signal.SIGSTOP)
+    stopping = subprocess.Popen(
+        [sys.executable, "-m", "kenning", "daemon", "stop", "--timeout", "1"],
+        env=h.env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert h.process.wait(timeout=60) == 0  # woken with SIGCONT, it handled SIGTERM and cleaned up
+        _, err = stopping.communicate(timeout=60)
+    finally:
+        stopping.kill()
+    assert stopping.returncode == 0 and err == "kenning daemon: stopped\n"
+    assert not (h.runtime / "daemon.json").exists() and not (h.runtime / "daemon.sock").exists()

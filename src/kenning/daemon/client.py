@@ -213,11 +213,15 @@ def run(command: str, args: dict[str, Any], *, required: bool) -> int | None:
     return int(outcome["exit"])
 
 
-def call(op: str, **fields: Any) -> Any:
-    """A control request (`status`, `stop`) to the running daemon; DaemonUnavailable when there is none."""
-    sock = connect()
+def call(op: str, *, timeout: float | None = None, **fields: Any) -> Any:
+    """A control request (`status`, `stop`) to the running daemon; DaemonUnavailable when there is none, or when
+    it has not answered within `timeout` seconds (None: wait as long as it takes)."""
+    sock = connect(timeout=5.0 if timeout is None else timeout)
     if sock is None:
         raise DaemonUnavailable("no kenning daemon is running", hint="start one with `kenning daemon start`")
+    # a daemon that is stopped (Ctrl-Z) or stuck still takes connections (the kernel queues them): only a
+    # timeout on the answer tells
+    sock.settimeout(timeout)
     answer: dict[str, Any] = {}
 
     def on_message(msg: dict[str, Any]) -> bool:
