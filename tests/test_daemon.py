@@ -789,3 +789,25 @@ def test_regression_stop_hung_on_a_daemon_that_does_not_answer(served: tuple[Dae
         stopping.kill()
     assert stopping.returncode == 0 and err == "kenning daemon: stopped\n"
     assert not (h.runtime / "daemon.json").exists() and not (h.runtime / "daemon.sock").exists()
+
+
+def test_an_index_busy_elsewhere_is_one_clear_error_through_the_daemon(
+    harness: DaemonHarness, tmp_path: Path
+) -> None:
+    from kenning.store.layout import writer_lock
+
+    root = make_tree(tmp_path / "ws", dict(CORPUS))
+    assert harness.cli("index", str(root), KENNING_MODE="direct").returncode == 0
+    harness.start(root, extra=("--no-watch",))  # no refresh of its own to wait for
+    (root / "new.md").write_text("# New\n\nsomething to index\n")
+    with writer_lock(root / ".kenning", operation="index"):  # as another `kenning index` holds it
+        out = harness.cli("index", str(root), KENNING_MODE="server")
+        direct = harness.cli("index", str(root), KENNING_MODE="direct")
+    assert out.returncode == direct.returncode == 2
+    assert out.stderr == direct.stderr  # the same as in-process
+    [line] = out.stderr.splitlines()
+    assert line.startswith(
+        f"kenning: error: another kenning process (pid {os.getpid()}, `kenning index` since "
+    )
+    assert line.endswith("(wait for it to finish, or pass --wait SECONDS to queue behind it)")
+    assert harness.cli("index", str(root), KENNING_MODE="server").returncode == 0  # and then it works
