@@ -671,3 +671,143 @@ def test_server_mode_names_a_relative_folder_setting(served: tuple[DaemonHarness
     out = h.cli("search", "retry", str(root), KENNING_MODE="server", KENNING_INDEX_DIR="rel/idx")
     assert out.returncode == 2
     assert "KENNING_INDEX_DIR is a relative path" in out.stderr and "absolute" in out.stderr
+
+
+# -- error paths -------------------------------------------------------------------------------------------------
+
+OTHER_VERSION_WARNING = (
+    "kenning: warning: the running daemon is another kenning install or version; working in-process "
+    "(restart it with `kenning daemon stop && kenning daemon start`)"
+)
+OTHER_VERSION_ERROR = (
+    "kenning: error: the running daemon is another kenning install or version than this command (restart it "
+    "with `kenning daemon stop && kenning daemon start`, or use --mode auto to work in-process)"
+)
+
+
+def _this_install() -> str:
+    """The folder this test's kenning is imported from: a PYTHONPATH that runs the same code."""
+    import kenning
+
+    return str(Path(kenning.__file__ or "").parent.parent)
+
+
+def _other_install(tmp_path: Path) -> Path:
+    """A copy of this kenning elsewhere on disk, as a reinstall or an upgrade leaves: put it on PYTHONPATH."""
+    import kenning
+
+    site = tmp_path / "other-install"
+    shutil.copytree(
+        Path(kenning.__file__ or "").parent, site / "kenning", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    return site
+
+
+def test_a_daemon_of_another_install_is_named_and_not_used(harness: DaemonHarness, tmp_path: Path) -> None:
+    root = make_tree(tmp_path / "ws", dict(CORPUS))
+    assert harness.cli("index", str(root), KENNING_MODE="direct").returncode == 0
+    harness.env["PYTHONPATH"] = str(_other_install(tmp_path))
+    harness.start(root)
+    here = {"PYTHONPATH": _this_install()}
+    # auto: answered in-process, with one line on stderr naming the problem and the fix; stdout stays JSON
+    out = harness.cli("search", "retry backoff", str(root), "--json", "--lexical", **here)
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.splitlines() == [OTHER_VERSION_WARNING]
+    assert "src/upload.py" in _hits(out.stdout)
+    # server: an error with the same fix and the documented exit code, not a silent answer from here
+    out = harness.cli("search", "retry backoff", str(root), KENNING_MODE="server", **here)
+    assert (out.returncode, out.stdout, out.stderr.splitlines()) == (2, "", [OTHER_VERSION_ERROR])
+    # the daemon's own install is answered by it, without a word
+    out = _search(harness, root, "retry backoff")
+    assert out.returncode == 0 and out.stderr == "" and "src/upload.py" in _hits(out.stdout)
+    # another setting is no reason to restart the daemon: that call works in-process, quietly
+    out = harness.cli("search", "retry backoff", str(root), KENNING_MAX_CHARS="400")
+    assert out.returncode == 0 and out.stderr == ""
+
+
+def test_an_edit_to_any_module_is_another_version_to_the_daemon(
+    harness: DaemonHarness, tmp_path: Path
+) -> None:
+    # only the CLI module's mtime used to count: an edit elsewhere in an editable install ran against old code
+    root = make_tree(tmp_path / "ws", dict(CORPUS))
+    assert harness.cli("index", str(root), KENNING_MODE="direct").returncode == 0
+    package = _other_install(tmp_path) / "kenning"
+    harness.env["PYTHONPATH"] = str(package.parent)
+    harness.env.pop("PYTHONDONTWRITEBYTECODE", None)  # write it, as an ordinary install does
+    harness.start(root)
+    # by now the daemon and this CLI have written bytecode into the copy: that is not a change of code
+    assert _search(harness, root, "retry").returncode == 0
+    # a module added (with an old mtime, as `cp -p` leaves it) is another version
+    added = package / "added.py"
+    shutil.copy2(package / "errors.py", added)
+    out = _search(harness, root, "retry")
+    assert (out.returncode, out.stderr.splitlines()) == (2, [OTHER_VERSION_ERROR])
+    added.unlink()
+    assert _search(harness, root, "retry").returncode == 0  # the daemon's code again
+    # and so is an edited one
+    newest = max(p.stat().st_mtime_ns for p in package.rglob("*.py"))
+    os.utime(package / "engine.py", ns=(newest + 10**9, newest + 10**9))
+    out = _search(harness, root, "retry")
+    assert (out.returncode, out.stderr.splitlines()) == (2, [OTHER_VERSION_ERROR])
+
+
+def test_stop_signals_a_daemon_it_cannot_ask(served: tuple[DaemonHarness, Path]) -> None:
+    h, _ = served
+    assert h.process is not None
+    (h.runtime / "daemon.sock").unlink()  # as a cleaner of /tmp does: the stop request cannot be sent
+    stopping = subprocess.Popen(
+        [sys.executable, "-m", "kenning", "daemon", "stop", "--timeout", "1"],
+        env=h.env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert h.process.wait(timeout=60) == 0  # SIGTERM: a clean stop; reaped here, it is our child
+        _, err = stopping.communicate(timeout=60)
+    finally:
+        stopping.kill()
+    assert stopping.returncode == 0 and err == "kenning daemon: stopped\n"
+    assert not (h.runtime / "daemon.json").exists()
+
+
+def test_regression_stop_hung_on_a_daemon_that_does_not_answer(served: tuple[DaemonHarness, Path]) -> None:
+    # a stopped (Ctrl-Z) or stuck daemon still takes connections, the kernel queues them: `daemon stop` waited
+    # for its answer forever and never got to the signals
+    h, _ = served
+    assert h.process is not None
+    h.process.send_signal(signal.SIGSTOP)
+    stopping = subprocess.Popen(
+        [sys.executable, "-m", "kenning", "daemon", "stop", "--timeout", "1"],
+        env=h.env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert h.process.wait(timeout=60) == 0  # woken with SIGCONT, it handled SIGTERM and cleaned up
+        _, err = stopping.communicate(timeout=60)
+    finally:
+        stopping.kill()
+    assert stopping.returncode == 0 and err == "kenning daemon: stopped\n"
+    assert not (h.runtime / "daemon.json").exists() and not (h.runtime / "daemon.sock").exists()
+
+
+def test_an_index_busy_elsewhere_is_one_clear_error_through_the_daemon(
+    harness: DaemonHarness, tmp_path: Path
+) -> None:
+    from kenning.store.layout import writer_lock
+
+    root = make_tree(tmp_path / "ws", dict(CORPUS))
+    assert harness.cli("index", str(root), KENNING_MODE="direct").returncode == 0
+    harness.start(root, extra=("--no-watch",))  # no refresh of its own to wait for
+    (root / "new.md").write_text("# New\n\nsomething to index\n")
+    with writer_lock(root / ".kenning", operation="index"):  # as another `kenning index` holds it
+        out = harness.cli("index", str(root), KENNING_MODE="server")
+        direct = harness.cli("index", str(root), KENNING_MODE="direct")
+    assert out.returncode == direct.returncode == 2
+    assert out.stderr == direct.stderr  # the same as in-process
+    [line] = out.stderr.splitlines()
+    assert line.startswith(
+        f"kenning: error: another kenning process (pid {os.getpid()}, `kenning index` since "
+    )
+    assert line.endswith("(wait for it to finish, or pass --wait SECONDS to queue behind it)")
+    assert harness.cli("index", str(root), KENNING_MODE="server").returncode == 0  # and then it works

@@ -2,10 +2,10 @@
 
 The protocol is JSON Lines. The client sends one object, `{"op": "run", "command": ..., "args": {...},
 "env": {...}}` (or `{"op": "status"}`, `{"op": "stop"}`), and reads objects back until one ends the exchange:
-`{"out": text}` and `{"err": text}` are printed as they come, `{"exit": code}` ends it, `{"fallback": why}` means
-the daemon will not run this command (its settings differ from the caller's) and the caller should run it itself,
-`{"result": ...}` answers the other ops. Only `os`, `socket` and `json` are imported, so a search through the
-daemon starts in a few milliseconds.
+`{"out": text}` and `{"err": text}` are printed as they come, `{"exit": code}` ends it, `{"fallback": why,
+"reason": "code"|"env"|"command"}` means the daemon will not run this command (it runs other kenning code, or its
+settings differ from the caller's) and the caller should run it itself, `{"result": ...}` answers the other ops.
+Only `os`, `socket` and `json` are imported, so a search through the daemon starts in a few milliseconds.
 """
 
 from __future__ import annotations
@@ -26,6 +26,11 @@ ENV_PREFIXES = ("KENNING_",)
 ENV_NAMES = ("HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "NO_COLOR")
 ENV_IGNORED = ("KENNING_MODE", "KENNING_LOG_LEVEL", "KENNING_LISTEN")
 
+# why a daemon running other kenning code declines a call; daemons from before the "reason" field send only this
+# text, and they are the first a version mismatch meets
+OTHER_CODE = "it was started from another kenning install or version than this command"
+RESTART = "`kenning daemon stop && kenning daemon start`"
+
 
 class DaemonUnavailable(DaemonError):
     code = "KENNING.DAEMON.UNAVAILABLE"
@@ -36,15 +41,31 @@ class _ReaderGone(Exception):
 
 
 def code_identity() -> str:
-    """Which kenning this is: a daemon left running across an upgrade (or an edit) must not run a newer CLI's
-    arguments with older code. The install's folder and its CLI module's modification time tell, cheaply."""
-    import kenning.cli
+    """Which kenning this is: a daemon left running across an upgrade or an edit (an editable install) must not
+    run a newer CLI's arguments with older code. The package's folder, how many modules it has and the newest
+    one's modification time tell (as for Python's own bytecode cache), for one stat per module (~0.3 ms)."""
+    import kenning
 
-    here = kenning.cli.__file__ or ""
-    try:
-        return f"{here}:{os.stat(here).st_mtime_ns}"
-    except OSError:
-        return here
+    package = os.path.dirname(kenning.__file__ or "")
+    count = newest = 0
+    folders = [package]
+    while folders:
+        try:
+            entries = os.scandir(folders.pop())
+        except OSError:
+            continue
+        with entries:
+            for entry in entries:
+                if entry.name.endswith(".py"):
+                    try:
+                        newest = max(newest, entry.stat().st_mtime_ns)
+                    except OSError:  # removed while we look: the count says it changed
+                        continue
+                    count += 1
+                # bytecode is written as modules are first imported, by the daemon too: not a change of code
+                elif entry.name != "__pycache__" and entry.is_dir(follow_symlinks=False):
+                    folders.append(entry.path)
+    return f"{package}:{count}:{newest}"
 
 
 def relevant_env(env: dict[str, str] | os._Environ[str] | None = None) -> dict[str, str]:
@@ -168,22 +189,39 @@ def run(command: str, args: dict[str, Any], *, required: bool) -> int | None:
             hint="retry with --mode direct, or see `kenning daemon status`",
         ) from None
     if "fallback" in outcome:
+        other_code = outcome.get("reason") == "code" or outcome["fallback"] == OTHER_CODE
+        if required and other_code:
+            raise DaemonUnavailable(
+                "the running daemon is another kenning install or version than this command",
+                hint=f"restart it with {RESTART}, or use --mode auto to work in-process",
+            )
         if required:
             raise DaemonUnavailable(
                 f"the running daemon cannot answer this call: {outcome['fallback']}",
                 hint="use --mode auto to run it here, or restart the daemon from a shell with your settings "
                 "(`kenning daemon stop`, then `kenning daemon start`)",
             )
+        if other_code:
+            # unlike a per-call setting, this lasts until the daemon is restarted, and every call pays for
+            # loading the model in-process meanwhile: say so, on stderr (stdout may be --json)
+            sys.stderr.write(
+                "kenning: warning: the running daemon is another kenning install or version; working "
+                f"in-process (restart it with {RESTART})\n"
+            )
         return None
     sys.stdout.flush()
     return int(outcome["exit"])
 
 
-def call(op: str, **fields: Any) -> Any:
-    """A control request (`status`, `stop`) to the running daemon; DaemonUnavailable when there is none."""
-    sock = connect()
+def call(op: str, *, timeout: float | None = None, **fields: Any) -> Any:
+    """A control request (`status`, `stop`) to the running daemon; DaemonUnavailable when there is none, or when
+    it has not answered within `timeout` seconds (None: wait as long as it takes)."""
+    sock = connect(timeout=5.0 if timeout is None else timeout)
     if sock is None:
         raise DaemonUnavailable("no kenning daemon is running", hint="start one with `kenning daemon start`")
+    # a daemon that is stopped (Ctrl-Z) or stuck still takes connections (the kernel queues them): only a
+    # timeout on the answer tells
+    sock.settimeout(timeout)
     answer: dict[str, Any] = {}
 
     def on_message(msg: dict[str, Any]) -> bool:

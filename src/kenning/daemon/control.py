@@ -2,8 +2,8 @@
 
 `start` launches `kenning serve` in a new session, detached from the terminal, and waits until it answers on its
 socket (or says why it could not start: its first lines of output are kept in `<state>/daemon/start.log`). When one
-already runs, `start ROOT...` attaches the roots to it. `stop` asks it over the socket, then waits, then signals the
-recorded pid. Nothing here ever starts a daemon by itself: only `start` does.
+already runs, `start ROOT...` attaches the roots to it. `stop` asks it over the socket (waiting at most 5 s for the
+answer), then waits, then signals the recorded pid. Nothing here ever starts a daemon by itself: only `start` does.
 """
 
 from __future__ import annotations
@@ -87,15 +87,19 @@ def stop(*, timeout: float) -> int:
     info = paths.read_info(runtime)
     pid = int(info["pid"]) if info and str(info.get("pid", "")).isdigit() else None
     with contextlib.suppress(client.DaemonUnavailable):
-        client.call("stop")
+        client.call("stop", timeout=min(max(timeout, 0.5), 5.0))  # a healthy daemon answers at once
     deadline = time.monotonic() + timeout
     while _running(runtime) and time.monotonic() < deadline:
         time.sleep(0.05)
     if _running(runtime) and pid is not None:
-        # it holds the lock but does not stop: the pid it recorded is the daemon's
-        os.kill(pid, signal.SIGTERM)
+        # it holds the lock but does not stop: the pid it recorded is the daemon's. SIGCONT as a shell's `kill`
+        # does: a daemon stopped with Ctrl-Z then handles its SIGTERM and cleans up
+        with contextlib.suppress(ProcessLookupError):  # it ended after all
+            os.kill(pid, signal.SIGTERM)
+            os.kill(pid, signal.SIGCONT)
         if not _wait_gone(pid, 5.0):
-            os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
             _wait_gone(pid, 5.0)
     sys.stderr.write("kenning daemon: stopped\n")
     return 0

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from typing import Any, TextIO, cast
 
 from kenning.daemon import paths
+from kenning.daemon.client import OTHER_CODE
 from kenning.daemon.service import Daemon
 from kenning.errors import DaemonError, KenningError
 
@@ -198,12 +199,13 @@ class Server:
         command = request.get("command")
         args = request.get("args")
         why = self.daemon.env_mismatch(request.get("env") or {})
+        reason = "env"
         if request.get("code") != self.daemon.code:
-            why = "it was started from another kenning install or version than this command"
-        if command not in ROUTABLE or not isinstance(args, dict):
-            why = why or f"it does not run `{command}`"
+            why, reason = OTHER_CODE, "code"  # the CLI says how to restart the daemon
+        if not why and (command not in ROUTABLE or not isinstance(args, dict)):
+            why, reason = f"it does not run `{command}`", "command"
         if why or not isinstance(args, dict):
-            await _send(writer, {"fallback": why})
+            await _send(writer, {"fallback": why, "reason": reason})
             return
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[Any] = asyncio.Queue()
