@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import make_tree
 from kenning.embed.hashing import HashEmbedder
 from kenning.errors import IndexMismatch, IndexMissing, RootError, UsageError
 from kenning.search import Filters
@@ -159,6 +160,24 @@ def test_test_files_rank_below_the_code_they_test(tmp_path: Path, engine_factory
     trace = result.hits[1].trace
     assert trace is not None and trace.demoted == 0.5 and trace.lexical.rank == 1
     assert result.hits[0].trace is not None and result.hits[0].trace.demoted is None
+
+
+def test_code_behind_many_matching_tests_still_comes_first(tmp_path: Path, engine_factory) -> None:
+    """The demotion looks past the first candidates it fetched: 60 tests outscore the code before it, and
+    the code ranks 61st on raw score, beyond the first fetch of max(4 * limit, 40)."""
+    files = {
+        f"tests/check_{i:02}.py": f"def check_{i}():\n    assert backoff_delay(jitter={i})\n"
+        for i in range(60)
+    }
+    files["src/backoff.py"] = "def backoff_delay(attempt):\n    return 2 ** attempt\n"
+    files["NOTES.md"] = "Deploy notes. " * 20 + "Add jitter.\n"
+    root = make_tree(tmp_path / "repo", files)
+    engine = engine_factory(root)
+    engine.index()
+    [raw] = engine.search("backoff delay jitter tests", mode="lexical", limit=61)
+    assert [h.path for h in raw.hits].index("src/backoff.py") == 60
+    [result] = engine.search("backoff delay jitter", mode="lexical", limit=1)
+    assert [h.path for h in result.hits] == ["src/backoff.py"]
 
 
 def test_forget_removes_paths_and_drop_deletes_index(corpus: Path, engine_factory) -> None:

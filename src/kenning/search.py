@@ -366,8 +366,6 @@ def _fuse(
     weights: dict[str, float],
 ) -> list[Hit]:
     fused = fuse_scores(ranked, weights)
-    factor = weights.get("tests", 1.0)
-    demoted = demote_tests(fused, db.paths_by_id(fused), factor) if factor != 1.0 and fused else set()
     arm_rank: dict[int, dict[str, tuple[int, float]]] = {}
     for key, items in ranked.items():
         arm = key.partition("#")[0]
@@ -375,10 +373,23 @@ def _fuse(
             best = arm_rank.setdefault(pid, {})
             if arm not in best or best[arm][0] > rank:
                 best[arm] = (rank, score)
+
     # on a tie, a passage that defines a name the query spells wins (a definition and a call site that tops
     # both other arms score alike)
-    order = sorted(fused, key=lambda pid: (-fused[pid], "symbol" not in arm_rank[pid], pid))
-    rows = db.passages_by_id(order[: max(limit * 4, 40)])
+    def rank_key(pid: int) -> tuple[float, bool, int]:
+        return (-fused[pid], "symbol" not in arm_rank[pid], pid)
+
+    order = sorted(fused, key=rank_key)
+    want = max(limit * 4, 40)
+    rows = db.passages_by_id(order[:want])
+    factor = weights.get("tests", 1.0)
+    demoted: set[int] = set()
+    if factor != 1.0 and order:
+        demoted = _demote_leading_tests(fused, order, rows, db, factor, want)
+        order.sort(key=rank_key)
+        missing = [pid for pid in order[:want] if pid not in rows]
+        if missing:
+            rows.update(db.passages_by_id(missing))
     hits: list[Hit] = []
     taken: dict[str, list[tuple[int, int]]] = {}
     stat_cache: dict[str, tuple[int, int] | None] = {}
@@ -424,6 +435,32 @@ def _fuse(
         if len(hits) >= limit:
             break
     return hits
+
+
+def _demote_leading_tests(
+    fused: dict[int, float],
+    order: list[int],
+    rows: dict[int, PassageRow],
+    db: Database,
+    factor: float,
+    want: int,
+) -> set[int]:
+    """`demote_tests` over the candidates that can still reach the first `want` places (`order` is by score).
+
+    Demotion only lowers a score, so once more than `want` examined candidates score above the best one not yet
+    examined, no other can rise into those places: most searches look up the paths they already fetched, and no
+    more (reading every candidate's path cost about 1 ms a query).
+    """
+    demoted = demote_tests(fused, {pid: row.path for pid, row in rows.items()}, factor)
+    seen = want
+    while seen < len(order):
+        bound = fused[order[seen]]
+        if sum(fused[pid] > bound for pid in order[:seen]) >= want:
+            break
+        more = order[seen : seen + want]
+        demoted |= demote_tests(fused, db.paths_by_id(more), factor)
+        seen += len(more)
+    return demoted
 
 
 def _stale(root: Path, row: PassageRow, cache: dict[str, tuple[int, int] | None]) -> bool:
