@@ -447,15 +447,15 @@ def _demote_leading_tests(
 ) -> set[int]:
     """`demote_tests` over the candidates that can still reach the first `want` places (`order` is by score).
 
-    Demotion only lowers a score, so once more than `want` examined candidates score above the best one not yet
-    examined, no other can rise into those places: most searches look up the paths they already fetched, and no
-    more (reading every candidate's path cost about 1 ms a query).
+    Demotion only lowers a score, so once `want` examined candidates score at least the best one not yet
+    examined, no other can rise into those places (a tie keeps the examined one first): most searches look up
+    the paths they already fetched, and no more (reading every candidate's path cost about 1 ms a query).
     """
     demoted = demote_tests(fused, {pid: row.path for pid, row in rows.items()}, factor)
     seen = want
     while seen < len(order):
         bound = fused[order[seen]]
-        if sum(fused[pid] > bound for pid in order[:seen]) >= want:
+        if sum(fused[pid] >= bound for pid in order[:seen]) >= want:
             break
         more = order[seen : seen + want]
         demoted |= demote_tests(fused, db.paths_by_id(more), factor)
