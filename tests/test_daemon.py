@@ -791,6 +791,38 @@ def test_regression_stop_hung_on_a_daemon_that_does_not_answer(served: tuple[Dae
     assert not (h.runtime / "daemon.json").exists() and not (h.runtime / "daemon.sock").exists()
 
 
+def test_regression_stop_said_stopped_while_the_daemon_ran_on(served: tuple[DaemonHarness, Path]) -> None:
+    """With daemon.json and the socket gone, `daemon stop` had nothing to ask and no pid to signal, and still
+    said "stopped" (exit 0) while the daemon ran on."""
+    h, _ = served
+    assert h.process is not None
+    (h.runtime / "daemon.sock").unlink()
+    (h.runtime / "daemon.json").unlink()
+    out = h.cli("daemon", "stop", "--timeout", "0.5")
+    assert out.returncode == 2, out.stderr
+    [line] = out.stderr.splitlines()
+    assert line.startswith("kenning: error: the daemon did not stop within 0.5 s and left no pid to signal")
+    assert "pgrep" in line
+    assert h.process.poll() is None  # it runs on; the harness ends it
+
+
+def test_regression_status_hung_on_a_daemon_that_does_not_answer(served: tuple[DaemonHarness, Path]) -> None:
+    h, _ = served
+    assert h.process is not None
+    h.process.send_signal(signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        out = h.cli("daemon", "status", timeout=60)
+        elapsed = time.monotonic() - started
+    finally:
+        h.process.send_signal(signal.SIGCONT)
+    assert out.returncode == 2 and out.stdout == ""
+    [line] = out.stderr.splitlines()
+    assert "a daemon is running (it holds its lock) but does not answer on its socket" in line
+    assert elapsed < 30
+    assert h.cli("daemon", "status").returncode == 0  # awake again, it answers
+
+
 def test_an_index_busy_elsewhere_is_one_clear_error_through_the_daemon(
     harness: DaemonHarness, tmp_path: Path
 ) -> None:

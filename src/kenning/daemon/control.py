@@ -3,7 +3,8 @@
 `start` launches `kenning serve` in a new session, detached from the terminal, and waits until it answers on its
 socket (or says why it could not start: its first lines of output are kept in `<state>/daemon/start.log`). When one
 already runs, `start ROOT...` attaches the roots to it. `stop` asks it over the socket (waiting at most 5 s for the
-answer), then waits, then signals the recorded pid. Nothing here ever starts a daemon by itself: only `start` does.
+answer), then waits, then signals the recorded pid, and says so when the daemon outlives all of it. `status` waits
+at most 5 s for an answer. Nothing here ever starts a daemon by itself: only `start` does.
 """
 
 from __future__ import annotations
@@ -101,6 +102,13 @@ def stop(*, timeout: float) -> int:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
             _wait_gone(pid, 5.0)
+    if _running(runtime):
+        # without a pid to signal (daemon.json gone or unreadable) it may still run: never say it stopped
+        raise DaemonError(
+            f"the daemon did not stop within {timeout:g} s"
+            + (f" (pid {pid})" if pid is not None else " and left no pid to signal"),
+            hint="find it with `pgrep -f 'kenning serve'` and end it, or retry with a longer --timeout",
+        )
     sys.stderr.write("kenning daemon: stopped\n")
     return 0
 
@@ -118,11 +126,21 @@ def _running(runtime: str) -> bool:
     return False
 
 
+#: a status request is answered from memory at once; a daemon silent this long is stopped (Ctrl-Z) or stuck
+STATUS_TIMEOUT = 5.0
+
+
 def status(*, as_json: bool) -> int:
-    """Exit 0 and describe the running daemon; exit 1 when none runs."""
+    """Exit 0 and describe the running daemon; exit 1 when none runs; an error when one runs but is silent."""
     try:
-        data = client.call("status")
+        data = client.call("status", timeout=STATUS_TIMEOUT)
     except client.DaemonUnavailable:
+        if _running(paths.runtime_dir()):
+            raise DaemonError(
+                "a daemon is running (it holds its lock) but does not answer on its socket",
+                hint="if it is starting, retry in a moment; if it is stuck, restart it: "
+                "`kenning daemon stop && kenning daemon start`",
+            ) from None
         if as_json:
             sys.stdout.write(json.dumps({"running": False}) + "\n")
         else:
