@@ -251,7 +251,9 @@ def engine(lexical: str = "lexical", tests: bool = True) -> Method:
         }
         fused = ksearch.fuse_scores(lists, weights)
         if tests:
-            ksearch.demote_tests(fused, {pid: arms.spans[pid][0] for pid in fused}, weights["tests"])
+            named = {pid for pid, _ in lists["symbol"]}  # definitions the query names keep their place
+            paths = {pid: arms.spans[pid][0] for pid in fused if pid not in named}
+            ksearch.demote_tests(fused, paths, weights["tests"])
         return fused
 
     return fuse

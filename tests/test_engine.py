@@ -162,6 +162,25 @@ def test_test_files_rank_below_the_code_they_test(tmp_path: Path, engine_factory
     assert result.hits[0].trace is not None and result.hits[0].trace.demoted is None
 
 
+def test_regression_a_name_defined_in_a_test_file_still_comes_first(tmp_path: Path, engine_factory) -> None:
+    """A query that is only a name asks for its definition; the test-file demotion pushed a helper defined under
+    tests/ behind its call sites."""
+    root = make_tree(
+        tmp_path / "repo",
+        {
+            "tests/helpers.py": "def make_tree(root, files):\n    for name in files:\n        (root / name).touch()\n",
+            "src/app.py": "from helpers import make_tree\n\nmake_tree(ROOT, FILES)\n",
+        },
+    )
+    engine = engine_factory(root)
+    engine.index()
+    for mode in ("lexical", "hybrid"):
+        [result] = engine.search("make_tree", mode=mode, trace=True)  # type: ignore[arg-type]
+        top = result.hits[0]
+        assert top.path == "tests/helpers.py", (mode, [h.path for h in result.hits])
+        assert top.trace is not None and top.trace.symbol is not None and top.trace.demoted is None
+
+
 def test_code_behind_many_matching_tests_still_comes_first(tmp_path: Path, engine_factory) -> None:
     """The demotion looks past the first candidates it fetched: 60 tests outscore the code before it, and
     the code ranks 61st on raw score, beyond the first fetch of max(4 * limit, 40)."""

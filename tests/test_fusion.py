@@ -74,6 +74,7 @@ def test_prefer_symbol_raises_the_bonus_for_any_query() -> None:
         ("RetryTestCase", 1.0),
         ("mocking the broker", 1.0),
         ("pytest fixtures for the app", 1.0),
+        ("jest snapshot config", 1.0),
     ],
 )
 def test_test_files_are_demoted_unless_the_query_is_about_tests(query: str, factor: float) -> None:

@@ -214,3 +214,33 @@ def test_default_cache_dir_follows_the_environment(monkeypatch: pytest.MonkeyPat
     assert minilm.default_cache_dir() == tmp_path / "k"
     monkeypatch.delenv("KENNING_CACHE_DIR")
     assert MiniLMEmbedder().cache_dir == tmp_path / "xdg" / "kenning"
+
+
+def test_regression_a_batch_during_another_threads_load_waits_for_it(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The session was published before the thread pool existed, so a thread that saw it skipped load() and
+    found no pool (the daemon indexing one root while a search loads the model)."""
+    import threading
+    import time
+
+    affinity = os.sched_getaffinity if hasattr(os, "sched_getaffinity") else None
+    if affinity is None:
+        pytest.skip("needs os.sched_getaffinity to widen the window")
+
+    def slow_affinity(pid: int) -> set[int]:
+        time.sleep(0.5)  # the window between the session and the pool, widened
+        return affinity(pid)
+
+    monkeypatch.setattr(minilm.os, "sched_getaffinity", slow_affinity)
+    e = MiniLMEmbedder(cache, "int8")
+    loading = threading.Thread(target=e.embed_query, args=("warm up",))
+    loading.start()
+    try:
+        deadline = time.monotonic() + 30
+        while e._session is None and loading.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.001)
+        vectors = e.embed_batch(SENTENCES)  # as soon as the session shows: must wait for the whole load
+    finally:
+        loading.join()
+    assert vectors.shape == (3, 384)

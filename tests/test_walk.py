@@ -330,6 +330,10 @@ TEST_FILES = [
     "Uploader.Tests/UploadTests.cs",
     "pkg/testdata/sample.txt",
     "app/__tests__/upload.js",
+    "web/upload-spec.js",
+    "cypress/e2e/login.cy.ts",
+    "src/__mocks__/fs.js",
+    "app/src/androidTest/java/Helper.java",
 ]
 NOT_TEST_FILES = [
     "src/upload.py",
@@ -340,6 +344,9 @@ NOT_TEST_FILES = [
     "src/attestation/verify.py",
     "src/specific.py",
     "README.md",
+    "docs/spec/protocol.md",  # a specification
+    "numpy/testing/utils.py",  # library code for testing
+    "src/testing/fstest.go",
 ]
 
 

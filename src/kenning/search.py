@@ -132,8 +132,10 @@ SYMBOL_FIRST = 1.0
 # only at twice its score. celery-faq is the only development set with tests: 0.6 and 0.5 score the same
 # there (0.8 gains half as much), and none of the other six sets moves.
 TEST_FILE_WEIGHT = 0.5
-# "test", "tests", "testing", "TestCase", "test_parse", "parse_test", "specs", "fixture", "mocking", "pytest"
-_ABOUT_TESTS = re.compile(r"(?i:(?:\b|_)(?:test|specs?\b|fixture|mock)|conftest|pytest|unittest)|Test|Mock")
+# "test", "tests", "testing", "TestCase", "test_parse", "parse_test", "specs", "fixture", "mocking", "pytest", "jest"
+_ABOUT_TESTS = re.compile(
+    r"(?i:(?:\b|_)(?:test|specs?\b|fixture|mock|e2e\b)|conftest|pytest|unittest|doctest|jest|rspec)|Test|Mock"
+)
 
 
 def fusion_weights(plan: Plan, query: str) -> dict[str, float]:
@@ -385,7 +387,9 @@ def _fuse(
     factor = weights.get("tests", 1.0)
     demoted: set[int] = set()
     if factor != 1.0 and order:
-        demoted = _demote_leading_tests(fused, order, rows, db, factor, want)
+        # a definition the query names stays where the symbol route put it, in a test file too (`make_tree`)
+        named = {pid for pid in order if "symbol" in arm_rank[pid]}
+        demoted = _demote_leading_tests(fused, order, rows, db, factor, want, named)
         order.sort(key=rank_key)
         missing = [pid for pid in order[:want] if pid not in rows]
         if missing:
@@ -444,22 +448,25 @@ def _demote_leading_tests(
     db: Database,
     factor: float,
     want: int,
+    exempt: set[int],
 ) -> set[int]:
     """`demote_tests` over the candidates that can still reach the first `want` places (`order` is by score).
 
     Demotion only lowers a score, so once `want` examined candidates score at least the best one not yet
     examined, no other can rise into those places (a tie keeps the examined one first): most searches look up
     the paths they already fetched, and no more (reading every candidate's path cost about 1 ms a query).
+    Passages in `exempt` keep their score.
     """
-    demoted = demote_tests(fused, {pid: row.path for pid, row in rows.items()}, factor)
+    demoted = demote_tests(fused, {pid: r.path for pid, r in rows.items() if pid not in exempt}, factor)
     seen = want
     while seen < len(order):
         bound = fused[order[seen]]
-        if sum(fused[pid] >= bound for pid in order[:seen]) >= want:
+        # a demoted passage landing exactly on the bound could be passed by an unread one on the re-sort
+        if sum(fused[p] > bound or (fused[p] == bound and p not in demoted) for p in order[:seen]) >= want:
             break
-        more = order[seen : seen + want]
+        more = [pid for pid in order[seen : seen + want] if pid not in exempt]
         demoted |= demote_tests(fused, db.paths_by_id(more), factor)
-        seen += len(more)
+        seen += want
     return demoted
 
 

@@ -197,10 +197,12 @@ def kind_of(rel: str) -> tuple[FileKind, str | None] | None:
 
 
 # Where test code lives by the conventions of the common ecosystems: pytest and unittest, Go, JavaScript and
-# TypeScript (jest, mocha, vitest), Ruby (rspec, minitest), Java, Kotlin and C# (JUnit, NUnit), Perl and git (t/).
-TEST_DIRS = frozenset({"test", "tests", "testing", "testdata", "__tests__", "spec", "specs", "t"})
+# TypeScript (jest, mocha, vitest, cypress), Ruby (rspec, minitest), Java, Kotlin and C# (JUnit, NUnit), Android,
+# Perl and git (t/). Not `spec/` (as often a specification as rspec's, whose files say `_spec` anyway) nor
+# `testing/` (numpy.testing, Go's testing: library code).
+TEST_DIRS = frozenset({"test", "tests", "testdata", "__tests__", "__mocks__", "e2e", "t", "androidtest"})
 _TEST_NAME = re.compile(
-    r"(?:test_.*|.*[._-]tests?|.*[._]spec|conftest|.*[A-Za-z0-9]Tests?|tests?)\.[A-Za-z0-9]+$"
+    r"(?:test_.*|.*[._-]tests?|.*[._-]spec|.*\.cy|conftest|.*[A-Za-z0-9]Tests?|tests?)\.[A-Za-z0-9]+$"
 )
 
 

@@ -87,11 +87,14 @@ def stop(*, timeout: float) -> int:
         return 0
     info = paths.read_info(runtime)
     pid = int(info["pid"]) if info and str(info.get("pid", "")).isdigit() else None
-    with contextlib.suppress(client.DaemonUnavailable):
+    try:
         client.call("stop", timeout=min(max(timeout, 0.5), 5.0))  # a healthy daemon answers at once
-    deadline = time.monotonic() + timeout
-    while _running(runtime) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    except client.DaemonUnavailable:
+        pass  # no answer (no socket, stopped, stuck): nothing to wait for, the signals come next
+    else:
+        deadline = time.monotonic() + timeout
+        while _running(runtime) and time.monotonic() < deadline:
+            time.sleep(0.05)
     if _running(runtime) and pid is not None:
         # it holds the lock but does not stop: the pid it recorded is the daemon's. SIGCONT as a shell's `kill`
         # does: a daemon stopped with Ctrl-Z then handles its SIGTERM and cleans up

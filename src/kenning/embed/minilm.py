@@ -223,10 +223,12 @@ class MiniLMEmbedder(Embedder):
         # One intra-op thread that sleeps when idle: a query embedded beside SQLite's BM25 (search.execute)
         # does not spin on the core BM25 runs on (a spinning multi-thread session made a hybrid search 1.25x
         # slower at ~52k passages), and a batch fills the cores with texts run side by side instead.
-        self._session = self._open_session(threads=1, spin=False)
+        session = self._open_session(threads=1, spin=False)
         cores = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else range(os.cpu_count() or 1)
         # the cores this process may use, not the machine's
         self._pool = ThreadPoolExecutor(max(1, len(cores)), thread_name_prefix="kenning-embed")
+        # last: a thread that sees the session skips load(), so everything else must be in place by then
+        self._session = session
 
     def _open_session(self, *, threads: int, spin: bool) -> Any:
         """A session over the cached model (built first when missing), and the tokenizer if not loaded yet."""
