@@ -826,6 +826,76 @@ def test_regression_status_hung_on_a_daemon_that_does_not_answer(served: tuple[D
     assert h.cli("daemon", "status").returncode == 0  # awake again, it answers
 
 
+def test_regression_a_search_hung_on_a_daemon_that_does_not_answer(
+    served: tuple[DaemonHarness, Path],
+) -> None:
+    """A stopped (Ctrl-Z) or stuck daemon still takes connections: a search in auto mode waited for its answer
+    forever. Now a daemon that is silent for client.SILENCE (10 s; a working one speaks every 2 s) is passed
+    over in auto mode, with one warning line, and is an error in server mode."""
+    h, root = served
+    assert h.process is not None
+    assert h.cli("search", "--json", "retry upload", str(root), KENNING_MODE="server").returncode == 0
+    h.process.send_signal(signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        auto = h.cli("search", "--json", "retry upload", str(root), KENNING_MODE="auto", timeout=60)
+        elapsed = time.monotonic() - started
+        server = h.cli("search", "--json", "retry upload", str(root), KENNING_MODE="server", timeout=60)
+    finally:
+        h.process.send_signal(signal.SIGCONT)
+    assert auto.returncode == 0, auto.stderr
+    hits = [json.loads(line) for line in auto.stdout.splitlines()]
+    assert hits[0]["type"] == "hit" and hits[-1]["type"] == "summary"  # answered in-process
+    [warning] = auto.stderr.splitlines()
+    assert warning.startswith("kenning: warning: the running daemon did not answer within 10 s")
+    assert 9 < elapsed < 50
+    assert server.returncode == 2 and server.stdout == ""
+    [line] = server.stderr.splitlines()
+    assert "the daemon stopped answering for 10 s" in line
+    assert h.cli("search", "--json", "retry upload", str(root), KENNING_MODE="server").returncode == 0
+
+
+def test_a_quiet_command_through_the_daemon_keeps_saying_it_lives(
+    served: tuple[DaemonHarness, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While a command runs without output (here an index run queued behind another writer), the daemon sends a
+    heartbeat every 2 s, so a client never takes a slow command for a stuck daemon."""
+    import threading
+
+    from kenning import cli
+    from kenning.daemon import client
+    from kenning.store.layout import writer_lock
+
+    h, root = served
+    for name in ("HOME", "XDG_RUNTIME_DIR", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "KENNING_MODEL"):
+        monkeypatch.setenv(name, h.env[name])  # the settings the daemon was started with
+    (root / "new.md").write_text("# New\n\nsomething to index\n")
+    args = cli._portable(cli.build_parser().parse_args(["index", "--wait", "30", str(root)]))
+    assert args is not None
+    request = {"op": "run", "command": "index", "args": args, "env": client.relevant_env()}
+    request["code"] = client.code_identity()
+    heard: list[dict[str, object]] = []
+    released = threading.Event()
+
+    def hold() -> None:
+        with writer_lock(root / ".kenning", operation="index"):
+            released.wait(5.0)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        time.sleep(0.3)
+        sock = client.connect()
+        assert sock is not None
+        sock.settimeout(client.SILENCE)
+        client.exchange(sock, request, lambda m: bool(heard.append(m)) or "exit" in m or "fallback" in m)
+    finally:
+        released.set()
+        holder.join()
+    assert {"alive": True} in heard, heard
+    assert heard[-1] == {"exit": 0}
+
+
 def test_an_index_busy_elsewhere_is_one_clear_error_through_the_daemon(
     harness: DaemonHarness, tmp_path: Path
 ) -> None:

@@ -4,7 +4,8 @@ The protocol is JSON Lines. The client sends one object, `{"op": "run", "command
 "env": {...}}` (or `{"op": "status"}`, `{"op": "stop"}`), and reads objects back until one ends the exchange:
 `{"out": text}` and `{"err": text}` are printed as they come, `{"exit": code}` ends it, `{"fallback": why,
 "reason": "code"|"env"|"command"}` means the daemon will not run this command (it runs other kenning code, or its
-settings differ from the caller's) and the caller should run it itself, `{"result": ...}` answers the other ops.
+settings differ from the caller's) and the caller should run it itself, `{"alive": true}` comes every 2 s while a
+command is quiet (silence means a stopped or stuck daemon), `{"result": ...}` answers the other ops.
 Only `os`, `socket` and `json` are imported, so a search through the daemon starts in a few milliseconds.
 """
 
@@ -30,6 +31,9 @@ ENV_IGNORED = ("KENNING_MODE", "KENNING_LOG_LEVEL", "KENNING_LISTEN")
 # text, and they are the first a version mismatch meets
 OTHER_CODE = "it was started from another kenning install or version than this command"
 RESTART = "`kenning daemon stop && kenning daemon start`"
+# A running command's daemon sends something at least every server.HEARTBEAT (2 s); silence this long means it is
+# stopped (Ctrl-Z) or stuck. It still takes connections then (the kernel queues them), so only silence tells.
+SILENCE = 10.0
 
 
 class DaemonUnavailable(DaemonError):
@@ -159,9 +163,12 @@ def run(command: str, args: dict[str, Any], *, required: bool) -> int | None:
                 hint="start one with `kenning daemon start`, or use --mode auto",
             )
         return None
+    sock.settimeout(SILENCE)
     outcome: dict[str, Any] = {}
+    heard: list[bool] = []
 
     def on_message(msg: dict[str, Any]) -> bool:
+        heard.append(True)
         if "out" in msg:
             try:
                 sys.stdout.write(msg["out"])
@@ -183,6 +190,18 @@ def run(command: str, args: dict[str, Any], *, required: bool) -> int | None:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+    except TimeoutError:
+        if heard or required:
+            # after some of its output, running the command here would repeat that part
+            raise DaemonUnavailable(
+                f"the daemon stopped answering for {SILENCE:g} s (stopped or stuck)",
+                hint=f"restart it with {RESTART}, or retry with --mode direct",
+            ) from None
+        sys.stderr.write(
+            f"kenning: warning: the running daemon did not answer within {SILENCE:g} s (stopped or stuck); "
+            f"working in-process (restart it with {RESTART})\n"
+        )
+        return None
     except (OSError, ValueError) as exc:
         raise DaemonUnavailable(
             f"the daemon connection failed ({exc})",

@@ -29,6 +29,8 @@ from kenning.daemon.service import Daemon
 from kenning.errors import DaemonError, KenningError
 
 log = logging.getLogger("kenning.daemon")
+# while a command runs without output, the caller hears from us this often (client.SILENCE is its patience)
+HEARTBEAT = 2.0
 
 MAX_REQUEST = 1 << 20  # bytes in one socket request line
 STDOUT_CHUNK = 16 << 10
@@ -245,7 +247,10 @@ class Server:
         watcher = asyncio.create_task(watch_caller())
         connected = True
         while True:
-            message = await queue.get()
+            try:
+                message = await asyncio.wait_for(queue.get(), HEARTBEAT)
+            except TimeoutError:
+                message = {"alive": True}  # a quiet command (a first index): the caller knows we live
             if connected:
                 try:
                     await _send(writer, message)
