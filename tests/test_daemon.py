@@ -855,6 +855,25 @@ def test_regression_a_search_hung_on_a_daemon_that_does_not_answer(
     assert h.cli("search", "--json", "retry upload", str(root), KENNING_MODE="server").returncode == 0
 
 
+def test_regression_start_hung_attaching_to_a_daemon_that_does_not_answer(
+    served: tuple[DaemonHarness, Path], tmp_path: Path
+) -> None:
+    h, _ = served
+    assert h.process is not None
+    other = make_tree(tmp_path / "other", {"a.md": "# A\n\ntext\n"})
+    h.process.send_signal(signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        out = h.cli("daemon", "start", str(other), "--timeout", "2", timeout=60)
+        elapsed = time.monotonic() - started
+    finally:
+        h.process.send_signal(signal.SIGCONT)
+    assert out.returncode == 2, out.stderr
+    [line] = out.stderr.splitlines()
+    assert line.startswith("kenning: error: the daemon did not answer")
+    assert elapsed < 30
+
+
 def test_a_quiet_command_through_the_daemon_keeps_saying_it_lives(
     served: tuple[DaemonHarness, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:

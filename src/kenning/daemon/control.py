@@ -33,7 +33,8 @@ def start(
     probe = client.connect()
     if probe is not None:
         probe.close()
-        attached = client.call("attach", roots=absolute) if absolute else []
+        # attaching only registers the roots: a daemon that takes longer is stopped (Ctrl-Z) or stuck
+        attached = client.call("attach", roots=absolute, timeout=timeout) if absolute else []
         info = paths.read_info(paths.runtime_dir()) or {}
         sys.stderr.write(f"kenning daemon: already running (pid {info.get('pid', '?')})\n")
         for root in attached:
