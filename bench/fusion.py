@@ -30,6 +30,7 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE / "quality"), str(HERE)]
 
 from kenning_run import DEFAULT, open_index  # noqa: E402
+from stoplists import LUCENE_STOP  # noqa: E402
 
 import kenning.search as ksearch  # noqa: E402
 from eval import score, subset  # noqa: E402
@@ -49,45 +50,6 @@ COLUMN_WEIGHTS = (
     (0.0, 1.0, 0.5),
 )
 Ranked = list[tuple[int, float]]
-# Lucene's English stop set (what bm25s drops): kenning's own list also drops question words and modals
-LUCENE_STOP = frozenset(
-    [
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "but",
-        "by",
-        "for",
-        "if",
-        "in",
-        "into",
-        "is",
-        "it",
-        "no",
-        "not",
-        "of",
-        "on",
-        "or",
-        "such",
-        "that",
-        "the",
-        "their",
-        "then",
-        "there",
-        "these",
-        "they",
-        "this",
-        "to",
-        "was",
-        "will",
-        "with",
-    ]
-)
-
 
 LEXICAL_VARIANTS = {
     "lucene-stop": (LUCENE_STOP, False),

@@ -804,8 +804,10 @@ def test_regression_stop_said_stopped_while_the_daemon_ran_on(served: tuple[Daem
     out = h.cli("daemon", "stop", "--timeout", "0.5")
     assert out.returncode == 2, out.stderr
     [line] = out.stderr.splitlines()
-    assert line.startswith("kenning: error: the daemon did not stop within 0.5 s and left no pid to signal")
-    assert "pgrep" in line
+    assert line.startswith(
+        "kenning: error: the daemon did not stop, and its daemon.json (with the pid to signal) is missing"
+    )
+    assert "pgrep -f 'kenning serve'" in line and "kill PID" in line
     assert h.process.poll() is None  # it runs on; the harness ends it
 
 

@@ -12,6 +12,7 @@ import pytest
 from conftest import make_tree
 from kenning.embed.hashing import HashEmbedder
 from kenning.errors import IndexMismatch, IndexMissing, RootError, UsageError
+from kenning.render import hit_json, trace_line
 from kenning.search import Filters
 from kenning.types import Selection
 
@@ -136,20 +137,19 @@ def test_trace_reports_each_arm(corpus: Path, engine_factory) -> None:
 
 
 def test_test_files_rank_below_the_code_they_test(tmp_path: Path, engine_factory) -> None:
-    root = tmp_path / "repo"
-    (root / "src").mkdir(parents=True)
-    (root / "tests").mkdir()
-    (root / "src" / "backoff.py").write_text(
-        "def backoff_delay(attempt):\n    # exponential backoff delay between upload retries\n"
-        "    return min(60, 2 ** attempt)\n"
+    root = make_tree(
+        tmp_path / "repo",
+        {
+            "src/backoff.py": "def backoff_delay(attempt):\n    # exponential backoff delay between upload retries\n"
+            "    return min(60, 2 ** attempt)\n",
+            # the test repeats the query's words: on its raw score it wins
+            "tests/check_backoff.py": "def check_backoff_delay():\n"
+            "    # exponential backoff delay: retries, backoff, delay\n"
+            "    assert backoff_delay(1) == 2  # backoff delay of upload retries\n",
+            # a weak match, so min-max normalisation has a floor below both
+            "NOTES.md": "Deploy notes. " * 20 + "There may be a delay.\n",
+        },
     )
-    # the test repeats the query's words: on its raw score it wins
-    (root / "tests" / "check_backoff.py").write_text(
-        "def check_backoff_delay():\n    # exponential backoff delay: retries, backoff, delay\n"
-        "    assert backoff_delay(1) == 2  # backoff delay of upload retries\n"
-    )
-    # a weak match, so min-max normalisation has a floor below both
-    (root / "NOTES.md").write_text("Deploy notes. " * 20 + "There may be a delay.\n")
     engine = engine_factory(root)
     engine.index()
     [asked] = engine.search("exponential backoff delay tested", mode="lexical", trace=True)
@@ -160,6 +160,10 @@ def test_test_files_rank_below_the_code_they_test(tmp_path: Path, engine_factory
     trace = result.hits[1].trace
     assert trace is not None and trace.demoted == 0.5 and trace.lexical.rank == 1
     assert result.hits[0].trace is not None and result.hits[0].trace.demoted is None
+    # what --trace prints and --json carries
+    assert (trace_line(result.hits[1]) or "").endswith("; fused #2, test file x0.5")
+    assert hit_json(result.hits[1], result, 2, "none")["trace"]["demoted"] == 0.5
+    assert hit_json(result.hits[0], result, 1, "none")["trace"]["demoted"] is None
 
 
 def test_regression_a_name_defined_in_a_test_file_still_comes_first(tmp_path: Path, engine_factory) -> None:

@@ -11,13 +11,18 @@ from conftest import CORPUS, make_tree, run_cli
 from kenning.daemon.runtime import ModelPool, RootRuntime
 
 
-def test_regression_searches_stalled_while_the_writer_backed_off_after_a_failed_refresh(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """After a failed refresh every search waited the whole freshness bound, for as long as the backoff lasted."""
-    root = make_tree(tmp_path / "ws", dict(CORPUS))
+@pytest.fixture
+def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The shared corpus, with this process set up as the CLI is in tests (private config, the hash model)."""
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
     monkeypatch.setenv("KENNING_MODEL", "hash")
+    return make_tree(tmp_path / "ws", dict(CORPUS))
+
+
+def test_regression_searches_stalled_while_the_writer_backed_off_after_a_failed_refresh(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a failed refresh every search waited the whole freshness bound, for as long as the backoff lasted."""
     assert run_cli("index", str(root)).returncode == 0
     runtime = RootRuntime(root, ModelPool(), make_watcher=None, refresh_wait=3.0)
     try:
@@ -38,16 +43,11 @@ def test_regression_searches_stalled_while_the_writer_backed_off_after_a_failed_
         runtime.stop()
 
 
-def test_regression_a_first_index_through_the_daemon_was_followed_by_a_full_reconcile(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_regression_a_first_index_through_the_daemon_was_followed_by_a_full_reconcile(root: Path) -> None:
     """The run that built the index had just looked at the whole root; attaching it queued another full pass."""
     from kenning.config import load_config
     from kenning.daemon.service import Daemon
 
-    root = make_tree(tmp_path / "ws", dict(CORPUS))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
-    monkeypatch.setenv("KENNING_MODEL", "hash")
     daemon = Daemon(watch=True)
     try:
         engine = daemon.engine_for(root, load_config(root), None)

@@ -388,7 +388,7 @@ def _fuse(
     demoted: set[int] = set()
     if factor != 1.0 and order:
         # a definition the query names stays where the symbol route put it, in a test file too (`make_tree`)
-        named = {pid for pid in order if "symbol" in arm_rank[pid]}
+        named = {pid for pid, _ in ranked.get("symbol#d", ())}
         demoted = _demote_leading_tests(fused, order, rows, db, factor, want, named)
         order.sort(key=rank_key)
         missing = [pid for pid in order[:want] if pid not in rows]

@@ -107,11 +107,16 @@ def stop(*, timeout: float) -> int:
                 os.kill(pid, signal.SIGKILL)
             _wait_gone(pid, 5.0)
     if _running(runtime):
-        # without a pid to signal (daemon.json gone or unreadable) it may still run: never say it stopped
+        # never say it stopped while it holds its lock
+        if pid is None:
+            raise DaemonError(
+                "the daemon did not stop, and its daemon.json (with the pid to signal) is missing",
+                hint="find it with `pgrep -f 'kenning serve'` and end it with `kill PID`",
+            )
         raise DaemonError(
-            f"the daemon did not stop within {timeout:g} s"
-            + (f" (pid {pid})" if pid is not None else " and left no pid to signal"),
-            hint="find it with `pgrep -f 'kenning serve'` and end it, or retry with a longer --timeout",
+            f"a daemon still holds its lock after pid {pid} was sent SIGTERM and SIGKILL",
+            hint=f"see `kenning daemon status` and `ps -p {pid}`: a process stuck in the kernel (a hung disk or "
+            "network mount) ends only when its I/O does",
         )
     sys.stderr.write("kenning daemon: stopped\n")
     return 0

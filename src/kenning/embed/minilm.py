@@ -223,15 +223,15 @@ class MiniLMEmbedder(Embedder):
         # One intra-op thread that sleeps when idle: a query embedded beside SQLite's BM25 (search.execute)
         # does not spin on the core BM25 runs on (a spinning multi-thread session made a hybrid search 1.25x
         # slower at ~52k passages), and a batch fills the cores with texts run side by side instead.
-        session = self._open_session(threads=1, spin=False)
+        session = self._open_session()
         cores = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else range(os.cpu_count() or 1)
         # the cores this process may use, not the machine's
         self._pool = ThreadPoolExecutor(max(1, len(cores)), thread_name_prefix="kenning-embed")
         # last: a thread that sees the session skips load(), so everything else must be in place by then
         self._session = session
 
-    def _open_session(self, *, threads: int, spin: bool) -> Any:
-        """A session over the cached model (built first when missing), and the tokenizer if not loaded yet."""
+    def _open_session(self) -> Any:
+        """A single-thread session over the cached model (built first when missing); loads the tokenizer."""
         os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")  # see the module docstring
         try:
             import onnxruntime as ort
@@ -244,11 +244,10 @@ class MiniLMEmbedder(Embedder):
         if not _is_complete(target):
             self._build_entry(target)
         options = ort.SessionOptions()
-        options.intra_op_num_threads = threads
+        options.intra_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         options.log_severity_level = 3  # errors only: stderr stays quiet
-        if not spin:
-            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
 
         def session() -> Any:
             return ort.InferenceSession(
@@ -263,12 +262,11 @@ class MiniLMEmbedder(Embedder):
                 model = session()
             except Exception as exc:
                 raise EmbedderError(f"cannot load {target / 'model.onnx'}: {exc}", hint="delete it") from exc
-        if self._tokenizer is None:
-            tokenizer = Tokenizer.from_str((target / "tokenizer.json").read_text(encoding="utf-8"))
-            # The shipped settings pad and truncate at 128; MiniLM reads 256, and padding is done per batch.
-            tokenizer.enable_truncation(self.max_tokens)
-            tokenizer.no_padding()
-            self._tokenizer = tokenizer
+        tokenizer = Tokenizer.from_str((target / "tokenizer.json").read_text(encoding="utf-8"))
+        # The shipped settings pad and truncate at 128; MiniLM reads 256, and a text runs alone: no padding.
+        tokenizer.enable_truncation(self.max_tokens)
+        tokenizer.no_padding()
+        self._tokenizer = tokenizer
         return model
 
     def _build_entry(self, target: Path, replace: bool = False) -> None:

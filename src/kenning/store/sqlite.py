@@ -18,7 +18,6 @@ from typing import cast
 import numpy as np
 
 from kenning.errors import IndexCorrupt, IndexMismatch, IndexMissing, IndexOutdated
-from kenning.store.terms import identifier_parts
 from kenning.types import Passage, Symbol, SymbolKind
 
 SCHEMA_VERSION = 2
@@ -119,13 +118,9 @@ def _symbol(
     return Symbol(cast(SymbolKind, kind), name, scope or name, signature or "", doc or "")
 
 
-def passage_parts(p: Passage) -> str:
-    """The identifier pieces of a passage that its FTS row indexes beside the words (see store.terms)."""
-    return identifier_parts(p.embed_text())
-
-
-#: One passage as its `passages` row without id and file_id: start_line, end_line, heading, text, parts, ehash,
-#: sym_kind, sym_name, sym_scope, sym_signature, sym_doc, grp.
+#: One passage as its `passages` row without id and file_id: start_line, end_line, heading, text, parts (the
+#: identifier pieces its FTS row indexes beside the words: `store.terms.identifier_parts` of its embedded text),
+#: ehash, sym_kind, sym_name, sym_scope, sym_signature, sym_doc, grp.
 PassageValues = tuple[
     int, int, str, str, str, bytes, str | None, str | None, str | None, str | None, str | None, int | None
 ]
@@ -134,7 +129,7 @@ Definition = tuple[int, str, str, str]
 
 
 def passage_values(
-    passages: Sequence[Passage], ehashes: Sequence[bytes], parts: Sequence[str] | None = None
+    passages: Sequence[Passage], ehashes: Sequence[bytes], parts: Sequence[str]
 ) -> tuple[list[PassageValues], list[Definition]]:
     """The rows `Database.add_passage_values` stores for one file's passages. A chunking worker builds them:
     tuples of plain values cross the process boundary several times cheaper than the frozen dataclasses,
@@ -143,7 +138,6 @@ def passage_values(
     defined: list[Definition] = []
     for i, (p, h) in enumerate(zip(passages, ehashes, strict=True)):
         defined.extend((i, d.kind, d.name, d.scope) for d in p.defines)
-        split = parts[i] if parts is not None else passage_parts(p)
         sym = p.symbol
         kind, name, scope, signature, doc = (
             (None, None, None, None, None)
@@ -156,7 +150,7 @@ def passage_values(
                 p.end_line,
                 p.heading,
                 p.text,
-                split,
+                parts[i],
                 h,
                 kind,
                 name,
@@ -167,6 +161,14 @@ def passage_values(
             )
         )
     return rows, defined
+
+
+def _id_batches(ids: Iterable[int]) -> Iterator[tuple[list[int], str]]:
+    """Ids in runs of 500, each with its `?,?,...` placeholders: SQLite bounds a statement's parameters."""
+    wanted = list(ids)
+    for start in range(0, len(wanted), 500):
+        part = wanted[start : start + 500]
+        yield part, ",".join("?" * len(part))
 
 
 class Database:
@@ -344,16 +346,6 @@ class Database:
         self.conn.execute("DELETE FROM files WHERE id = ?", (file_id,))
         return removed
 
-    def add_passages(
-        self,
-        file_id: int,
-        passages: Sequence[Passage],
-        ehashes: Sequence[bytes],
-        parts: Sequence[str] | None = None,
-    ) -> None:
-        """Store one file's passages; `parts` (their `passage_parts`) may come precomputed from a worker."""
-        self.add_passage_values(file_id, *passage_values(passages, ehashes, parts))
-
     def add_passage_values(
         self, file_id: int, rows: Sequence[PassageValues], defined: Sequence[Definition] = ()
     ) -> None:
@@ -463,21 +455,15 @@ class Database:
 
     def paths_by_id(self, ids: Iterable[int]) -> dict[int, str]:
         """Each passage's file path (relative, posix): what a ranking prior needs, without the text."""
-        wanted = list(ids)
         out: dict[int, str] = {}
-        for start in range(0, len(wanted), 500):
-            part = wanted[start : start + 500]
-            marks = ",".join("?" * len(part))
+        for part, marks in _id_batches(ids):
             sql = f"SELECT p.id, f.path FROM passages p JOIN files f ON f.id = p.file_id WHERE p.id IN ({marks})"
             out.update(self.conn.execute(sql, part).fetchall())
         return out
 
     def passages_by_id(self, ids: Iterable[int]) -> dict[int, PassageRow]:
-        wanted = list(ids)
         out: dict[int, PassageRow] = {}
-        for start in range(0, len(wanted), 500):
-            part = wanted[start : start + 500]
-            marks = ",".join("?" * len(part))
+        for part, marks in _id_batches(ids):
             rows = self.conn.execute(
                 "SELECT p.id, f.path, p.start_line, p.end_line, p.heading, p.text, f.size, f.mtime_ns, "
                 "p.sym_kind, p.sym_name, p.sym_scope, p.sym_signature, p.sym_doc "
