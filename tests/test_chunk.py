@@ -141,6 +141,40 @@ def test_no_overlap_when_budget_is_zero() -> None:
         assert cur.start_line > prev.end_line
 
 
+def test_full_chunk_ends_at_a_run_of_blank_lines() -> None:
+    # A, B | C, D: two blank lines before C. A+B+C fit in 80 characters, D does not: the chunk ends at the
+    # bigger break (after B) rather than after C, and no overlap is carried across it.
+    a, b, c, d = (f"{n} " + "x" * 20 for n in "ABCD")  # 22 characters each
+    doc = f"{a}\n\n{b}\n\n\n{c}\n\n{d}\n"
+    assert [(p.start_line, p.end_line) for p in passages(doc, "text", max_chars=80, overlap_chars=30)] == [
+        (1, 3),
+        (6, 8),
+    ]
+    # one blank line everywhere: the greedy packer with its overlap, as before
+    flat = f"{a}\n\n{b}\n\n{c}\n\n{d}\n"
+    assert [(p.start_line, p.end_line) for p in passages(flat, "text", max_chars=80, overlap_chars=30)] == [
+        (1, 5),
+        (5, 7),
+    ]
+
+
+def test_run_of_blank_lines_does_not_leave_a_tiny_chunk() -> None:
+    # the break after a 10-character first paragraph would leave the chunk under a quarter full: not taken
+    doc = "tiny start\n\n\n" + "\n\n".join(f"{n} " + "y" * 30 for n in "BCD") + "\n"
+    got = [(p.start_line, p.end_line) for p in passages(doc, "text", max_chars=100, overlap_chars=0)]
+    assert got[0][0] == 1 and got[0][1] > 1
+
+
+@pytest.mark.parametrize(("kind", "title"), [("markdown", "# Guide\n\n"), ("rst", "Guide\n=====\n\n")])
+def test_markup_chunk_ends_at_a_run_of_blank_lines(kind: FileKind, title: str) -> None:
+    a, b, c, d = (f"{n} " + "x" * 20 for n in "ABCD")
+    doc = f"{title}{a}\n\n{b}\n\n\n{c}\n\n{d}\n"
+    first = title.count("\n") + 1  # line of A
+    got = passages(doc, kind, max_chars=100, overlap_chars=30)
+    assert [(p.start_line, p.end_line) for p in got] == [(1, first + 2), (first + 5, first + 7)]
+    assert {p.heading for p in got} == {"Guide"}
+
+
 def test_long_paragraph_splits_at_line_boundaries() -> None:
     doc = "\n".join(f"line {i:02d} of a long paragraph" for i in range(10))  # 26 characters a line
     assert [(p.start_line, p.end_line) for p in passages(doc, "text", max_chars=60, overlap_chars=0)] == [

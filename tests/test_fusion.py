@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kenning.search import (
+    NORM_DEPTH,
     SYMBOL_FIRST,
     TEST_FILE_WEIGHT,
     demote_tests,
@@ -30,6 +31,20 @@ def test_scores_keep_their_spacing_where_ranks_would_not() -> None:
     semantic = [(2, 0.80), (1, 0.40), (3, 0.39)]
     fused = fuse_scores({"lexical#0": lexical, "semantic#1": semantic}, WEIGHTS)
     assert max(fused, key=lambda p: fused[p]) == 2
+
+
+def test_fetching_deeper_never_reorders_the_first_results() -> None:
+    # --limit 100 fetches 500 candidates an arm where --limit 10 fetches 100: normalising over whatever was
+    # fetched gave the two different first tens
+    lexical = [(i, 50.0 - i * 0.1) for i in range(500)]
+    semantic = [(499 - i, 0.9 - i * 0.001) for i in range(500)]
+    shallow = fuse_scores({"lexical#0": lexical[:NORM_DEPTH], "semantic#1": semantic[:NORM_DEPTH]}, WEIGHTS)
+    deep = fuse_scores({"lexical#0": lexical, "semantic#1": semantic}, WEIGHTS)
+    assert (
+        sorted(shallow, key=lambda p: (-shallow[p], p))[:20] == sorted(deep, key=lambda p: (-deep[p], p))[:20]
+    )
+    assert all(deep[p] == pytest.approx(shallow[p]) for p in shallow)
+    assert all(deep[p] == 0.0 for p in range(NORM_DEPTH, 500 - NORM_DEPTH))  # deeper than both scales
 
 
 def test_a_list_of_equal_scores_counts_fully() -> None:

@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from kenning.chunk.code import CodeSplitter
-from kenning.chunk.prose import pack, split_block
+from kenning.chunk.prose import gap_rank, pack, split_block
 from kenning.chunk.source import Block, Source
 from kenning.types import Passage
 
@@ -284,10 +284,11 @@ def chunk_sections(
     out: list[Passage] = []
     code: list[CodeSplitter] = []
     stops = [s.start for s in sections[1:]] + [len(src)]
+    rank = gap_rank(src)
     for section, stop in zip(sections, stops, strict=True):
         for a, b in src.segments(section.start, stop - 1):
             units = _units(src, a, b, fences, max_chars, code)
-            out.extend(pack(src, units, max_chars, overlap_chars, section.heading))
+            out.extend(pack(src, units, max_chars, overlap_chars, section.heading, rank=rank))
     return out
 
 

@@ -8,7 +8,10 @@ This module owns ph-text-index's chunking algorithm (``_chunk.py``), adapted to 
   ``max_chars`` is cut into pieces that all claim that line;
 * blocks are packed greedily up to ``max_chars``; when a chunk is flushed, the next one is seeded with
   whole trailing blocks of it (never its first, so no chunk is repeated whole) within ``overlap_chars``:
-  the concession to a paragraph whose meaning depends on the one before. Never partial sentences.
+  the concession to a paragraph whose meaning depends on the one before. Never partial sentences;
+* two or more blank lines in a row are a bigger break than one (a new topic, not a new paragraph): a full
+  chunk ends at the last such break in it, if that leaves it at least a quarter full, and no overlap is
+  carried across one (``gap_rank``). Where a file has no such runs, this is ph's packer unchanged.
 
 Where ph joined paragraphs with ``"\\n\\n"``, a passage here is the exact source slice (see ``source``),
 so widths count the real blank lines between paragraphs and no chunk text ever exceeds ``max_chars``.
@@ -171,6 +174,16 @@ def pack(
     return out
 
 
+def gap_rank(src: Source) -> Callable[[Block], int]:
+    """``pack``'s rank for prose: 0 (a clean start) for a block after two or more blank lines, else 1."""
+    blank = src.blank
+
+    def rank(block: Block) -> int:
+        return 0 if block.start >= 2 and blank[block.start - 1] and blank[block.start - 2] else 1
+
+    return rank
+
+
 def prose_blocks(src: Source, start: int, end: int, limit: int) -> Iterator[Block]:
     """The paragraphs of a range, each split to fit ``limit``."""
     for a, b in paragraphs(src, start, end):
@@ -183,6 +196,7 @@ def prose_blocks(src: Source, start: int, end: int, limit: int) -> Iterator[Bloc
 def chunk_prose(src: Source, *, max_chars: int, overlap_chars: int) -> list[Passage]:
     """Plain text: paragraphs packed greedily, segment by segment (triage's dropped lines are walls)."""
     out: list[Passage] = []
+    rank = gap_rank(src)
     for a, b in src.segments(0, len(src) - 1):
-        out.extend(pack(src, prose_blocks(src, a, b, max_chars), max_chars, overlap_chars))
+        out.extend(pack(src, prose_blocks(src, a, b, max_chars), max_chars, overlap_chars, rank=rank))
     return out
