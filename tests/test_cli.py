@@ -18,6 +18,12 @@ def test_every_command_has_help_with_examples(tmp_path: Path) -> None:
         assert out.returncode == 0 and "examples:" in out.stdout, command
 
 
+def test_version_goes_to_stdout(tmp_path: Path) -> None:
+    # it went to stderr: `v=$(kenning --version)` captured nothing
+    out = run_cli("--version", cwd=tmp_path)
+    assert out.returncode == 0 and out.stdout.startswith("kenning ") and not out.stderr
+
+
 def test_unknown_flag_is_one_line_exit_2(tmp_path: Path) -> None:
     out = run_cli("search", "--frobnicate", "x", cwd=tmp_path)
     assert out.returncode == 2
@@ -42,6 +48,22 @@ def test_index_search_status_roundtrip(corpus: Path) -> None:
     (corpus / "new.md").write_text("# New\n\ntext\n")
     out = run_cli("status", "--check-ready", "--json", str(corpus), cwd=corpus.parent)
     assert out.returncode == 1 and json.loads(out.stdout)["added"] == 1
+
+
+def test_regression_a_path_filter_naming_nothing_is_an_error_not_an_empty_search(corpus: Path) -> None:
+    # a typo in --path searched nothing and said only "nothing to search"
+    assert run_cli("index", str(corpus), cwd=corpus.parent).returncode == 0
+    out = run_cli("search", "--path", "scr", "retry_count", str(corpus), cwd=corpus.parent)
+    assert out.returncode == 2, out.stdout
+    assert len(out.stderr.strip().splitlines()) == 1 and "'scr'" in out.stderr
+
+
+def test_regression_path_filter_is_read_from_the_current_directory(corpus: Path) -> None:
+    # from src/, `--path upload.py ..` looked for <root>/upload.py and found nothing
+    assert run_cli("index", str(corpus), cwd=corpus.parent).returncode == 0
+    out = run_cli("search", "--path", "upload.py", "--lexical", "retry_count", "..", cwd=corpus / "src")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("src/upload.py:")
 
 
 def test_json_lines_schema(corpus: Path) -> None:

@@ -157,7 +157,9 @@ class _Version(argparse.Action):
     """--version, looked up only when asked: reading package metadata costs every other command ~25 ms."""
 
     def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
-        parser.exit(message=f"kenning {_version()}\n")
+        # on stdout, like --help and argparse's own version action: `v=$(kenning --version)` must capture it
+        sys.stdout.write(f"kenning {_version()}\n")
+        parser.exit()
 
 
 def _mode_arg(p: argparse.ArgumentParser) -> None:
@@ -531,8 +533,6 @@ def _run_index(engine: Any, selection: Any, rebuild: bool, semantic: bool, wait:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from kenning.config import load_config
     from kenning.engine import find_index_root
     from kenning.render import render_json, render_text
@@ -562,7 +562,8 @@ def cmd_search(args: argparse.Namespace) -> int:
         )
     )
     engine = _engine(found or start, config, args.model)
-    here = [engine.relative(start / p if not Path(p).is_absolute() else p) for p in (args.path or [])]
+    # relative to where the user stands when it exists there (as every other tool reads a path), else to the root
+    here = [engine.relative(p) for p in (args.path or [])]
     if not here and found is not None and start != found:
         here = [engine.relative(start)]  # searching from a subdirectory searches that subtree
     filters = Filters(
@@ -969,18 +970,22 @@ def _portable(args: argparse.Namespace) -> dict[str, Any] | None:
         return None
     data["root"] = root
     if args.command == "search" and args.path:
-        data["path"] = [os.path.join(root, p) for p in args.path]
+        data["path"] = [_absolute(p, root) for p in args.path]
     if args.command == "index" and args.forget:
-        # as Engine.relative reads them: from where the user stands when that is inside the root
-        here = os.path.realpath(os.getcwd())
-        inside = here == root or here.startswith(root + os.sep)
-        data["forget"] = [
-            p
-            if os.path.isabs(p := os.path.expanduser(f))
-            else os.path.join(here if inside and os.path.exists(os.path.join(here, p)) else root, p)
-            for f in args.forget
-        ]
+        data["forget"] = [_absolute(p, root) for p in args.forget]
     return data
+
+
+def _absolute(path: str, root: str) -> str:
+    """A path argument as Engine.relative reads it, made absolute for a daemon that does not share our working
+    directory: relative to where the user stands when that is inside the root and the path exists there, else
+    to the root."""
+    p = os.path.expanduser(path)
+    if os.path.isabs(p):
+        return p
+    here = os.path.realpath(os.getcwd())
+    inside = here == root or here.startswith(root + os.sep)
+    return os.path.join(here if inside and os.path.exists(os.path.join(here, p)) else root, p)
 
 
 def entry() -> NoReturn:

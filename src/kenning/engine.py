@@ -12,6 +12,7 @@ form.
 from __future__ import annotations
 
 import dataclasses
+import os
 import shutil
 import threading
 import time
@@ -309,6 +310,13 @@ class Engine:
             trace=trace,
             prefer_symbol=prefer_symbol,
         )
+        for path in plan.filters.paths:
+            if path.strip("/") not in ("", ".") and not os.path.lexists(self.root / path):
+                # a typo would otherwise search nothing and say only that nothing matched
+                raise UsageError(
+                    f"no file or folder {path!r} under {self.root}",
+                    hint="a path filter is relative to the current directory inside the root, or to the root",
+                )
         db = self._open()
         db.conn.execute("BEGIN")  # one snapshot for the whole search
         try:
