@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import time
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import make_tree
+from conftest import make_tree, run_cli
 from kenning.embed.hashing import HashEmbedder
 from kenning.errors import IndexMismatch, IndexMissing, RootError, UsageError
 from kenning.render import hit_json, trace_line
@@ -116,6 +117,21 @@ def test_stale_flag_when_file_changed_after_indexing(corpus: Path, engine_factor
     (corpus / "src/upload.py").write_text("def upload_file():\n    pass  # rewritten\n")
     [result] = engine.search("upload_file", mode="lexical")
     assert result.hits[0].stale
+
+
+def test_regression_hits_in_a_deleted_file_are_left_out_with_a_note(corpus: Path, engine_factory) -> None:
+    # they came back flagged only `stale`, and an agent tried to open them
+    engine = engine_factory(corpus)
+    engine.index()
+    [before] = engine.search("upload_file retry_count", mode="lexical")
+    assert before.hits and before.hits[0].path == "src/upload.py"
+    (corpus / "src/upload.py").unlink()
+    [result] = engine.search("upload_file retry_count", mode="lexical")
+    assert all(h.path != "src/upload.py" for h in result.hits)
+    assert any("1 file deleted since indexing" in n for n in result.notes)
+    out = run_cli("search", "--json", "--lexical", "upload_file retry_count", str(corpus), cwd=corpus.parent)
+    summary = json.loads(out.stdout.splitlines()[-1])
+    assert any("deleted since indexing" in n for n in summary["groups"][0]["notes"])
 
 
 def test_multiple_query_groups_and_fuse(corpus: Path, engine_factory) -> None:

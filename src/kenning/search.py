@@ -297,8 +297,12 @@ def _run_groups(
             definitions = _definitions(db, group.query, allowed, loose=plan.prefer_symbol)
             if definitions:
                 ranked["symbol#d"] = definitions
-        hits = _fuse(ranked, db, plan.limit, plan.trace, root, fusion_weights(plan, group.query))
+        hits, gone = _fuse(ranked, db, plan.limit, plan.trace, root, fusion_weights(plan, group.query))
         result = SearchResult(group.query, hits, searched, coverage, plan.mode, group.id)
+        if gone:
+            result.notes.append(
+                f"left out hits in {gone} file{'s' if gone > 1 else ''} deleted since indexing (run `kenning index`)"
+            )
         if plan.mode != "lexical" and coverage < 1.0:
             result.notes.append(
                 f"semantic coverage is {coverage:.0%}: run `kenning index` to finish embedding"
@@ -375,7 +379,9 @@ def _fuse(
     trace: bool,
     root: Path,
     weights: dict[str, float],
-) -> list[Hit]:
+) -> tuple[list[Hit], int]:
+    """The hits, and in how many files hits were left out because the file no longer exists (no one could
+    open them)."""
     fused = fuse_scores(ranked, weights)
     arm_rank: dict[int, dict[str, tuple[int, float]]] = {}
     for key, items in ranked.items():
@@ -404,12 +410,17 @@ def _fuse(
         if missing:
             rows.update(db.passages_by_id(missing))
     hits: list[Hit] = []
+    gone: set[str] = set()
     taken: dict[str, list[tuple[int, int]]] = {}
     stat_cache: dict[str, tuple[int, int] | None] = {}
     for fused_rank, pid in enumerate(order, 1):
         row = rows.get(pid)
         if row is None:
             continue  # a vector whose passage was removed since the snapshot was written
+        stale = _stale(root, row, stat_cache)
+        if stale and stat_cache[row.path] is None and not os.path.lexists(os.path.join(root, row.path)):
+            gone.add(row.path)
+            continue
         spans = taken.setdefault(row.path, [])
         if any(row.start_line <= e and s <= row.end_line for s, e in spans):
             continue  # overlapping passages of one location: the better-ranked one stands for both
@@ -439,7 +450,7 @@ def _fuse(
                 matched,
                 row.text,
                 row.heading,
-                _stale(root, row, stat_cache),
+                stale,
                 hit_trace,
                 row.symbol,
                 row.defines,
@@ -447,7 +458,7 @@ def _fuse(
         )
         if len(hits) >= limit:
             break
-    return hits
+    return hits, len(gone)
 
 
 def _demote_leading_tests(
