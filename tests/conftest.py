@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -25,6 +26,43 @@ CORPUS = {
     "    def __init__(self, rate):\n        self.rate = rate\n",
     "docs/guide.rst": "Guide\n=====\n\nInstallation\n------------\n\nRun pip install to set it up.\n",
     "notes/café.txt": "Le café est prêt. Naïve façade, déjà vu.\n",
+}
+
+
+# Private keys that kenning must recognise by their content, whatever the file is called. Built at run time, so
+# this file holds no key block itself (kenning indexes its own source and would skip it). The bodies are base64
+# letters, not keys.
+KEY_BODY = "".join(
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"[i * 7 % 64] for i in range(300)
+)
+CERT_BODY = KEY_BODY[::-1]
+
+
+def armor(label: str, body: str = KEY_BODY, *, headers: str = "", nl: str = "\n") -> str:
+    """A PEM-style block: BEGIN line, optional headers, 64-column base64, END line."""
+    lines = nl.join(body[i : i + 64] for i in range(0, len(body), 64))
+    return f"-----BEGIN {label}-----{nl}{headers}{lines}{nl}-----END {label}-----{nl}"
+
+
+KEY_FILES = {
+    "deploy_key": armor("OPENSSH PRIVATE KEY"),
+    "certs/server.crt": armor("CERTIFICATE", CERT_BODY) + armor("RSA PRIVATE KEY"),  # a cert and its key
+    "key.asc": armor("PGP PRIVATE KEY BLOCK", headers="Version: GnuPG v2\n\n"),
+    "service-account.json": json.dumps(
+        {
+            "type": "service_account",
+            "project_id": "demo",
+            "private_key": armor("PRIVATE KEY"),
+            "client_email": "ci@demo.iam.gserviceaccount.com",
+        },
+        indent=2,
+    ),
+}
+NOT_KEY_FILES = {
+    "certs/ca.crt": armor("CERTIFICATE", CERT_BODY),
+    "signing.pub": armor("PUBLIC KEY", CERT_BODY),
+    "authorized_keys": "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQC7vbqajDhA deploy@ci\n",
+    "pem.py": 'BEGIN = "-----BEGIN RSA PRIVATE KEY-----"\n\n\ndef is_rsa_key(text):\n    return BEGIN in text\n',
 }
 
 

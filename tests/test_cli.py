@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import make_tree, run_cli
+from conftest import KEY_BODY, KEY_FILES, NOT_KEY_FILES, armor, make_tree, run_cli
 
 
 def test_every_command_has_help_with_examples(tmp_path: Path) -> None:
@@ -191,3 +191,73 @@ def test_no_index_search_applies_path_and_type_filters(tmp_path: Path) -> None:
     assert [json.loads(ln)["path"] for ln in out.stdout.splitlines() if '"type": "hit"' in ln] == [
         "docs/b.md"
     ]
+
+
+def test_regression_private_keys_under_other_names_are_skipped_as_secrets(tmp_path: Path) -> None:
+    """Secrets were judged by name only: ``deploy_key``, a key in ``server.crt`` or a service-account JSON were
+    indexed and served. By content they are skipped like secrets by name, and a file that turns into one loses
+    its passages."""
+    notes = "# Notes\n\nRotate the staging credentials every quarter.\n"
+    root = make_tree(tmp_path / "ws", KEY_FILES | NOT_KEY_FILES | {"notes.md": notes})
+    out = run_cli("index", "--json", str(root), cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    secret = {s["path"]: s["reason"] for s in report["skipped"] if s["reason"].startswith("secret")}
+    assert secret == dict.fromkeys(KEY_FILES, "secret file (contains a private key)")
+    # a certificate or public key is not secret (its base64 alone is left out as encoded, as before)
+    assert {"authorized_keys", "notes.md", "pem.py"} <= set(report["added"])
+    out = run_cli("index", str(root), cwd=tmp_path)  # the summary counts them with the secrets by name
+    assert f"skipped: {len(KEY_FILES)} secret file" in out.stdout
+    for query in ("service_account gserviceaccount", "OPENSSH PGP"):
+        out = run_cli("search", "--lexical", "--json", query, str(root), cwd=tmp_path)
+        assert not [ln for ln in out.stdout.splitlines() if '"type": "hit"' in ln], query
+    out = run_cli("grep", "-F", KEY_BODY[64:96], str(root), cwd=tmp_path)
+    assert out.returncode == 1 and out.stdout == "", out.stdout
+
+    (root / "notes.md").write_text(notes + "\n" + armor("EC PRIVATE KEY"))
+    out = run_cli("index", "--json", str(root), cwd=tmp_path)
+    report = json.loads(out.stdout)
+    assert report["removed"] == ["notes.md"] and report["passages_removed"] > 0
+    assert {"path": "notes.md", "reason": "secret file (contains a private key)"} in report["skipped"]
+    out = run_cli("search", "--lexical", "staging credentials", str(root), cwd=tmp_path)
+    assert out.returncode == 1 and "notes.md" not in out.stdout
+
+
+def test_regression_brace_globs_select_every_alternative(tmp_path: Path) -> None:
+    """``-g '*.{py,rs}'`` matched nothing in grep, search and index: braces were taken literally."""
+    root = make_tree(
+        tmp_path / "ws", {"a.py": "needle one\n", "b.rs": "needle two\n", "c.md": "needle three\n"}
+    )
+    out = run_cli("grep", "-g", "*.{py,rs}", "needle", str(root), cwd=tmp_path)
+    assert out.returncode == 0 and [ln for ln in out.stdout.splitlines() if ln.endswith((".py", ".rs"))] == [
+        "a.py",
+        "b.rs",
+    ]
+    assert "c.md" not in out.stdout
+    out = run_cli("search", "--no-index", "--json", "-g", "*.{md,rs}", "needle", str(root), cwd=tmp_path)
+    hits = [json.loads(ln)["path"] for ln in out.stdout.splitlines() if '"type": "hit"' in ln]
+    assert sorted(hits) == ["b.rs", "c.md"]
+    out = run_cli("index", "--json", "-g", "!*.{py,rs}", str(root), cwd=tmp_path)
+    assert out.returncode == 0 and json.loads(out.stdout)["added"] == ["c.md"]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("grep", "-g", "[", "needle"),
+        ("grep", "--iglob", "*.[ch", "needle"),
+        ("search", "-g", "*.{py,rs", "needle"),
+        ("search", "--no-index", "-g", "[z-a]", "needle"),
+        ("index", "-g", "{src,lib/**"),
+    ],
+)
+def test_regression_an_invalid_glob_is_one_line_exit_2(tmp_path: Path, command: tuple[str, ...]) -> None:
+    """``-g '['`` silently matched every file (an unclosed "[" was dropped); "[z-a]" was a traceback."""
+    root = make_tree(tmp_path / "ws", {"a.py": "needle\n"})
+    out = run_cli(*command, str(root), cwd=tmp_path)
+    glob = command[command.index("needle") - 1] if "needle" in command else command[-1]
+    assert out.returncode == 2 and out.stdout == "", out.stdout
+    assert (
+        out.stderr.count("\n") == 1 and f"invalid glob {glob!r}" in out.stderr and "fix or drop" in out.stderr
+    )
+    assert not (root / ".kenning").exists()  # refused before any index was built

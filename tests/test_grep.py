@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from conftest import make_tree
+from conftest import KEY_BODY, KEY_FILES, NOT_KEY_FILES, make_tree
 from kenning.errors import UsageError
 from kenning.grep import MAX_LINE_CHARS, GrepFile, GrepLine, GrepOptions, grep, render_grep, rg_available
 from kenning.types import Selection, Skip
@@ -173,6 +173,18 @@ def test_skipped_files_are_reported(ws: Path, engine: str) -> None:
     list(grep(ws, opts, engine=engine, on_skip=skips.append))  # type: ignore[arg-type]
     assert Skip("data.txt", "binary") in skips
     assert any(s.rel == "secrets.yaml" and "secret" in s.reason for s in skips)
+
+
+def test_regression_a_private_key_under_another_name_is_never_grepped(tmp_path: Path, engine: str) -> None:
+    """Secrets were judged by name only, so grep printed the key in ``deploy_key`` or ``server.crt``."""
+    root = make_tree(tmp_path / "ws", KEY_FILES | NOT_KEY_FILES)
+    skips: list[Skip] = []
+    opts = GrepOptions(("BEGIN", "ssh-rsa", KEY_BODY[64:96]))
+    found = list(grep(root, opts, engine=engine, on_skip=skips.append))  # type: ignore[arg-type]
+    assert [f.path for f in found] == sorted(NOT_KEY_FILES)  # certificates, public keys, a parser's constant
+    assert sorted(skips, key=lambda s: s.rel) == [
+        Skip(rel, "secret file (contains a private key)") for rel in sorted(KEY_FILES)
+    ]
 
 
 def test_exact_rendering_with_context_and_separators(ws: Path, engine: str) -> None:

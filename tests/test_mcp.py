@@ -18,7 +18,7 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from conftest import CORPUS, make_tree, run_cli
+from conftest import CORPUS, KEY_BODY, KEY_FILES, make_tree, run_cli
 from kenning.errors import ArgumentError
 from kenning.mcp import schemas
 from kenning.mcp.answers import Answer
@@ -201,6 +201,48 @@ def test_refusals_are_tool_errors_with_stable_codes(corpus: Path, tmp_path: Path
             assert text.startswith(f"error {code}:"), (tool, args, text)
         # after all that the server still serves
         await call(client, "index_status", {})
+
+    drive(body, corpus)
+
+
+def test_regression_brace_globs_work_and_an_invalid_glob_is_refused(corpus: Path) -> None:
+    """``globs: ["*.{py,rst}"]`` matched nothing, and ``["["]`` matched everything without a word."""
+
+    async def body(client: Client) -> None:
+        _, data = await call(client, "text_search", {"query": "install retry", "globs": ["*.{py,rst}"]})
+        assert data["literal"] is True and {h["path"] for h in data["hits"]} == {
+            "docs/guide.rst",
+            "src/upload.py",
+        }
+        _, data = await call(client, "text_index", {"paths": ["."], "glob": "**/*.{md,rst}"})
+        assert data["added"] == 2 and data["files"] == 2
+        _, data = await call(client, "text_search", {"query": "install retry", "globs": ["!*.{md,txt}"]})
+        assert data["literal"] is False and [h["path"] for h in data["hits"]] == ["docs/guide.rst"]
+        for tool, args in [
+            ("text_search", {"query": "retry", "globs": ["["]}),
+            ("text_search", {"query": "retry", "globs": ["*.{py,rst"]}),
+            ("text_index", {"paths": ["."], "glob": "src/*.[ch"}),
+        ]:
+            text = await refused(client, tool, args)
+            assert text.startswith("error KENNING.USAGE: invalid glob") and "fix or drop" in text, text
+
+    drive(body, corpus)
+
+
+def test_regression_a_private_key_under_another_name_is_never_served(corpus: Path) -> None:
+    """Secrets were judged by name only: an agent could read ``deploy_key`` through text_search or grep."""
+    make_tree(corpus, KEY_FILES)
+
+    async def body(client: Client) -> None:
+        text, data = await call(client, "text_index", {"paths": ["."]})
+        assert data["added"] == len(CORPUS)
+        assert {s["path"] for s in data["skipped"] if s["reason"].startswith("secret")} == set(KEY_FILES)
+        assert "skipped deploy_key: secret file (contains a private key)" in text
+        for query in ("service_account private_key", "OPENSSH PRIVATE KEY", KEY_BODY[:64]):
+            _, data = await call(client, "text_search", {"query": query, "mode": "lexical"})
+            assert not {h["path"] for h in data["hits"]} & set(KEY_FILES), query
+        _, data = await call(client, "grep", {"pattern": "PRIVATE KEY|service_account", "context": 3})
+        assert data["files"] == []
 
     drive(body, corpus)
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import make_tree, run_cli, signal_in_phase, spawn_index
+from conftest import KEY_FILES, make_tree, run_cli, signal_in_phase, spawn_index
 from kenning.embed.hashing import HashEmbedder
 
 
@@ -245,7 +245,9 @@ def _passages(db_path: Path) -> list[tuple[object, ...]]:
 def test_chunk_pool_builds_the_same_index_as_one_process(tmp_path: Path) -> None:
     one = _big_tree(tmp_path / "one", 400)
     make_tree(
-        one, {"docs/guide.md": "# Guide\n\n## Install\n\nRun pip install.\n", "notes.txt": "plain words\n"}
+        one,
+        {"docs/guide.md": "# Guide\n\n## Install\n\nRun pip install.\n", "notes.txt": "plain words\n"}
+        | KEY_FILES,  # the workers must judge content as the parent does
     )
     pool = tmp_path / "pool"
     shutil.copytree(one, pool)
@@ -253,6 +255,8 @@ def test_chunk_pool_builds_the_same_index_as_one_process(tmp_path: Path) -> None
     done = run_cli("index", "--json", str(pool), env={"KENNING_CHUNK_WORKERS": "2"}, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert '"added": [' in done.stdout
+    skipped = {s["path"]: s["reason"] for s in json.loads(done.stdout)["skipped"]}
+    assert skipped == dict.fromkeys(KEY_FILES, "secret file (contains a private key)")
     assert _passages(_db(one)) == _passages(_db(pool))
     _consistency(_db(pool))
 

@@ -4,20 +4,25 @@ sizes, symlinks, permissions, root checks, determinism and speed; plus kind_of a
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
 
-from conftest import make_tree
+from conftest import KEY_BODY, KEY_FILES, NOT_KEY_FILES, armor, make_tree
 from kenning.errors import RootError, UsageError
+from kenning.index import Scope
 from kenning.types import FileEntry, Selection, Skip
 from kenning.walk import (
     INDEX_DIR_NAME,
     TYPES,
     NotText,
+    PathFilter,
     check_root,
     compile_selection,
     decode,
+    expand_braces,
+    holds_private_key,
     is_secret,
     is_test_path,
     kind_of,
@@ -317,6 +322,33 @@ def test_is_secret() -> None:
     )
 
 
+def test_regression_private_keys_are_found_by_content_whatever_the_name() -> None:
+    """Secrets were judged by name only: a ``deploy_key`` or a key inside a ``.crt`` was indexed."""
+    assert [name for name, text in KEY_FILES.items() if not holds_private_key(text.encode())] == []
+    body = KEY_BODY[:64]
+    variants = [
+        armor("RSA PRIVATE KEY", nl="\r\n"),
+        armor(
+            "RSA PRIVATE KEY", headers="Proc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,3F17F5316E2BAC89\n\n"
+        ),
+        armor("ENCRYPTED PRIVATE KEY"),
+        armor("EC PRIVATE KEY", nl=" "),  # flattened into one line, as in an environment variable
+        "tls:\n  key: |\n    " + armor("PRIVATE KEY", nl="\n    "),  # indented in YAML
+        f'---- BEGIN SSH2 ENCRYPTED PRIVATE KEY ----\nComment: "rsa-key"\n{body}\n',
+        f'KEY = "-----BEGIN PRIVATE KEY-----\\n{body}\\n-----END PRIVATE KEY-----"',  # escaped in a string
+    ]
+    assert [v for v in variants if not holds_private_key(v.encode())] == []
+    # Public material and mere mentions of the header are not secrets.
+    assert [name for name, text in NOT_KEY_FILES.items() if holds_private_key(text.encode())] == []
+    mentions = [
+        "A key file starts with -----BEGIN RSA PRIVATE KEY----- and then base64, e.g. MIIEpAIBAAKCAQEA...\n",
+        "```\n-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA...\n-----END OPENSSH PRIVATE KEY-----\n```\n",
+        'MARK = b"-----BEGIN OPENSSH PRIVATE KEY-----\\n"\nif data.startswith(MARK):\n    load(data)\n',
+        "private key handling: see PRIVATE KEY BLOCK in RFC 4880\n",
+    ]
+    assert [m for m in mentions if holds_private_key(m.encode())] == []
+
+
 TEST_FILES = [
     "tests/test_upload.py",
     "t/unit/worker/test_request.py",
@@ -414,6 +446,66 @@ def test_iglobs_case_insensitive(tmp_path: Path) -> None:
         "docs/sub/b.md",
         "src/docs/c.md",
     ]
+
+
+def test_regression_brace_alternatives_select_each_alternative(tmp_path: Path) -> None:
+    """``-g '*.{py,rs}'`` was read as a literal name with braces and matched nothing."""
+    tree(tmp_path, GLOB_TREE | {"src/m.rs": "m\n", "docs/r.rst": "r\n", "{x}.md": "x\n"})
+    assert files_of(tmp_path, globs=("*.{py,rs}",)) == ["lib/src/y.py", "src/m.rs", "src/x.py"]
+    assert files_of(tmp_path, globs=("*.{py,{rs,rst}}",)) == [
+        "docs/r.rst",
+        "lib/src/y.py",
+        "src/m.rs",
+        "src/x.py",
+    ]
+    # "!" applies to every alternative, and later globs still override earlier ones.
+    assert files_of(tmp_path, globs=("*.{py,rs}", "!src/*.{py,rs}")) == ["lib/src/y.py"]
+    assert files_of(tmp_path, globs=("!src/*.{py,rs}", "*.{py,rs}")) == [
+        "lib/src/y.py",
+        "src/m.rs",
+        "src/x.py",
+    ]
+    assert files_of(tmp_path, globs=("*.{py,rs}", "!src/*.{py,rs}", "src/x.py")) == [
+        "lib/src/y.py",
+        "src/x.py",
+    ]
+    assert files_of(tmp_path, iglobs=("{docs,src}/*.{MD,RST}",)) == ["docs/a.md", "docs/r.rst", "src/Z.MD"]
+    # An escaped brace, or one inside [...], is literal.
+    assert files_of(tmp_path, globs=("\\{x}.md",)) == files_of(tmp_path, globs=("[{]x}.md",)) == ["{x}.md"]
+    assert expand_braces("!{a,b}/*.{c,d}") == ["!a/*.c", "!a/*.d", "!b/*.c", "!b/*.d"]
+    assert expand_braces("{!a,#b}") == ["\\!a", "\\#b"]  # an alternative never becomes a negation or comment
+    assert expand_braces("a,b}") == ["a,b}"] and expand_braces("[{,]x") == ["[{,]x"]
+
+
+@pytest.mark.parametrize(
+    ("glob", "why"),
+    [
+        ("[", r"unclosed '\['"),
+        ("src/*.[ch", r"unclosed '\['"),
+        ("*.{py,rs", "unclosed '{'"),
+        ("{a,[b}", r"unclosed '\['"),
+        ("[z-a]", "bad character range z-a\\)"),
+        ("[/]", "it can match no path"),
+        ("{a,b}" * 9, "expands to more than"),
+    ],
+)
+def test_regression_an_invalid_glob_is_a_usage_error_not_a_match_for_everything(
+    tmp_path: Path, glob: str, why: str
+) -> None:
+    """An unclosed "[" was dropped by pathspec, so ``-g '['`` selected every file; "[z-a]" was a traceback."""
+    tree(tmp_path, {"a.md": "a\n"})
+    for given, selection in (
+        (glob, Selection(globs=(glob,))),
+        (f"!{glob}", Selection(iglobs=("*.md", f"!{glob}"))),
+    ):
+        with pytest.raises(UsageError, match=f"glob {re.escape(repr(given))}.*{why}"):
+            compile_selection(selection)
+        with pytest.raises(UsageError):
+            list(walk(tmp_path, selection))
+        with pytest.raises(UsageError):
+            PathFilter(tmp_path, selection)
+    with pytest.raises(UsageError):
+        Scope(glob=glob)
 
 
 def test_types_and_types_not(tmp_path: Path) -> None:

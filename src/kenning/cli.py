@@ -103,7 +103,7 @@ def _selection_args(p: argparse.ArgumentParser, *, index: bool) -> None:
         action="append",
         default=None,
         metavar="GLOB",
-        help="include files matching GLOB; '!GLOB' excludes (repeatable, ordered, later wins)",
+        help="include files matching GLOB, e.g. '*.{py,rs}'; '!GLOB' excludes (repeatable, ordered, later wins)",
     )
     p.add_argument(
         "--iglob", action="append", default=None, metavar="GLOB", help="like --glob, case-insensitive"

@@ -27,7 +27,7 @@ from typing import Literal
 
 from kenning.errors import KenningError, UsageError
 from kenning.types import FileEntry, Selection, Skip
-from kenning.walk import check_root, decode, read_bytes, walk
+from kenning.walk import SECRET_CONTENT, NotText, check_root, decode, holds_private_key, read_bytes, walk
 
 __all__ = ["MAX_LINE_CHARS", "GrepFile", "GrepLine", "GrepOptions", "grep", "render_grep", "rg_available"]
 
@@ -275,6 +275,8 @@ def _load(entry: FileEntry, on_skip: Callable[[Skip], None] | None) -> tuple[str
     """The file's text (walk.decode, the one decoder both engines share) and its bytes, or None if it is not
     text. One read: rg's encoding is judged on the same bytes."""
     raw = read_bytes(entry.path)
+    if isinstance(raw, bytes) and holds_private_key(raw):
+        raw = NotText(SECRET_CONTENT)
     if isinstance(raw, bytes):
         text = decode(raw)
         if isinstance(text, str):

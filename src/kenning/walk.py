@@ -23,7 +23,8 @@ from kenning.types import FileEntry, FileKind, Selection, Skip
 
 __all__ = [  # FileEntry, Selection and Skip are re-exported: callers use walk.FileEntry
     "INDEX_DIR_NAME", "TYPES", "FileEntry", "NotText", "PathFilter", "Selection", "SelectionMatcher", "Skip",
-    "check_root", "compile_selection", "decode", "is_secret", "kind_of", "read_text", "walk",
+    "check_root", "compile_selection", "decode", "expand_braces", "holds_private_key", "is_secret", "kind_of",
+    "read_text", "walk",
 ]  # fmt: skip
 
 INDEX_DIR_NAME = ".kenning"
@@ -169,6 +170,27 @@ _DEFAULT_FILES = _NameGlobs(DEFAULT_IGNORE_FILES)
 _SECRETS = _NameGlobs(SECRET_FILES)
 
 
+SECRET_CONTENT = "secret file (contains a private key)"
+# The armor of a PEM (RFC 7468), OpenSSH, SSH2 or PGP private key, its optional headers (Proc-Type, DEK-Info,
+# Version, Comment), then a run of base64: a parser that only names "BEGIN RSA PRIVATE KEY" holds no key. A key's
+# first body line is 64 characters or more; 40 leaves room. Line breaks may be real, escaped in a string (\n in
+# a service-account JSON) or flattened to spaces (an environment variable). Possessive quantifiers keep the
+# search linear on hostile input.
+_BREAK = rb"(?:[ \t]|\r?\n|(?:\\r)?\\n)*+"
+_ARMOR_HEADER = rb"[A-Za-z][A-Za-z0-9-]*:[^\r\n\\]*+"
+_PRIVATE_KEY = re.compile(
+    rb"-{4,5} ?BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)? ?-{4,5}"
+    + rb"(?:%s%s)*%s[A-Za-z0-9+/]{40}" % (_BREAK, _ARMOR_HEADER, _BREAK)
+)
+
+
+def holds_private_key(data: bytes) -> bool:
+    """True if the bytes hold a private key block, whatever the file is called (a ``deploy_key``, a key
+    inside a ``.crt`` or a service-account JSON). Public keys and certificates are not matched."""
+    # One substring scan of every file; the regex runs only on the rare file that names a private key.
+    return data.find(b"PRIVATE KEY") >= 0 and _PRIVATE_KEY.search(data) is not None
+
+
 def is_secret(rel: str) -> bool:
     """True for files that likely hold credentials; they are never indexed, whatever the selection says."""
     cut = rel.rfind("/")
@@ -232,6 +254,80 @@ def check_root(root: Path | str) -> Path:
     return path
 
 
+MAX_GLOB_ALTERNATIVES = 256  # "{a,b}{c,d}..." multiplies: bound what one glob may expand to
+
+
+def expand_braces(glob: str) -> list[str]:
+    """The globs that ``{a,b}`` alternatives stand for, in order (``*.{py,rs}`` -> ``*.py``, ``*.rs``).
+
+    Braces nest; ``\\{`` and a brace inside ``[...]`` are literal, and so is a ``}`` or ``,`` outside braces.
+    pathspec reads none of this (it would take ``{py,rs}`` literally), so globs are expanded before it
+    compiles them. A leading ``!`` applies to every alternative. UsageError for an unclosed ``[`` or
+    ``{`` (pathspec would silently drop the glob, so it would select everything).
+    """
+    negate = "!" if glob.startswith("!") else ""
+    body = glob[len(negate) :]
+    if "{" not in body and "[" not in body:
+        return [glob]
+    alternatives, _ = _expand(glob, body, 0, 0)
+    # An alternative must not turn into a negation or a comment just because the glob began with "{".
+    return [negate + ("\\" + a if a.startswith(("!", "#")) and body[0] == "{" else a) for a in alternatives]
+
+
+def _expand(glob: str, body: str, i: int, depth: int) -> tuple[list[str], int]:
+    """Expand body[i:] up to a ``,`` or ``}`` that ends the enclosing group (at ``depth`` > 0), or the end."""
+    out = [""]
+    while i < len(body):
+        c = body[i]
+        if depth and c in ",}":
+            break
+        if c == "{":
+            options: list[str] = []
+            while True:
+                alts, i = _expand(glob, body, i + 1, depth + 1)
+                options += alts
+                if i >= len(body):
+                    raise UsageError(
+                        f"invalid glob {glob!r}: unclosed '{{' (write \\{{ for a literal brace); "
+                        "fix or drop the --glob"
+                    )
+                if body[i] == "}":
+                    i += 1
+                    break
+            out = [o + a for o in out for a in options]
+            if len(out) > MAX_GLOB_ALTERNATIVES:
+                raise UsageError(
+                    f"glob {glob!r} expands to more than {MAX_GLOB_ALTERNATIVES} globs; "
+                    "use fewer brace alternatives"
+                )
+            continue
+        if c == "\\":
+            piece = body[i : i + 2]  # kept escaped: pathspec reads "\\{" as a literal "{"
+        elif c == "[":
+            piece = body[i : _class_end(glob, body, i) + 1]
+        else:
+            piece = c
+        out = [o + piece for o in out]
+        i += len(piece)
+    return out, i
+
+
+def _class_end(glob: str, body: str, start: int) -> int:
+    """The index of the "]" closing the class opened at ``start``, read as pathspec reads it: a "]" right
+    after "[" (or "[!", "[^") is a member, and a backslash inside is a plain character."""
+    i = start + 1
+    if body[i : i + 1] in ("!", "^"):
+        i += 1
+    if body[i : i + 1] == "]":
+        i += 1
+    end = body.find("]", i)
+    if end < 0:
+        raise UsageError(
+            f"invalid glob {glob!r}: unclosed '[' (write \\[ for a literal bracket); fix or drop the --glob"
+        )
+    return end
+
+
 class SelectionMatcher:
     """The glob, iglob, type and type-not filters of a Selection, compiled once.
 
@@ -245,12 +341,21 @@ class SelectionMatcher:
         self._globs: list[tuple[re.Pattern[str], bool]] = []
         for globs, flags in ((selection.globs, 0), (selection.iglobs, re.IGNORECASE)):
             for glob in globs:
-                try:
-                    pat = GitIgnoreSpecPattern(glob)
-                except ValueError as exc:
-                    raise UsageError(f"invalid glob {glob!r} ({exc}); fix or drop the --glob") from exc
-                if pat.include is not None and pat.regex is not None:
-                    self._globs.append((re.compile(pat.regex.pattern, flags), pat.include))
+                # A glob's alternatives sit where it stood, so "later globs win" holds between globs.
+                for alt in expand_braces(glob):
+                    try:
+                        pat = GitIgnoreSpecPattern(alt)
+                    except (ValueError, re.error) as exc:  # re.error: a reversed range, "[z-a]"
+                        # re.error's position would point into pathspec's regex, not into the glob
+                        why = exc.msg if isinstance(exc, re.error) else exc
+                        raise UsageError(f"invalid glob {glob!r} ({why}); fix or drop the --glob") from exc
+                    if pat.include is not None and pat.regex is not None:
+                        self._globs.append((re.compile(pat.regex.pattern, flags), pat.include))
+                    elif alt.strip() and not alt.startswith("#"):
+                        # pathspec drops a glob it cannot read ("[/]"): it would select everything
+                        raise UsageError(
+                            f"invalid glob {glob!r} (it can match no path); fix or drop the --glob"
+                        )
         self._whitelist = any(inc for _, inc in self._globs)
         self._types = self._type_re(selection.types)
         self._types_not = self._type_re(selection.types_not)
