@@ -7,6 +7,7 @@ sorted, so the same tree always gives the same sequence. Nothing here chunks, em
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 import os
 import re
@@ -365,10 +366,11 @@ class SelectionMatcher:
     def _type_re(names: tuple[str, ...]) -> re.Pattern[str] | None:
         unknown = [n for n in names if n not in TYPES]
         if unknown:
-            some = ", ".join(sorted(TYPES)[:12])
+            # the whole list: no command prints it (the hint named a `--type-list` that did not exist)
+            close = difflib.get_close_matches(unknown[0], TYPES, n=1, cutoff=0.5)
+            guess = f"did you mean {close[0]!r}? " if close else ""
             raise UsageError(
-                f"unknown file type {unknown[0]!r}; valid types include {some}, ... "
-                "(`kenning index --type-list` lists them all)"
+                f"unknown file type {unknown[0]!r}; {guess}valid types: {', '.join(sorted(TYPES))}"
             )
         return _basename_re(g for n in names for g in TYPES[n]) if names else None
 
