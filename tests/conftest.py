@@ -75,6 +75,16 @@ def make_tree(root: Path, files: Mapping[str, str | bytes]) -> Path:
     return root
 
 
+def git(root: Path, *args: str) -> str:
+    """Run git in root (a real repository: `git(root, "init", "-q")`); its stdout."""
+    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t")
+    env.update(GIT_COMMITTER_EMAIL="t@t", GIT_CONFIG_GLOBAL=os.devnull, GIT_CONFIG_NOSYSTEM="1")
+    done = subprocess.run(
+        ["git", "-C", str(root), *args], check=True, capture_output=True, text=True, env=env
+    )
+    return done.stdout
+
+
 @pytest.fixture
 def corpus(tmp_path: Path) -> Path:
     return make_tree(tmp_path / "ws", dict(CORPUS))

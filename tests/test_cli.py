@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from conftest import KEY_BODY, KEY_FILES, NOT_KEY_FILES, armor, make_tree, run_cli
+from conftest import KEY_BODY, KEY_FILES, NOT_KEY_FILES, armor, git, make_tree, run_cli
 
 
 def test_every_command_has_help_with_examples(tmp_path: Path) -> None:
@@ -179,6 +180,92 @@ def test_grep_command_exit_codes(corpus: Path, engine: str) -> None:
     assert out.returncode == 0 and "upload.py" in out.stdout
     out = run_cli("grep", "--engine", engine, "zzzqqq", str(corpus), cwd=corpus.parent)
     assert out.returncode == 1
+
+
+def jaguar_repo(tmp_path: Path) -> Path:
+    """The reviewer's repository: its top ignores logs and secret_dir/, which are down in pkg/."""
+    par = make_tree(
+        tmp_path / "par",
+        {
+            ".gitignore": "*.log\nsecret_dir/\n",
+            "pkg/debug.log": "jaguar log\n",
+            "pkg/mod.txt": "jaguar code\n",
+            "pkg/secret_dir/notes.txt": "jaguar private\n",
+            "docs/guide.md": "x marks the spot\n",
+            "src/lib/a.txt": "needle lib\n",
+            "src/lib/skip.txt": "needle skipped\n",
+            "config/c.txt": "needle conf\n",
+            "myignore": "skip.txt\n",
+        },
+    )
+    git(par, "init", "-q")
+    return par
+
+
+def printed_paths(out: subprocess.CompletedProcess[str]) -> list[str]:
+    """The file headings of `kenning grep` output (not its numbered lines, `@ symbol` labels or blank lines)."""
+    return [ln for ln in out.stdout.splitlines() if ln and not ln[0].isdigit() and not ln.startswith("@ ")]
+
+
+def test_grep_path_narrows_the_search_of_the_project_instead_of_becoming_its_root(tmp_path: Path) -> None:
+    """Regression: `grep PATTERN PATH` searched PATH as a root of its own: the repository's .gitignore did
+    not apply, paths printed relative to PATH, globs and --ignore-file were read from PATH."""
+    par = jaguar_repo(tmp_path)
+    out = run_cli("grep", "jaguar", "pkg", cwd=par)
+    assert (out.returncode, out.stdout) == (0, "pkg/mod.txt\n1:jaguar code\n"), out.stderr
+    assert run_cli("grep", "jaguar", cwd=par / "pkg").stdout == "mod.txt\n1:jaguar code\n"
+    assert run_cli("grep", "x", "docs/guide.md", cwd=par).stdout.splitlines()[0] == "docs/guide.md"
+    out = run_cli("grep", "-e", "jaguar", "-e", "marks", "./pkg/", "docs", cwd=par)
+    assert printed_paths(out) == ["docs/guide.md", "./pkg/mod.txt"]
+    for paths in (["config", "src"], ["src"]):  # a glob means the same whatever PATHs come with it
+        out = run_cli("grep", "-g", "src/lib/**", "needle", *paths, cwd=par)
+        assert printed_paths(out) == ["src/lib/a.txt", "src/lib/skip.txt"], paths
+    out = run_cli("grep", "--ignore-file", "myignore", "needle", "src", cwd=par)  # from here, as in rg
+    assert (out.returncode, printed_paths(out)) == (0, ["src/lib/a.txt"]), out.stderr
+
+
+def test_grep_refuses_a_path_outside_the_project_a_symlink_leaving_it_or_one_it_ignores(
+    tmp_path: Path,
+) -> None:
+    """Regression: a PATH symlinked to a folder elsewhere, or outside the project, became the root and was
+    searched; an ignored PATH was searched as a root of its own, without the rules of the folders above."""
+    par = jaguar_repo(tmp_path)
+    elsewhere = make_tree(tmp_path / "elsewhere", {"e.txt": "needle elsewhere\n"})
+    (par / "outlink").symlink_to(elsewhere, target_is_directory=True)
+    for path, reason in (("outlink", "symlink"), ("../elsewhere", "outside the root")):
+        out = run_cli("grep", "needle", path, cwd=par)
+        assert out.returncode == 2 and not out.stdout, path
+        assert len(out.stderr.splitlines()) == 1 and reason in out.stderr and "cd into" in out.stderr
+    # A PATH the rules leave out is not searched under the project's rules (ripgrep would): kenning says so.
+    out = run_cli("grep", "jaguar", "pkg/debug.log", cwd=par)
+    assert out.returncode == 2 and len(out.stderr.splitlines()) == 1 and "--no-ignore" in out.stderr
+    assert printed_paths(run_cli("grep", "--no-ignore", "jaguar", "pkg/debug.log", cwd=par)) == [
+        "pkg/debug.log"
+    ]
+
+
+def test_grep_in_a_subfolder_of_an_index_searches_there_with_the_index_root_rules(tmp_path: Path) -> None:
+    par = jaguar_repo(tmp_path)
+    assert run_cli("index", ".", cwd=par).returncode == 0
+    here = par / "src"
+    assert printed_paths(run_cli("grep", "needle", cwd=here)) == ["lib/a.txt", "lib/skip.txt"]
+    assert run_cli("grep", "needle", "../config", cwd=here).stdout.splitlines()[0] == "../config/c.txt"
+    out = run_cli("grep", "-g", "src/lib/a*", "needle", cwd=here)  # globs are matched from the root
+    assert out.stdout.splitlines()[0] == "lib/a.txt"
+
+
+def test_a_subfolder_of_a_git_repo_is_indexed_and_searched_with_the_repo_ignore_files(tmp_path: Path) -> None:
+    """Regression: indexing (or searching without an index) a folder inside a git repository took in the
+    files the repository's .gitignore above it excludes."""
+    par = jaguar_repo(tmp_path)
+    pkg = par / "pkg"
+    out = run_cli("search", "--no-index", "--json", "jaguar", "pkg", cwd=par)
+    assert [json.loads(ln)["path"] for ln in out.stdout.splitlines()[:-1]] == ["mod.txt"]
+    out = run_cli("index", "--json", ".", cwd=pkg)
+    assert json.loads(out.stdout)["added"] == ["mod.txt"], out.stderr
+    (par / ".gitignore").write_text("secret_dir/\n")  # logs are no longer ignored: one file to add
+    out = run_cli("status", "--json", ".", cwd=pkg)
+    assert json.loads(out.stdout)["added"] == 1
 
 
 def test_no_index_search_applies_path_and_type_filters(tmp_path: Path) -> None:

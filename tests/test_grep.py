@@ -279,6 +279,22 @@ def test_paths_outside_the_root_or_missing_are_usage_errors(ws: Path, engine: st
         run(ws, engine, "needle", paths=["no/such/dir"])
 
 
+def test_a_path_that_is_a_symlink_searches_its_target_inside_the_root_and_is_refused_outside(
+    ws: Path, engine: str
+) -> None:
+    """Regression: a PATH through a link kept the link's name, which a walk that does not follow links never
+    yields, so a link inside the root searched nothing and one leaving it searched nothing silently."""
+    (ws / "alias").symlink_to(ws / "docs", target_is_directory=True)
+    docs = ["latin1.txt", "legacy.txt", "unicode.md"]
+    assert [f.path for f in run(ws, engine, "needle", paths=["alias"])] == [f"docs/{d}" for d in docs]
+    followed = run(ws, engine, "needle", paths=["alias"], selection=Selection(follow=True))
+    assert [f.path for f in followed] == [f"alias/{d}" for d in docs]
+    (ws / "away").symlink_to(ws.parent, target_is_directory=True)
+    for selection in (Selection(), Selection(follow=True)):
+        with pytest.raises(UsageError, match=r"symlink to .* outside the root"):
+            run(ws, engine, "needle", paths=["away"], selection=selection)
+
+
 @pytest.mark.parametrize(
     ("patterns", "kw", "expected"),
     [

@@ -149,12 +149,12 @@ def test_symbols_command_prints_the_outline(code_ws: Path) -> None:
 
 
 def test_grep_names_the_enclosing_symbol(code_ws: Path) -> None:
-    out = run_cli("grep", "json.loads|open\\(path", str(code_ws / "config.py"))
+    out = run_cli("grep", "json.loads|open\\(path", "config.py", cwd=code_ws)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[1:] == ["@ function parse_config", "14:    data = json.loads(text)", "@ function Loader.load",
                          "28:        with open(path) as fh:"]  # fmt: skip
-    plain = run_cli("grep", "--no-symbols", "json.loads", str(code_ws / "config.py"))
+    plain = run_cli("grep", "--no-symbols", "json.loads", "config.py", cwd=code_ws)
     assert "@ " not in plain.stdout
 
 
@@ -210,7 +210,7 @@ def test_grep_marks_a_return_to_top_level(tmp_path: Path) -> None:
     root = make_tree(
         tmp_path / "w", {"a.py": "def foo():\n    token = 1\n    return token\n\n\nprint(token)\n"}
     )
-    out = run_cli("grep", "token", str(root / "a.py")).stdout.splitlines()
+    out = run_cli("grep", "token", "a.py", cwd=root).stdout.splitlines()
     assert out[1:] == [
         "@ function foo",
         "2:    token = 1",

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import KEY_BODY, KEY_FILES, NOT_KEY_FILES, armor, make_tree
+from conftest import KEY_BODY, KEY_FILES, NOT_KEY_FILES, armor, git, make_tree
 from kenning.errors import RootError, UsageError
 from kenning.index import Scope
 from kenning.types import FileEntry, Selection, Skip
@@ -150,6 +150,95 @@ def test_dot_ignore_overrides_gitignore_in_same_dir(tmp_path: Path) -> None:
 def test_git_info_exclude(tmp_path: Path) -> None:
     tree(tmp_path, {".git/info/exclude": "secret_notes.txt\n", "secret_notes.txt": "s\n", "a.txt": "a\n"})
     assert files_of(tmp_path) == ["a.txt"]
+
+
+MONOREPO = {
+    # Anchored rules match from the top: "/mod.txt" and "/other/" are not pkg's, "/services/pkg/artifacts/" is
+    ".gitignore": "*.log\nsecret_dir/\n/services/pkg/artifacts/\n/mod.txt\nservices/pkg/gen.txt\n/other/\n",
+    ".git/info/exclude": "excluded.txt\n",
+    "services/.gitignore": "*.tmp\n",
+    "services/.ignore": "draft.md\n",  # git does not read .ignore files; ripgrep and kenning do
+    "services/pkg/.gitignore": "!keep.log\n",
+    "services/pkg/mod.txt": "m\n",
+    "services/pkg/debug.log": "l\n",
+    "services/pkg/keep.log": "k\n",
+    "services/pkg/gen.txt": "g\n",
+    "services/pkg/artifacts/out.txt": "o\n",
+    "services/pkg/secret_dir/notes.txt": "n\n",
+    "services/pkg/excluded.txt": "e\n",
+    "services/pkg/x.tmp": "t\n",
+    "services/pkg/draft.md": "d\n",
+    "services/pkg/sub/deep.log": "l\n",
+    "services/pkg/sub/ok.md": "o\n",
+    "services/pkg/other/o.md": "kept: /other/ is the top's other/, not this one\n",
+}
+
+
+def test_a_subfolder_of_a_git_repo_obeys_the_ignore_files_above_it(tmp_path: Path) -> None:
+    """Regression: a root inside a git work tree ignored the .gitignore files of its parents and the repo's
+    info/exclude, so indexing one service of a monorepo took in the logs and builds the repo ignores."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    tree(repo, MONOREPO)
+    root = repo / "services" / "pkg"
+    untracked = git(root, "ls-files", "--others", "--exclude-standard").split()  # relative to root, as ours
+    expected = sorted(r for r in untracked if not r.rsplit("/", 1)[-1].startswith(".") and r != "draft.md")
+    assert files_of(root) == expected == ["keep.log", "mod.txt", "other/o.md", "sub/ok.md"]
+    assert files_of(root, no_ignore=True) == sorted(
+        r.removeprefix("services/pkg/") for r in MONOREPO if r.startswith("services/pkg/") and "/." not in r
+    )
+
+
+def test_no_ignore_file_above_a_repository_top_or_outside_a_repository_is_read(tmp_path: Path) -> None:
+    outer = tree(
+        tmp_path, {".gitignore": "*.txt\n", ".ignore": "*.md\n", "plain/a.txt": "a\n", "plain/b.md": "b\n"}
+    )
+    assert files_of(outer / "plain") == ["a.txt", "b.md"], "not in a repository: no parent is read"
+    repo = tree(
+        outer / "repo", {".gitignore": "*.log\n", "pkg/a.txt": "a\n", "pkg/b.md": "b\n", "pkg/c.log": "c\n"}
+    )
+    git(repo, "init", "-q")
+    assert files_of(repo / "pkg") == ["a.txt", "b.md"], "nothing above the repository's top is read"
+    inner = tree(repo / "pkg" / "inner", {"d.log": "d\n"})
+    git(inner, "init", "-q")  # a nested repository (a submodule, a vendored checkout) has its own rules
+    assert files_of(inner) == ["d.log"]
+
+
+def test_a_root_the_repository_ignores_is_walked_with_its_other_rules(tmp_path: Path) -> None:
+    # As in ripgrep (`cd generated && rg x`): the folder the user named is never judged itself.
+    repo = tree(
+        tmp_path / "repo", {".gitignore": "gen/\n*.log\n", "gen/a.txt": "a\n", "gen/sub/b.txt": "b\n"}
+    )
+    tree(repo, {"gen/c.log": "c\n"})
+    git(repo, "init", "-q")
+    assert files_of(repo / "gen") == ["a.txt", "sub/b.txt"]
+    assert files_of(repo / "gen" / "sub") == ["b.txt"]
+
+
+def test_a_linked_worktree_reads_the_main_repository_info_exclude(tmp_path: Path) -> None:
+    main = tree(tmp_path / "main", {"README.md": "r\n"})
+    git(main, "init", "-q")
+    git(main, "add", ".")
+    git(main, "commit", "-q", "-m", "first")
+    git(main, "worktree", "add", "-q", str(tmp_path / "wt"))
+    (main / ".git" / "info" / "exclude").write_text("local.txt\n")
+    wt = tree(tmp_path / "wt", {"sub/local.txt": "l\n", "sub/a.txt": "a\n"})
+    assert files_of(wt / "sub") == ["a.txt"]
+    assert files_of(wt) == ["README.md", "sub/a.txt"]
+
+
+def test_under_lists_only_the_way_to_its_paths_and_keeps_their_parents_rules(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tree(tmp_path, {"a/.gitignore": "*.tmp\n", "a/b/x.md": "x\n", "a/b/t.tmp": "t\n", "a/c/y.md": "y\n",
+                    "a/c/z.md": "z\n", "q/w.md": "w\n", "q.md": "q\n"})  # fmt: skip
+    scanned: list[str] = []
+    spy_on_scandir(monkeypatch, scanned)
+    assert [e.rel for e in walk(tmp_path, Selection(), under=["a/b"])] == ["a/b/x.md"]
+    assert sorted(os.path.relpath(p, tmp_path) for p in scanned) == [".", "a", "a/b"]
+    assert [e.rel for e in walk(tmp_path, Selection(), under=["q", "a/c/y.md"])] == ["a/c/y.md", "q/w.md"]
+    assert len([e for e in walk(tmp_path, Selection(), under=["", "q"])]) == 5
 
 
 def test_ignore_files_relative_and_absolute_and_missing(tmp_path: Path) -> None:

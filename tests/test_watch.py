@@ -21,7 +21,7 @@ import pytest
 from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver
 
-from conftest import make_tree
+from conftest import git, make_tree
 from kenning.daemon.watch import Batch, Watcher
 from kenning.types import FileEntry, Selection
 from kenning.walk import PathFilter, walk
@@ -237,6 +237,41 @@ def test_is_rule_file(tmp_path: Path) -> None:
     assert PathFilter(root, Selection(ignore_files=("missing",))).accepts("src/a.py", is_dir=False)
 
 
+def subfolder_of_a_repo(tmp_path: Path) -> Path:
+    """A real git repository whose top ignores things in services/pkg, the root the tests watch."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    make_tree(
+        repo,
+        {
+            ".gitignore": "*.log\nsecret_dir/\n/services/pkg/gen/\n",
+            ".git/info/exclude": "excluded.txt\n",
+            "services/.ignore": "*.tmp\n",
+            "services/pkg/src/app.py": "a\n",
+            "services/pkg/debug.log": "l\n",
+            "services/pkg/secret_dir/n.md": "n\n",
+            "services/pkg/gen/g.md": "g\n",
+            "services/pkg/excluded.txt": "e\n",
+            "services/pkg/x.tmp": "t\n",
+        },
+    )
+    return repo / "services" / "pkg"
+
+
+def test_path_filter_obeys_the_ignore_files_above_a_root_in_a_repo(tmp_path: Path) -> None:
+    """Regression: the watcher's filter, like the walk, ignored the rules of the root's parents in its repo."""
+    root = subfolder_of_a_repo(tmp_path)
+    walked = {e.rel for e in walk(root, Selection()) if isinstance(e, FileEntry)}
+    assert walked == {"src/app.py"}
+    f = PathFilter(root, Selection())
+    for rel in every_file(root):
+        assert f.accepts(rel, is_dir=False) is (rel in walked), rel
+    assert not f.accepts("gen", is_dir=True) and not f.accepts("new/secret_dir", is_dir=True)
+    repo = root.parent.parent.resolve()
+    assert {repo / ".git/info/exclude", repo / ".gitignore", repo / "services/.ignore"} <= set(f.rule_files())
+
+
 # --- the watcher ----------------------------------------------------------------------------------------
 
 
@@ -313,6 +348,25 @@ def test_nested_gitignore_edit_gives_full_batch_and_new_rules(tmp_path: Path, wa
     got.clear()
     (root / "sub/gen/c.md").write_text("now accepted\n")
     got.wait_for(has("sub/gen/c.md"))
+
+
+def test_a_parent_gitignore_edit_gives_full_batch_and_new_rules(tmp_path: Path, watching: Any) -> None:
+    """Regression: changing the .gitignore of the root's repository above the root went unnoticed."""
+    root = subfolder_of_a_repo(tmp_path)
+    w, got = watching(root)
+    (root / "src/more.log").write_text("ignored by the repository's top\n")
+    (root / "src/sentinel.py").write_text("s\n")
+    got.wait_for(has("src/sentinel.py"))
+    until(lambda: not w.pending(), what="nothing pending")
+    assert "src/more.log" not in got.paths()
+
+    got.clear()
+    (root.parent.parent / ".gitignore").write_text("secret_dir/\n")
+    assert got.wait_for(lambda b: b.full) == Batch(frozenset(), True, "ignore-file")
+    until(lambda: w.pending_full() is None and not w.pending(), what="settled")
+    got.clear()
+    (root / "src/more.log").write_text("now accepted\n")
+    got.wait_for(has("src/more.log"))
 
 
 def test_root_gitignore_edit_replans_top_level_watches(tmp_path: Path, watching: Any) -> None:

@@ -310,7 +310,12 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
     p = command("grep", "Exhaustive regex search, no index needed, over the same file selection.")
     p.add_argument("pattern", nargs="?", default=None, metavar="PATTERN")
-    p.add_argument("paths", nargs="*", metavar="PATH")
+    p.add_argument(
+        "paths",
+        nargs="*",
+        metavar="PATH",
+        help="files or folders to search, inside the project you are in (default: the current directory)",
+    )
     p.add_argument(
         "-e",
         "--regexp",
@@ -654,11 +659,18 @@ def _literal(start: Path, queries: list[str], config: Any, args: argparse.Namesp
 
 
 def cmd_grep(args: argparse.Namespace) -> int:
+    """The root is the project the user is in, found as `search` finds it from ".": the nearest indexed folder
+    at or above the current directory, else the current directory. PATHs only narrow the walk, as in
+    ripgrep, so ignore files and globs mean the same whatever PATHs are given; each file prints as the PATH
+    it was found under was typed, so it opens from here."""
+    import dataclasses
     from pathlib import Path
 
     from kenning import grep
+    from kenning.config import load_config
+    from kenning.store.layout import find_index_root  # not via kenning.engine, which costs ~0.1 s to import
     from kenning.types import Selection
-    from kenning.walk import check_root
+    from kenning.walk import PathFilter, check_root, is_secret
 
     patterns = list(args.regexp or [])
     paths = list(args.paths)
@@ -669,8 +681,45 @@ def cmd_grep(args: argparse.Namespace) -> int:
             patterns.append(args.pattern)
     if not patterns:
         raise UsageError("no pattern given", hint="kenning grep PATTERN [PATH...]")
-    targets = [Path(p) for p in paths] or [Path(".")]
-    root = check_root(_common_root(targets))
+    here = check_root(".")
+    found_root = find_index_root(here, load_config(here))
+    root = found_root or here
+    selection = _selection(args, Selection()) or Selection()
+    # --ignore-file is the user's spelling from here, as in ripgrep, not from the root
+    ignore_files = tuple(str(here / Path(f).expanduser()) for f in selection.ignore_files)
+    selection = dataclasses.replace(selection, ignore_files=ignore_files)
+    typed = {"": here} if not paths else {p: here / Path(p).expanduser() for p in paths}
+    scopes = {}
+    for text, target in typed.items():
+        try:
+            scopes[text] = grep.scope_of(root, target, follow=selection.follow)
+        except UsageError as exc:
+            if not os.path.lexists(target):
+                raise
+            which = "the indexed folder you are in" if found_root else "the current directory"
+            raise UsageError(
+                exc.message, hint=f"kenning grep searches {which}; cd into the other folder to search it"
+            ) from None
+    # The walk never enters a PATH the rules exclude, where ripgrep would search it: say so, not "no match".
+    rules = PathFilter(root, selection)
+    for text, scope in scopes.items():
+        name = text or "the current directory"
+        if (root / scope).is_file() and is_secret(scope):
+            raise UsageError(f"{name} is a secret file, which kenning never reads")
+        if not rules.accepts(scope, is_dir=(root / scope).is_dir()):
+            raise UsageError(
+                f"{name} is left out of the search: it is hidden, ignored (by an ignore file or kenning's "
+                "default list) or filtered out by -g/-t/-T",
+                hint="pass --hidden or --no-ignore, or change the filters, to search it",
+            )
+
+    def shown(rel: str) -> str:
+        for text, scope in scopes.items():  # the first PATH holding the file, in the order given
+            if not scope or rel == scope or rel.startswith(scope + "/"):
+                rest = rel[len(scope) :].lstrip("/")
+                return text.rstrip("/") + "/" + rest if text and rest else text or rest
+        return rel
+
     before = args.context if args.context is not None else args.before_context
     after = args.context if args.context is not None else args.after_context
     options = grep.GrepOptions(
@@ -681,33 +730,23 @@ def cmd_grep(args: argparse.Namespace) -> int:
         before=before,
         after=after,
     )
-    selection = _selection(args, Selection()) or Selection()
-    restrict = [p for p in targets if p.resolve() != root]
     found = False
     color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
-    files = grep.grep(root, options, paths=restrict, selection=selection, engine=args.engine)
+    files = grep.grep(root, options, paths=list(typed.values()), selection=selection, engine=args.engine)
 
     def tracked() -> Iterable[Any]:
         nonlocal found
         for f in files:
             found = True
-            yield f
+            yield dataclasses.replace(f, path=shown(f.path))
 
     symbol_of = None
     if not args.no_symbols:
         from kenning.outline import SymbolLookup
 
-        symbol_of = SymbolLookup(root)
+        symbol_of = SymbolLookup(here)  # the paths shown open from here
     _out(grep.render_grep(tracked(), color=color, symbol_of=symbol_of))
     return 0 if found else 1
-
-
-def _common_root(targets: Sequence[Path]) -> Path:
-    from pathlib import Path
-
-    resolved = [t.resolve() for t in targets]
-    dirs = [r if r.is_dir() else r.parent for r in resolved]
-    return Path(os.path.commonpath([str(d) for d in dirs]))
 
 
 def cmd_status(args: argparse.Namespace) -> int:

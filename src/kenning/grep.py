@@ -29,7 +29,9 @@ from kenning.errors import KenningError, UsageError
 from kenning.types import FileEntry, Selection, Skip
 from kenning.walk import SECRET_CONTENT, NotText, check_root, decode, holds_private_key, read_bytes, walk
 
-__all__ = ["MAX_LINE_CHARS", "GrepFile", "GrepLine", "GrepOptions", "grep", "render_grep", "rg_available"]
+__all__ = [
+    "MAX_LINE_CHARS", "GrepFile", "GrepLine", "GrepOptions", "grep", "render_grep", "rg_available", "scope_of",
+]  # fmt: skip
 
 Engine = Literal["auto", "rg", "python"]
 
@@ -93,16 +95,17 @@ def grep(
 ) -> Iterator[GrepFile]:
     """Search every selected text file under root; yield each file with a matching line, in path order.
 
-    ``paths`` narrows the search to those files or directories (relative to the root, or else to the
-    current directory, or absolute; each must be under the root). ``engine`` "auto" uses rg when it is on
-    PATH. Files left out (secret, binary, too large, ...) go to ``on_skip`` if given.
+    ``paths`` narrows the search to those files or directories (see :func:`scope_of`): only they are
+    walked, under the ignore files of the root and of every directory above them within it, and globs still
+    match root-relative paths; a path the rules leave out yields nothing. ``engine`` "auto" uses rg when it
+    is on PATH. Files left out (secret, binary, too large, ...) go to ``on_skip`` if given.
 
     Patterns, paths and the engine are checked before the first file is read, so a UsageError comes from
     this call, not from the middle of the iteration.
     """
     base = check_root(root)
     regex = _compile(options)
-    scopes = _scopes(base, paths)
+    scopes = _scopes(base, paths, selection.follow)
     rg = _rg_path(engine)
     if rg is not None:
         # Python checked the dialect both engines share; rg must accept it too, and it must say so now,
@@ -231,40 +234,51 @@ def _check(pattern: str, part: str, flags: int) -> None:
 # -- files --------------------------------------------------------------------------------------------------
 
 
-def _scopes(root: Path, paths: Sequence[Path | str]) -> tuple[str, ...] | None:
+def _scopes(root: Path, paths: Sequence[Path | str], follow: bool) -> tuple[str, ...] | None:
     """Root-relative posix prefixes the search is limited to; None for the whole root."""
     scopes = []
     for given in paths:
-        rel = _rel_under(root, given)
+        rel = scope_of(root, given, follow=follow)
         if not rel:
             return None  # the root itself was named: nothing is narrowed
         scopes.append(rel)
     return tuple(scopes) or None
 
 
-def _rel_under(root: Path, given: Path | str) -> str:
+def scope_of(root: Path, given: Path | str, *, follow: bool = False) -> str:
+    """The root-relative posix path of a file or directory to search ("" for the root itself).
+
+    ``given`` is absolute, or relative to the root, or else to the current directory (the library and MCP
+    spell paths from the root; the CLI passes them absolute). UsageError if it does not exist, or if it is
+    outside the root, a symlink whose target is outside included: the walk never follows a link out of the
+    root, so searching one would silently search nothing.
+    """
     path = Path(given).expanduser()
-    # Root-relative first (the library and MCP spelling), then the current directory (the shell's).
     for candidate in [path] if path.is_absolute() else [root / path, Path.cwd() / path]:
         if not os.path.lexists(candidate):
             continue
-        # normpath keeps a symlink's own name (as the walk reports it); resolve() handles a root reached
-        # through a symlinked parent such as /tmp -> /private/tmp.
-        for form in (Path(os.path.normpath(candidate)), candidate.resolve()):
-            if form.is_relative_to(root):
-                rel = form.relative_to(root).as_posix()
-                return "" if rel == "." else rel
-        raise UsageError(f"path {given} is outside the root {root}; pass a path under it")
+        # normpath keeps a symlink's own name; resolve() also handles a root reached through a symlinked
+        # parent such as /tmp -> /private/tmp.
+        named, real = Path(os.path.normpath(candidate)), candidate.resolve()
+        if not real.is_relative_to(root):
+            if named.is_relative_to(root):
+                raise UsageError(
+                    f"path {given} is a symlink to {real}, outside the root {root}; links out of the root "
+                    "are never followed, so pass a path under it"
+                )
+            raise UsageError(f"path {given} is outside the root {root}; pass a path under it")
+        # Without --follow the walk reaches what a link inside the root points to under its real path only.
+        form = named if follow and named.is_relative_to(root) else real
+        rel = form.relative_to(root).as_posix()
+        return "" if rel == "." else rel
     raise UsageError(f"path {given} does not exist under {root}; check the spelling")
 
 
 def _entries(
     root: Path, selection: Selection, scopes: tuple[str, ...] | None, on_skip: Callable[[Skip], None] | None
 ) -> Iterator[FileEntry]:
-    # Always the whole walk from the root, even for one subdirectory: ignore files above it still apply.
-    for item in walk(root, selection):
-        if scopes is not None and not any(item.rel == s or item.rel.startswith(s + "/") for s in scopes):
-            continue
+    # A walk from the root, even for one subdirectory, so the ignore files above it still apply.
+    for item in walk(root, selection, under=scopes or ()):
         if isinstance(item, FileEntry):
             yield item
         elif on_skip is not None:

@@ -416,15 +416,27 @@ def _read_lines(path: Path) -> list[str]:
 
 
 class _IgnoreFile:
-    """The rules of one directory's ignore files, with a one-regex pre-check for the common no-match case."""
+    """The rules of one directory's ignore files, with a one-regex pre-check for the common no-match case.
 
-    def __init__(self, lines: list[str]) -> None:
+    ``lead`` is the root's path from that directory when the directory is above the root (a .gitignore of the
+    enclosing repository): git matches a file's patterns against paths from the directory that holds it.
+    """
+
+    def __init__(self, lines: list[str], lead: str = "") -> None:
         patterns = []
         for line in lines:
             try:
                 patterns.append(GitIgnoreSpecPattern(line))
             except ValueError:
                 continue  # git skips a malformed line ("!", a lone "\\"); so does the walk
+        self.lead = lead + "/" if lead else ""
+        folders = [self.lead[: i + 1] for i, c in enumerate(self.lead) if c == "/"]
+        if folders and any(GitIgnoreSpec(patterns).check_file(f).include for f in folders):
+            # The root, or a folder between it and this file, is ignored here ("build/" for a root in build/).
+            # A rule on a folder matches everything in it, yet the root is what the user named and is never
+            # judged, as in ripgrep (`cd build && rg x` searches build/): drop the rules that match it, so
+            # the others still apply below it.
+            patterns = [p for p in patterns if not (p.regex and any(p.regex.match(f) for f in folders))]
         self.spec = GitIgnoreSpec(patterns)
         regexes = [p.regex.pattern for p in patterns if p.include is not None and p.regex]
         # Named groups repeat across patterns, and a union cannot hold two of one name: make them plain.
@@ -432,12 +444,33 @@ class _IgnoreFile:
         self.any = re.compile(union) if union else None
 
     def verdict(self, path: str) -> bool | None:
+        path = self.lead + path
         if self.any is None or not self.any.search(path):
             return None
         return self.spec.check_file(path).include
 
 
 _Specs = tuple[tuple[str, _IgnoreFile], ...]  # (directory rel, its ignore files), root first
+
+
+def _repository(base: Path) -> tuple[Path, Path] | None:
+    """The top of the git work tree holding ``base`` (itself included) and that repository's info/exclude file;
+    None outside a repository."""
+    for top in (base, *base.parents):
+        dot = top / ".git"
+        if dot.is_dir():
+            return top, dot / "info" / "exclude"
+        if dot.is_file():
+            # A linked worktree or a submodule: .git names the git dir, and a worktree's shares its
+            # info/exclude with the main repository (the "commondir" file says where that is).
+            text = "".join(_read_lines(dot)).strip()
+            if not text.startswith("gitdir:"):
+                return top, dot / "info" / "exclude"  # unreadable: a path that will not be there
+            gitdir = top / text.removeprefix("gitdir:").strip()
+            common = "".join(_read_lines(gitdir / "commondir")).strip()
+            gitdir = Path(os.path.realpath(gitdir / common if common else gitdir))
+            return top, gitdir / "info" / "exclude"
+    return None
 
 
 def _ignored(specs: _Specs, rel: str, is_dir: bool) -> bool | None:
@@ -461,9 +494,10 @@ class _Rules:
         self.selection = selection
         self.matcher = compile_selection(selection)
         self.never = (".git", index_dir_name)
-        root_lines: list[str] = []
         # Explicit --ignore-file rules stay on with no_ignore, as in ripgrep: the user named them. They have
-        # the lowest precedence, then .git/info/exclude, then the root's own .gitignore and .ignore.
+        # the lowest precedence, then .git/info/exclude, then the .gitignore and .ignore of each directory
+        # from the repository's top down to the root, nearer ones winning, as git and ripgrep rank them.
+        explicit: list[str] = []
         for name in selection.ignore_files:
             path = base / name
             if not path.is_file():
@@ -472,17 +506,31 @@ class _Rules:
                         f"ignore file {path} not found; pass an existing file (relative to the root)"
                     )
                 continue
-            root_lines += _read_lines(path)
-        if not selection.no_ignore:
-            root_lines += _read_lines(base / ".git" / "info" / "exclude")
-        self.root_lines = root_lines
+            explicit += _read_lines(path)
+        self.outer: _Specs = (("", _IgnoreFile(explicit)),) if explicit else ()
+        self.root_lines: list[str] = []
+        repo = None if selection.no_ignore else _repository(base)
+        if repo is not None:
+            top, exclude = repo
+            lines = _read_lines(exclude)  # matched from the top, as the top's own .gitignore is
+            # From the top down to the root's parent; nothing above the top is read, and a root outside any
+            # repository reads no parent's files.
+            for folder in reversed(base.parents[: len(base.parents) - len(top.parents)]):
+                for f in (".gitignore", ".ignore"):
+                    lines += _read_lines(folder / f)
+                if lines:
+                    self.outer += (("", _IgnoreFile(lines, base.relative_to(folder).as_posix())),)
+                lines = []
+            self.root_lines = lines  # still the exclude file's when the root is the top itself
 
     def specs_in(self, prefix: str, dirpath: Path, specs: _Specs, names: Container[str] | None) -> _Specs:
-        """The ignore rules in force inside directory ``prefix``: its parent's, then its own ignore files.
+        """The ignore rules in force inside directory ``prefix``: its parent's (for the root, the files above
+        it: :attr:`outer`), then its own ignore files.
 
         ``names`` are the directory's entries when the caller has listed it; None means "try to read them".
         """
         lines = list(self.root_lines) if not prefix else []
+        specs = specs if prefix else self.outer
         if not self.selection.no_ignore:
             for f in (".gitignore", ".ignore"):  # .ignore last, so its rules win, as in ripgrep
                 lines += _read_lines(dirpath / f) if names is None or f in names else []
@@ -507,6 +555,7 @@ def walk(
     *,
     index_dir_name: str = INDEX_DIR_NAME,
     on_skip: Callable[[Skip], None] | None = None,
+    under: Iterable[str] = (),
 ) -> Iterator[FileEntry | Skip]:
     """Yield the selected files under root, and a Skip for each file left out for a reason worth telling.
 
@@ -514,15 +563,20 @@ def walk(
     dir, hidden and ignored paths, files the globs/types do not select, symlinks when ``follow`` is off.
     Symlinks are followed only with ``selection.follow`` and only when their target is inside the root; a
     link out of the root is never followed, even with ``follow``. With ``on_skip``, Skips go to it instead
-    of the iterator.
+    of the iterator. ``under`` limits the walk to those root-relative files and directories: it lists only
+    the directories on the way to them, whose ignore files still apply, as the whole walk's would.
     """
     base = check_root(root)
     rules = _Rules(base, selection, index_dir_name, strict=True)
     real_root = str(base)
     never = rules.never
+    scopes = frozenset(s.strip("/") for s in under)
+    if "" in scopes:
+        scopes = frozenset()  # the root itself: the whole walk
+    on_the_way = frozenset(s[:i] for s in scopes for i, c in enumerate(s) if c == "/")
 
     def walk_dir(
-        prefix: str, dirpath: Path, specs: _Specs, chain: frozenset[str]
+        prefix: str, dirpath: Path, specs: _Specs, chain: frozenset[str], inside: bool
     ) -> Iterator[FileEntry | Skip]:
         try:
             with os.scandir(dirpath) as it:
@@ -542,6 +596,9 @@ def walk(
         for _, is_dir, entry in keyed:
             name = entry.name
             rel = prefix + "/" + name if prefix else name
+            within = inside or rel in scopes
+            if not within and not (is_dir and rel in on_the_way):
+                continue
             # Filters before symlink checks, so links the selection would not take are not reported.
             if rules.excluded(specs, rel, name, is_dir):
                 continue
@@ -568,14 +625,14 @@ def walk(
                 if item is not None:
                     yield item
             elif not selection.follow:
-                yield from walk_dir(rel, dirpath / name, specs, chain)
+                yield from walk_dir(rel, dirpath / name, specs, chain, within)
             else:
                 # Only followed links can make loops; the chain holds the real dirs from the root down.
                 real = real or os.path.realpath(entry.path)
                 if real in chain:
                     yield Skip(rel, "symlink loop")
                 else:
-                    yield from walk_dir(rel, dirpath / name, specs, chain | {real})
+                    yield from walk_dir(rel, dirpath / name, specs, chain | {real}, within)
 
     def file_entry(rel: str, entry: os.DirEntry[str]) -> FileEntry | Skip | None:
         if is_secret(rel):
@@ -598,7 +655,7 @@ def walk(
             return Skip(rel, "permission denied")
         return FileEntry(rel, entry.path, st.st_size, st.st_mtime_ns, kind[0], kind[1])
 
-    for item in walk_dir("", base, (), frozenset({real_root})):
+    for item in walk_dir("", base, (), frozenset({real_root}), not scopes):
         if on_skip is not None and isinstance(item, Skip):
             on_skip(item)
         else:
@@ -628,29 +685,41 @@ class PathFilter:
         # The rules and both caches as one tuple, swapped whole by invalidate(): a check running in another
         # thread keeps the tuple it started with and never writes old verdicts into the new caches.
         self._state: tuple[_Rules, dict[str, _Specs], dict[str, bool]] | None = None
-        rules = {".git/info/exclude"} if not selection.no_ignore else set()
-        for name in selection.ignore_files:
-            path = os.path.realpath(self.root / name)
-            if path.startswith(str(self.root) + os.sep):
-                rules.add(path[len(str(self.root)) + 1 :].replace(os.sep, "/"))
-        self._rule_rels = frozenset(rules)
+        self._rules_at = self._find_rule_files()
 
     def invalidate(self) -> None:
         """Forget the parsed ignore files and directory verdicts; the next call re-reads them."""
         self._state = None
+        self._rules_at = self._find_rule_files()  # the root may have been moved into a repository since
 
     def rule_files(self) -> list[Path]:
-        """Absolute paths of the root-level rule files (--ignore-file, .git/info/exclude), which may live
-        outside the root or in directories a watcher does not otherwise watch."""
+        """Absolute paths of the rule files a walk reads outside the directories it enters: --ignore-file,
+        the repository's info/exclude, and the .gitignore and .ignore of each folder from the repository's
+        top down to the root's parent. They may live outside the root, where a watcher does not otherwise
+        watch; those that do not exist yet are listed too, so creating one counts as a change."""
+        return list(self._rules_at[0])
+
+    def _find_rule_files(self) -> tuple[tuple[Path, ...], frozenset[str]]:
+        """rule_files(), and the root-relative paths of those inside the root (for is_rule_file)."""
         paths = [self.root / name for name in self.selection.ignore_files]
         if not self.selection.no_ignore:
-            paths.append(self.root / ".git" / "info" / "exclude")
-        return paths
+            repo = _repository(self.root)
+            top, exclude = repo or (self.root, self.root / ".git" / "info" / "exclude")
+            paths.append(exclude)
+            above = self.root.parents[: len(self.root.parents) - len(top.parents)]
+            paths += [folder / name for folder in above for name in sorted(RULE_FILE_NAMES)]
+        root = str(self.root)
+        inside = (os.path.realpath(p) for p in paths)
+        rels = frozenset(
+            p[len(root) + 1 :].replace(os.sep, "/") for p in inside if p.startswith(root + os.sep)
+        )
+        return tuple(paths), rels
 
     def is_rule_file(self, rel: str) -> bool:
         """True if a change to ``rel`` can change what the rules select: a .gitignore or .ignore in a
-        directory the walk enters, .git/info/exclude, or one of the selection's --ignore-file files."""
-        if rel in self._rule_rels:
+        directory the walk enters, .git/info/exclude, or one of the selection's --ignore-file files (rule
+        files outside the root are :meth:`rule_files`)."""
+        if rel in self._rules_at[1]:
             return True
         cut = rel.rfind("/")
         if rel[cut + 1 :] not in RULE_FILE_NAMES or self.selection.no_ignore:

@@ -17,8 +17,9 @@ are still descended by the recursive watch of their top-level directory, and the
 the PathFilter before they count. Past ``split_limit`` top-level directories (too many threads) it falls
 back to one recursive watch on the root, filtered the same way. On other platforms (FSEvents on macOS)
 one recursive watch on the root is used: FSEvents streams a whole tree per watch and costs nothing per
-directory. Rule files the split watches do not cover (``.git/info/exclude``, an --ignore-file elsewhere)
-get a non-recursive watch on their directory.
+directory. Rule files the split watches do not cover (``.git/info/exclude``, an --ignore-file elsewhere, the
+.gitignore and .ignore files of the root's parents in its git repository) get a non-recursive watch on their
+directory.
 
 Errors. A watch that cannot be placed (ENOSPC, EMFILE), the observer thread dying, the root vanishing:
 each is logged (logger ``kenning.daemon.watch``), shown in :attr:`Watcher.health`, and retried with
