@@ -30,6 +30,23 @@ def test_precedence_of_every_layer(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert Config().limit == 10
 
 
+def test_regression_a_relative_folder_in_a_config_file_is_relative_to_that_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # it was relative to the working directory: the CLI and the daemon (started elsewhere) read one file as two
+    # different index folders
+    root, env = _layers(
+        tmp_path, "cache_dir = 'models'\nindex_dir = 'idx'\n", "index_dir = '../shared-idx'\n"
+    )
+    monkeypatch.setenv("XDG_CONFIG_HOME", env["XDG_CONFIG_HOME"])
+    monkeypatch.chdir(tmp_path / "xdg")
+    config = load_config(root, env=env)
+    assert config.index_dir == str(tmp_path / "shared-idx")  # the workspace file's, from the root
+    assert config.cache_dir == str(tmp_path / "xdg" / "kenning" / "models")
+    absolute = load_config(root, env={**env, "KENNING_INDEX_DIR": str(tmp_path / "abs")})
+    assert absolute.index_dir == str(tmp_path / "abs")
+
+
 def test_bad_values_are_config_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root, env = _layers(tmp_path, "", "limit = 'many'\n")
     monkeypatch.setenv("XDG_CONFIG_HOME", env["XDG_CONFIG_HOME"])

@@ -61,6 +61,9 @@ _SCALARS: dict[str, type] = {
 }
 
 
+_FOLDERS = ("index_dir", "cache_dir")
+
+
 def user_config_path() -> Path:
     base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
     return Path(base) / "kenning" / "config.toml"
@@ -145,6 +148,10 @@ def _merge(
         kind = _SCALARS[key]
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
             raise ConfigError(f"{where}: '{key}' must be {kind.__name__}, not {type(value).__name__}")
+        if key in _FOLDERS and value and not os.path.isabs(os.path.expanduser(value)):
+            # relative to the file that says it: relative to the working directory, the CLI and the daemon
+            # (started elsewhere) would read the same file as two different folders
+            value = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(where)), value))
         values[key] = value
 
 
