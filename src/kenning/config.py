@@ -148,7 +148,12 @@ def _merge(
         kind = _SCALARS[key]
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
             raise ConfigError(f"{where}: '{key}' must be {kind.__name__}, not {type(value).__name__}")
-        if key in _FOLDERS and value and not os.path.isabs(os.path.expanduser(value)):
+        if (
+            key in _FOLDERS
+            and isinstance(value, str)
+            and value
+            and not os.path.isabs(os.path.expanduser(value))
+        ):
             # relative to the file that says it: relative to the working directory, the CLI and the daemon
             # (started elsewhere) would read the same file as two different folders
             value = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(where)), value))
