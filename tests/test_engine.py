@@ -295,6 +295,21 @@ def test_status_counts_pending_changes(corpus: Path, engine_factory) -> None:
     assert (st.added, st.modified, st.deleted) == (1, 1, 1) and not st.ready
 
 
+def test_regression_status_counts_the_files_index_skipped(tmp_path: Path, engine_factory) -> None:
+    # status counted only skips stored in the index (a binary file), not those of the walk (a secret by name):
+    # `kenning index` said 3 skipped and `kenning status` said 1
+    files = {
+        "a.py": "x = 1\n",
+        "id_rsa": "not really\n",
+        "blob.bin": "\x00\x01" * 50,
+        "data.txt": "\x00" * 99,
+    }
+    engine = engine_factory(make_tree(tmp_path / "ws", files))
+    report = engine.index()
+    st = engine.status()
+    assert len(report.skipped) == 3 and st.skipped == 3 and st.ready
+
+
 def test_root_errors(tmp_path: Path, engine_factory) -> None:
     with pytest.raises(RootError):
         engine_factory(tmp_path / "missing")

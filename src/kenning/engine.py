@@ -361,6 +361,9 @@ class Engine:
             seen: set[str] = set()
             for item in walk.walk(self.root, st.selection, index_dir_name=self._index_dir_name()):
                 if not isinstance(item, walk.FileEntry):
+                    # skipped by the walk (a secret by name, too large, a broken link): never stored, but
+                    # `kenning index` counted it, and the two must agree
+                    st.skipped += 1
                     continue
                 seen.add(item.rel)
                 row = known.get(item.rel)
