@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import make_tree, run_cli
+from conftest import armor, make_tree, run_cli
+from kenning import walk
 from kenning.embed.hashing import HashEmbedder
 from kenning.errors import IndexMismatch, IndexMissing, RootError, UsageError
 from kenning.render import hit_json, trace_line
@@ -308,6 +309,28 @@ def test_regression_status_counts_the_files_index_skipped(tmp_path: Path, engine
     report = engine.index()
     st = engine.status()
     assert len(report.skipped) == 3 and st.skipped == 3 and st.ready
+
+
+def test_regression_a_key_indexed_before_the_content_check_goes_on_the_next_read(
+    tmp_path: Path, engine_factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the check ran after the unchanged-content shortcut: a key indexed by a kenning without the check stayed
+    # searchable for good, even after `touch`
+    # a test fixture: enough code around the key that the file is not taken for an encoded blob
+    checks = "".join(
+        f"def check_{i}(server):\n    return server.get({i})  # request {i}\n\n\n" for i in range(40)
+    )
+    root = make_tree(tmp_path / "ws", {"fixtures.py": f'{checks}KEY = """{armor("RSA PRIVATE KEY")}"""\n'})
+    engine = engine_factory(root)
+    monkeypatch.setattr(walk, "holds_private_key", lambda data: False)  # the kenning before the check
+    engine.index()
+    assert engine.search("BEGIN RSA PRIVATE KEY", mode="lexical")[0].hits
+    monkeypatch.undo()
+    later = time.time() + 5
+    os.utime(root / "fixtures.py", (later, later))  # same bytes, new mtime: the file is read again
+    report = engine.index()
+    assert "fixtures.py" in report.removed
+    assert not engine.search("BEGIN RSA PRIVATE KEY", mode="lexical")[0].hits
 
 
 def test_root_errors(tmp_path: Path, engine_factory) -> None:

@@ -423,7 +423,7 @@ def test_regression_private_keys_are_found_by_content_whatever_the_name() -> Non
         armor("ENCRYPTED PRIVATE KEY"),
         armor("EC PRIVATE KEY", nl=" "),  # flattened into one line, as in an environment variable
         "tls:\n  key: |\n    " + armor("PRIVATE KEY", nl="\n    "),  # indented in YAML
-        f'---- BEGIN SSH2 ENCRYPTED PRIVATE KEY ----\nComment: "rsa-key"\n{body}\n',
+        f'---- BEGIN SSH2 ENCRYPTED PRIVATE KEY ----\nComment: "rsa-key"\n{body}\n---- END SSH2 ENCRYPTED PRIVATE KEY ----\n',
         f'KEY = "-----BEGIN PRIVATE KEY-----\\n{body}\\n-----END PRIVATE KEY-----"',  # escaped in a string
     ]
     assert [v for v in variants if not holds_private_key(v.encode())] == []
@@ -434,6 +434,8 @@ def test_regression_private_keys_are_found_by_content_whatever_the_name() -> Non
         "```\n-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA...\n-----END OPENSSH PRIVATE KEY-----\n```\n",
         'MARK = b"-----BEGIN OPENSSH PRIVATE KEY-----\\n"\nif data.startswith(MARK):\n    load(data)\n',
         "private key handling: see PRIVATE KEY BLOCK in RFC 4880\n",
+        # a README showing a key's first (long) line and "...": no END line, so no key (the file was dropped)
+        f"Your key looks like:\n\n    -----BEGIN OPENSSH PRIVATE KEY-----\n    {body}\n    ...\n",
     ]
     assert [m for m in mentions if holds_private_key(m.encode())] == []
 

@@ -172,16 +172,19 @@ _SECRETS = _NameGlobs(SECRET_FILES)
 
 
 SECRET_CONTENT = "secret file (contains a private key)"
-# The armor of a PEM (RFC 7468), OpenSSH, SSH2 or PGP private key, its optional headers (Proc-Type, DEK-Info,
-# Version, Comment), then a run of base64: a parser that only names "BEGIN RSA PRIVATE KEY" holds no key. A key's
-# first body line is 64 characters or more; 40 leaves room. Line breaks may be real, escaped in a string (\n in
-# a service-account JSON) or flattened to spaces (an environment variable). Possessive quantifiers keep the
-# search linear on hostile input.
-_BREAK = rb"(?:[ \t]|\r?\n|(?:\\r)?\\n)*+"
+# The armor of a PEM (RFC 7468), OpenSSH, SSH2 or PGP private key, at most a few optional headers (Proc-Type,
+# DEK-Info, Version, Comment), a run of base64, and the END line: a parser that only names "BEGIN RSA PRIVATE
+# KEY", or a README showing a key's first line and "...", holds no key. A key's first body line is 64 characters
+# or more; 40 leaves room. Line breaks may be real, escaped in a string (\n in a service-account JSON) or
+# flattened to spaces (an environment variable). Every repetition is possessive and the headers are bounded, so
+# the search stays linear on hostile input (an unbounded header group went quadratic on repeated BEGIN lines).
+_BREAK_ATOM = rb"[ \t]|\r?\n|(?:\\r)?\\n"
+_BREAK = rb"(?:%s)*+" % _BREAK_ATOM
 _ARMOR_HEADER = rb"[A-Za-z][A-Za-z0-9-]*:[^\r\n\\]*+"
 _PRIVATE_KEY = re.compile(
     rb"-{4,5} ?BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)? ?-{4,5}"
-    + rb"(?:%s%s)*%s[A-Za-z0-9+/]{40}" % (_BREAK, _ARMOR_HEADER, _BREAK)
+    + rb"(?:%s%s){0,8}+%s[A-Za-z0-9+/]{40}" % (_BREAK, _ARMOR_HEADER, _BREAK)
+    + rb"(?:[A-Za-z0-9+/=]|%s)*+-{4,5} ?END " % _BREAK_ATOM
 )
 
 
