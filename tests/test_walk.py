@@ -578,6 +578,9 @@ def test_regression_brace_alternatives_select_each_alternative(tmp_path: Path) -
         ("[z-a]", "bad character range z-a\\)"),
         ("[/]", "it can match no path"),
         ("{a,b}" * 9, "expands to more than"),
+        ("{}", "empty"),  # it and "{,}" selected every file
+        ("{,}", "empty"),
+        ("{" * 17 + "a" + "}" * 17, "nested too deep"),  # a thousand of them ended in a RecursionError
     ],
 )
 def test_regression_an_invalid_glob_is_a_usage_error_not_a_match_for_everything(

@@ -259,6 +259,7 @@ def check_root(root: Path | str) -> Path:
 
 
 MAX_GLOB_ALTERNATIVES = 256  # "{a,b}{c,d}..." multiplies: bound what one glob may expand to
+MAX_BRACE_DEPTH = 16
 
 
 def expand_braces(glob: str) -> list[str]:
@@ -274,6 +275,9 @@ def expand_braces(glob: str) -> list[str]:
     if "{" not in body and "[" not in body:
         return [glob]
     alternatives, _ = _expand(glob, body, 0, 0)
+    if any(not a.strip() for a in alternatives):
+        # "{}" or "{,}" alone would select every file
+        raise UsageError(f"invalid glob {glob!r}: an alternative of it is empty; fix or drop the --glob")
     # An alternative must not turn into a negation or a comment just because the glob began with "{".
     return [negate + ("\\" + a if a.startswith(("!", "#")) and body[0] == "{" else a) for a in alternatives]
 
@@ -286,6 +290,8 @@ def _expand(glob: str, body: str, i: int, depth: int) -> tuple[list[str], int]:
         if depth and c in ",}":
             break
         if c == "{":
+            if depth >= MAX_BRACE_DEPTH:  # recursion: a glob of a thousand "{" would end in a traceback
+                raise UsageError(f"invalid glob {glob!r}: braces nested too deep; fix or drop the --glob")
             options: list[str] = []
             while True:
                 alts, i = _expand(glob, body, i + 1, depth + 1)
