@@ -254,6 +254,16 @@ def test_grep_in_a_subfolder_of_an_index_searches_there_with_the_index_root_rule
     assert out.stdout.splitlines()[0] == "lib/a.txt"
 
 
+def test_regression_grep_from_a_folder_the_indexed_project_leaves_out_searches_it(tmp_path: Path) -> None:
+    # from pkg/secret_dir (ignored by the repository) in an indexed project, grep refused: "the current
+    # directory is left out", where ripgrep, and kenning without an index, search it
+    par = jaguar_repo(tmp_path)
+    assert run_cli("index", ".", cwd=par).returncode == 0
+    out = run_cli("grep", "jaguar", cwd=par / "pkg" / "secret_dir")
+    assert out.returncode == 0, out.stderr
+    assert printed_paths(out) == ["notes.txt"]
+
+
 def test_a_subfolder_of_a_git_repo_is_indexed_and_searched_with_the_repo_ignore_files(tmp_path: Path) -> None:
     """Regression: indexing (or searching without an index) a folder inside a git repository took in the
     files the repository's .gitignore above it excludes."""

@@ -702,6 +702,11 @@ def cmd_grep(args: argparse.Namespace) -> int:
             ) from None
     # The walk never enters a PATH the rules exclude, where ripgrep would search it: say so, not "no match".
     rules = PathFilter(root, selection)
+    if not paths and scopes[""] and not rules.accepts(scopes[""], is_dir=True):
+        # standing in a folder the project leaves out (build/, .github/): search it, as ripgrep does, the
+        # way a root the repository ignores is walked
+        root, scopes = here, {"": ""}
+        rules = PathFilter(root, selection)
     for text, scope in scopes.items():
         name = text or "the current directory"
         if (root / scope).is_file() and is_secret(scope):
