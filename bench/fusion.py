@@ -215,7 +215,7 @@ def engine(lexical: str = "lexical", tests: bool = True) -> Method:
         if tests:
             named = {pid for pid, _ in lists["symbol"]}  # definitions the query names keep their place
             paths = {pid: arms.spans[pid][0] for pid in fused if pid not in named}
-            ksearch.demote_tests(fused, paths, weights["tests"])
+            ksearch.demote_tests(fused, paths, ksearch.factor_for_tests(q.text))
         return fused
 
     return fuse

@@ -242,6 +242,13 @@ def test_grep_refuses_a_path_outside_the_project_a_symlink_leaving_it_or_one_it_
     assert printed_paths(run_cli("grep", "--no-ignore", "jaguar", "pkg/debug.log", cwd=par)) == [
         "pkg/debug.log"
     ]
+    # A secret named outright, by its name or by the key it holds, is refused in one line (a key under an
+    # innocent name gave a silent "no match")
+    make_tree(par, {"id_rsa": "jaguar\n", "deploy.yaml": "jaguar: |\n" + armor("RSA PRIVATE KEY")})
+    for secret in ("id_rsa", "deploy.yaml"):
+        out = run_cli("grep", "jaguar", secret, cwd=par)
+        assert out.returncode == 2 and not out.stdout, secret
+        assert len(out.stderr.splitlines()) == 1 and "secret file" in out.stderr, secret
 
 
 def test_grep_in_a_subfolder_of_an_index_searches_there_with_the_index_root_rules(tmp_path: Path) -> None:

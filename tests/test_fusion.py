@@ -9,6 +9,7 @@ from kenning.search import (
     SYMBOL_FIRST,
     TEST_FILE_WEIGHT,
     demote_tests,
+    factor_for_tests,
     fuse_scores,
     fusion_weights,
     plan_search,
@@ -93,7 +94,7 @@ def test_prefer_symbol_raises_the_bonus_for_any_query() -> None:
     ],
 )
 def test_test_files_are_demoted_unless_the_query_is_about_tests(query: str, factor: float) -> None:
-    assert fusion_weights(plan_search([query]), query)["tests"] == factor
+    assert factor_for_tests(query) == factor
 
 
 def test_demote_tests_scales_only_test_files() -> None:

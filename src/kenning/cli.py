@@ -709,8 +709,12 @@ def cmd_grep(args: argparse.Namespace) -> int:
         rules = PathFilter(root, selection)
     for text, scope in scopes.items():
         name = text or "the current directory"
-        if (root / scope).is_file() and is_secret(scope):
-            raise UsageError(f"{name} is a secret file, which kenning never reads")
+        if (root / scope).is_file() and (is_secret(scope) or _holds_key(root / scope)):
+            # named outright, it would otherwise give a silent "no match"
+            raise UsageError(
+                f"{name} is a secret file (a key or credentials), which kenning never searches",
+                hint="search it with your own tools if you must; kenning keeps secrets out of every result",
+            )
         if not rules.accepts(scope, is_dir=(root / scope).is_dir()):
             raise UsageError(
                 f"{name} is left out of the search: it is hidden, ignored (by an ignore file or kenning's "
@@ -752,6 +756,13 @@ def cmd_grep(args: argparse.Namespace) -> int:
         symbol_of = SymbolLookup(here)  # the paths shown open from here
     _out(grep.render_grep(tracked(), color=color, symbol_of=symbol_of))
     return 0 if found else 1
+
+
+def _holds_key(path: Path) -> bool:
+    from kenning.walk import holds_private_key, read_bytes
+
+    data = read_bytes(path)
+    return isinstance(data, bytes) and holds_private_key(data)
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -1000,6 +1011,8 @@ def _relative_setting() -> str | None:
 def _portable(args: argparse.Namespace) -> dict[str, Any] | None:
     """The arguments with every path made absolute (the daemon does not share our working directory), or None
     when the command must run here (a root that does not exist gets its error from the direct path)."""
+    from kenning.userpath import user_path
+
     if _relative_setting():
         return None  # relative to our working directory, which the daemon does not share
     data = dict(vars(args))
@@ -1014,22 +1027,10 @@ def _portable(args: argparse.Namespace) -> dict[str, Any] | None:
         return None
     data["root"] = root
     if args.command == "search" and args.path:
-        data["path"] = [_absolute(p, root) for p in args.path]
+        data["path"] = [user_path(p, root) for p in args.path]
     if args.command == "index" and args.forget:
-        data["forget"] = [_absolute(p, root) for p in args.forget]
+        data["forget"] = [user_path(p, root) for p in args.forget]
     return data
-
-
-def _absolute(path: str, root: str) -> str:
-    """A path argument as Engine.relative reads it, made absolute for a daemon that does not share our working
-    directory: relative to where the user stands when that is inside the root and the path exists there, else
-    to the root."""
-    p = os.path.expanduser(path)
-    if os.path.isabs(p):
-        return p
-    here = os.path.realpath(os.getcwd())
-    inside = here == root or here.startswith(root + os.sep)
-    return os.path.join(here if inside and os.path.exists(os.path.join(here, p)) else root, p)
 
 
 def entry() -> NoReturn:

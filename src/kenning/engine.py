@@ -40,6 +40,7 @@ from kenning.store.layout import (
     writer_lock,
 )
 from kenning.types import Mode, SearchResult, Selection, within
+from kenning.userpath import user_path
 
 __all__ = ["Engine", "Status", "find_index_root"]
 
@@ -54,7 +55,9 @@ class Status:
     files: int = 0
     passages: int = 0
     embedded: int = 0
-    skipped: int = 0
+    skipped: int = (
+        0  # files left out; those the walk skips (secrets by name, formats) only when pending is counted
+    )
     size_bytes: int = 0
     last_indexed: float | None = None
     added: int = 0
@@ -395,13 +398,7 @@ class Engine:
         text = str(path).strip()
         if text in ("", "."):
             return ""
-        p = Path(text).expanduser()
-        if not p.is_absolute():
-            # relative to where the user stands when that is inside the root and exists, else to the root
-            here = Path.cwd().resolve()
-            inside = here == self.root or self.root in here.parents
-            p = here / p if inside and (here / p).exists() else self.root / p
-        resolved = p.resolve()
+        resolved = Path(user_path(text, self.root)).resolve()
         try:
             rel = resolved.relative_to(self.root).as_posix()
         except ValueError:

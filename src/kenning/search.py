@@ -143,13 +143,16 @@ _ABOUT_TESTS = re.compile(
 
 
 def fusion_weights(plan: Plan, query: str) -> dict[str, float]:
-    """The plan's weights for one query group: a query that is only a name asks for its definition first;
-    `tests` is the factor for test files' scores (1 when the query is about tests)."""
+    """The plan's weights for one query group: a query that is only a name asks for its definition first."""
     weights = dict(plan.weights)
     if is_identifier_query(query):
         weights["symbol"] = max(weights.get("symbol", 0.0), SYMBOL_FIRST)
-    weights["tests"] = 1.0 if _ABOUT_TESTS.search(query) else TEST_FILE_WEIGHT
     return weights
+
+
+def factor_for_tests(query: str) -> float:
+    """What a test file's fused score is multiplied by for this query: 1 when the query is about tests."""
+    return 1.0 if _ABOUT_TESTS.search(query) else TEST_FILE_WEIGHT
 
 
 def demote_tests(fused: dict[int, float], paths: dict[int, str], factor: float) -> set[int]:
@@ -297,7 +300,8 @@ def _run_groups(
             definitions = _definitions(db, group.query, allowed, loose=plan.prefer_symbol)
             if definitions:
                 ranked["symbol#d"] = definitions
-        hits, gone = _fuse(ranked, db, plan.limit, plan.trace, root, fusion_weights(plan, group.query))
+        weights, tests = fusion_weights(plan, group.query), factor_for_tests(group.query)
+        hits, gone = _fuse(ranked, db, plan.limit, plan.trace, root, weights, tests)
         result = SearchResult(group.query, hits, searched, coverage, plan.mode, group.id)
         if gone:
             result.notes.append(
@@ -379,6 +383,7 @@ def _fuse(
     trace: bool,
     root: Path,
     weights: dict[str, float],
+    factor: float,
 ) -> tuple[list[Hit], int]:
     """The hits, and in how many files hits were left out because the file no longer exists (no one could
     open them)."""
@@ -399,7 +404,6 @@ def _fuse(
     order = sorted(fused, key=rank_key)
     want = max(limit * 4, 40)
     rows = db.passages_by_id(order[:want])
-    factor = weights.get("tests", 1.0)
     demoted: set[int] = set()
     if factor != 1.0 and order:
         # a definition the query names stays where the symbol route put it, in a test file too (`make_tree`)

@@ -12,7 +12,7 @@ import fnmatch
 import os
 import re
 import stat
-from collections.abc import Callable, Container, Iterable, Iterator
+from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -403,6 +403,11 @@ def _repository(base: Path) -> tuple[Path, Path] | None:
     return None
 
 
+def _folders_above(base: Path, top: Path) -> Sequence[Path]:
+    """The folders from ``base``'s parent up to ``top`` (its repository's top), nearest first."""
+    return base.parents[: len(base.parents) - len(top.parents)]
+
+
 def _ignored(specs: _Specs, rel: str, is_dir: bool) -> bool | None:
     """The verdict of the nearest ignore file with a matching rule (deeper files override shallower)."""
     probe = rel + "/" if is_dir else rel  # a trailing slash lets dir-only rules ("build/") match
@@ -445,7 +450,7 @@ class _Rules:
             lines = _read_lines(exclude)  # matched from the top, as the top's own .gitignore is
             # From the top down to the root's parent; nothing above the top is read, and a root outside any
             # repository reads no parent's files.
-            for folder in reversed(base.parents[: len(base.parents) - len(top.parents)]):
+            for folder in reversed(_folders_above(base, top)):
                 for f in (".gitignore", ".ignore"):
                     lines += _read_lines(folder / f)
                 if lines:
@@ -636,8 +641,9 @@ class PathFilter:
             repo = _repository(self.root)
             top, exclude = repo or (self.root, self.root / ".git" / "info" / "exclude")
             paths.append(exclude)
-            above = self.root.parents[: len(self.root.parents) - len(top.parents)]
-            paths += [folder / name for folder in above for name in sorted(RULE_FILE_NAMES)]
+            paths += [
+                folder / name for folder in _folders_above(self.root, top) for name in sorted(RULE_FILE_NAMES)
+            ]
         root = str(self.root)
         inside = (os.path.realpath(p) for p in paths)
         rels = frozenset(
