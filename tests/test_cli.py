@@ -365,3 +365,123 @@ def test_regression_an_invalid_glob_is_one_line_exit_2(tmp_path: Path, command: 
         out.stderr.count("\n") == 1 and f"invalid glob {glob!r}" in out.stderr and "fix or drop" in out.stderr
     )
     assert not (root / ".kenning").exists()  # refused before any index was built
+
+
+@pytest.mark.parametrize("engine", ["python", "rg"])
+def test_regression_grep_had_no_json_output_for_programs(tmp_path: Path, engine: str) -> None:
+    """`kenning grep` had no --json while `search` had one: a program had to parse the rg-like text."""
+    import shutil
+
+    if engine == "rg" and not shutil.which("rg"):
+        pytest.skip("rg not installed")
+    root = make_tree(
+        tmp_path / "ws",
+        {
+            "src/app.py": "import os\n\n\nclass Loader:\n    def load(self):\n        return os.retry(retry=1)\n",
+            "docs/café.md": "# Notes\n\nnaïve café retry here\n",
+        },
+    )
+    out = run_cli("grep", "--engine", engine, "--json", "-C", "1", "retry", "./src", "docs", cwd=root)
+    assert out.returncode == 0 and out.stderr == "", out.stderr
+    records = [json.loads(line) for line in out.stdout.splitlines()]
+    assert [(r["type"], r.get("path"), r.get("line")) for r in records] == [
+        ("context", "docs/café.md", 2),
+        ("match", "docs/café.md", 3),
+        ("context", "./src/app.py", 5),
+        ("match", "./src/app.py", 6),
+        ("summary", None, None),
+    ]
+    assert all(r["schema"] == 1 for r in records)
+    doc, code = records[1], records[3]
+    # character offsets, not bytes: "naïve café " is 11 characters but 13 UTF-8 bytes
+    assert (doc["column"], doc["submatches"], doc["symbol"]) == (12, [{"start": 11, "end": 16}], None)
+    assert doc["text"] == "naïve café retry here"
+    assert code["text"] == "        return os.retry(retry=1)"
+    assert code["submatches"] == [{"start": 18, "end": 23}, {"start": 24, "end": 29}] and code["column"] == 19
+    assert code["symbol"] == {
+        "kind": "function",
+        "name": "load",
+        "scope": "Loader.load",
+        "signature": "def load(self)",
+        "doc": "",
+    }
+    assert records[0] == {"type": "context", "schema": 1, "path": "docs/café.md", "line": 2, "text": ""}
+    summary = records[-1]
+    assert (summary["root"], summary["files"], summary["matches"]) == (str(root.resolve()), 2, 2)
+    assert isinstance(summary["elapsed_ms"], float)
+    # --no-symbols leaves the symbol out; no match is exit 1 with a summary alone; an error prints no JSON
+    out = run_cli("grep", "--json", "--no-symbols", "retry", "src", cwd=root)
+    assert json.loads(out.stdout.splitlines()[0])["symbol"] is None
+    out = run_cli("grep", "--engine", engine, "--json", "zzqq", cwd=root)
+    kinds = [json.loads(line)["type"] for line in out.stdout.splitlines()]
+    assert out.returncode == 1 and kinds == ["summary"]
+    out = run_cli("grep", "--engine", engine, "--json", "a(b", cwd=root)
+    assert (out.returncode, out.stdout, out.stderr.count("\n")) == (2, "", 1)
+
+
+def test_regression_grep_from_the_filesystem_root_refused_even_with_paths(tmp_path: Path) -> None:
+    """From `/`, grep said "root / is the filesystem root; pass a project directory instead" even when PATHs
+    named the project, and grep takes no root to pass. Now the PATHs say where the project is; without
+    them it refuses in one line instead of walking the whole machine. Every run has PATHs under tmp_path or
+    is refused before any walk, and the timeout stops a run that would walk the disk anyway."""
+    par = jaguar_repo(tmp_path)
+    env = {"XDG_CONFIG_HOME": str(tmp_path / "cfg")}
+
+    def from_top(*args: str) -> subprocess.CompletedProcess[str]:
+        return run_cli("grep", *args, cwd=Path("/"), env=env, timeout=60)
+
+    # the repository's .gitignore above pkg/ still applies: debug.log and secret_dir/ stay out
+    out = from_top("jaguar", str(par / "pkg"))
+    assert (out.returncode, out.stdout) == (0, f"{par}/pkg/mod.txt\n1:jaguar code\n"), out.stderr
+    relative = str(par / "pkg").lstrip("/")  # typed from / without the leading slash: printed as typed
+    out = from_top("jaguar", relative, str(par / "docs" / "guide.md"))
+    assert (out.returncode, printed_paths(out)) == (0, [f"{relative}/mod.txt"]), out.stderr
+    out = from_top("--json", "needle", str(par / "src"), str(par / "config"))
+    assert [json.loads(ln).get("path") for ln in out.stdout.splitlines()] == [
+        f"{par}/config/c.txt",
+        f"{par}/src/lib/a.txt",
+        f"{par}/src/lib/skip.txt",
+        None,
+    ]
+    assert json.loads(out.stdout.splitlines()[-1])["root"] == str(par.resolve())
+    for args, words in (
+        (("jaguar",), ("filesystem root", "cd into a project", "kenning grep PATTERN /path")),
+        (("jaguar", "/"), ("PATH / is the filesystem root",)),
+        (("jaguar", str(par), "/proc"), ("no folder in common",)),
+        (("jaguar", str(par / "nothere")), ("does not exist",)),
+    ):
+        out = from_top(*args)
+        assert out.returncode == 2 and out.stdout == "", args
+        assert out.stderr.count("\n") == 1 and all(w in out.stderr for w in words), out.stderr
+
+
+@pytest.mark.parametrize("engine", ["python", "rg"])
+@pytest.mark.parametrize("as_json", [False, True])
+def test_regression_grep_exit_codes_follow_the_readme_a_dangling_symlink_path_included(
+    tmp_path: Path, engine: str, as_json: bool
+) -> None:
+    """README: 0 a match, 1 none, 2 an error. A PATH that is a dangling symlink (a file that does not exist)
+    answered 1, a silent "no match", where ripgrep and every other missing PATH give 2."""
+    import shutil
+
+    if engine == "rg" and not shutil.which("rg"):
+        pytest.skip("rg not installed")
+    par = jaguar_repo(tmp_path)
+    (par / "gone.txt").symlink_to("removed.txt")
+    flags = ("--engine", engine, *(["--json"] if as_json else []))
+    cases = [
+        (("jaguar", "pkg"), 0, None),
+        (("zzqq",), 1, None),
+        (("a(b",), 2, "invalid regex"),
+        (("(?<=a+)b",), 2, "look-behind"),
+        (("jaguar", "nothere"), 2, "does not exist"),
+        (("jaguar", "gone.txt"), 2, "does not exist; fix or remove the link"),
+        (("jaguar", "pkg", "nothere"), 2, "does not exist"),
+        (("jaguar", str(tmp_path)), 2, "outside the root"),
+        (("jaguar", "../.."), 2, "outside the root"),
+    ]
+    for args, code, message in cases:
+        out = run_cli("grep", *flags, *args, cwd=par)
+        assert out.returncode == code, (args, out.stderr)
+        if message is not None:
+            assert out.stdout == "" and out.stderr.count("\n") == 1 and message in out.stderr, out.stderr

@@ -370,3 +370,18 @@ def test_render_in_colour() -> None:
     lines = list(render_grep(files(), color=True))
     assert lines[0] == "\x1b[35ma.txt\x1b[0m" and lines[1] == "\x1b[32m1\x1b[0m:one"
     assert lines[7] == "--"
+
+
+def test_match_spans_are_character_offsets_and_the_engines_agree(ws: Path, engine: str) -> None:
+    """The spans behind `grep --json`'s submatches: found by the same regex in both engines, in characters."""
+    found = {f.path: f.lines for f in run(ws, engine, "café|needle")}
+    [line] = found["docs/unicode.md"]
+    assert line.text == "naïve café needle" and line.spans == ((6, 10), (11, 17))
+    [line] = found["docs/legacy.txt"]  # decoded from cp1252: offsets count characters, not bytes
+    assert line.spans == ((0, 4), (11, 17))
+    [found_ctx] = run(ws, engine, "needle", paths=["src/ctx.txt"], before=1)
+    assert all(bool(ln.spans) == ln.match for ln in found_ctx.lines)  # context lines carry none
+    [empty] = run(ws, engine, "x*", paths=["src/flags.sh"], max_count=1)
+    assert empty.lines[0].spans == ((5, 6),)  # the one real match, not an empty one at every position
+    [empty] = run(ws, engine, "^", paths=["src/flags.sh"], max_count=1)
+    assert empty.lines[0].spans == ((0, 0),)  # only empty matches: the first, so a column is still known

@@ -52,7 +52,8 @@ EXAMPLES = {
   kenning grep -i "retry_count" .
   kenning grep -F -C 2 "TODO(" src docs
   kenning grep --no-symbols "retry" .     without the `@ function name` lines
-  kenning grep -w -e -v .                  a pattern starting with '-' goes after -e""",
+  kenning grep -w -e -v .                  a pattern starting with '-' goes after -e
+  kenning grep --json "retry" src          JSON Lines: one record per line, then a summary""",
     "status": """examples:
   kenning status .
   kenning status --check-ready . && echo ready
@@ -340,6 +341,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         "--no-symbols",
         action="store_true",
         help="do not name the enclosing code symbol above matches (`@ function Outer.method`)",
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="JSON Lines: one record per match (and context) line, then a summary (schema in kenning/grep.py)",
     )
     _selection_args(p, index=True)
 
@@ -662,7 +668,8 @@ def cmd_grep(args: argparse.Namespace) -> int:
     """The root is the project the user is in, found as `search` finds it from ".": the nearest indexed folder
     at or above the current directory, else the current directory. PATHs only narrow the walk, as in
     ripgrep, so ignore files and globs mean the same whatever PATHs are given; each file prints as the PATH
-    it was found under was typed, so it opens from here."""
+    it was found under was typed, so it opens from here. From the filesystem root, which is no project, the
+    PATHs say where the project is (see _grep_start)."""
     import dataclasses
     from pathlib import Path
 
@@ -670,8 +677,9 @@ def cmd_grep(args: argparse.Namespace) -> int:
     from kenning.config import load_config
     from kenning.store.layout import find_index_root  # not via kenning.engine, which costs ~0.1 s to import
     from kenning.types import Selection
-    from kenning.walk import PathFilter, check_root, is_secret
+    from kenning.walk import PathFilter, is_secret
 
+    started = time.perf_counter()
     patterns = list(args.regexp or [])
     paths = list(args.paths)
     if args.pattern is not None:
@@ -681,9 +689,9 @@ def cmd_grep(args: argparse.Namespace) -> int:
             patterns.append(args.pattern)
     if not patterns:
         raise UsageError("no pattern given", hint="kenning grep PATTERN [PATH...]")
-    here = check_root(".")
-    found_root = find_index_root(here, load_config(here))
-    root = found_root or here
+    here, start = _grep_start(paths)
+    found_root = find_index_root(start, load_config(start))
+    root = found_root or start
     selection = _selection(args, Selection()) or Selection()
     # --ignore-file is the user's spelling from here, as in ripgrep, not from the root
     ignore_files = tuple(str(here / Path(f).expanduser()) for f in selection.ignore_files)
@@ -694,7 +702,7 @@ def cmd_grep(args: argparse.Namespace) -> int:
         try:
             scopes[text] = grep.scope_of(root, target, follow=selection.follow)
         except UsageError as exc:
-            if not os.path.lexists(target):
+            if not os.path.exists(target):  # missing, or a dangling link: cd-ing elsewhere would not help
                 raise
             which = "the indexed folder you are in" if found_root else "the current directory"
             raise UsageError(
@@ -749,13 +757,61 @@ def cmd_grep(args: argparse.Namespace) -> int:
             found = True
             yield dataclasses.replace(f, path=shown(f.path))
 
-    symbol_of = None
+    lookup = None
     if not args.no_symbols:
         from kenning.outline import SymbolLookup
 
-        symbol_of = SymbolLookup(here)  # the paths shown open from here
-    _out(grep.render_grep(tracked(), color=color, symbol_of=symbol_of))
+        lookup = SymbolLookup(here)  # the paths shown open from here
+    if args.json:
+        symbol = lookup.symbol if lookup is not None else None
+        _out(grep.render_grep_json(tracked(), root=root, started=started, symbol_of=symbol))
+    else:
+        _out(grep.render_grep(tracked(), color=color, symbol_of=lookup))
     return 0 if found else 1
+
+
+def _grep_start(paths: Sequence[str]) -> tuple[Path, Path]:
+    """Where the user stands, and the folder from which grep looks for its project: normally the same.
+
+    The filesystem root is no project (walking it would read the whole machine, and check_root refuses it),
+    so from there the PATHs must name one: the search starts from the deepest folder holding all of them.
+    """
+    from pathlib import Path
+
+    from kenning.walk import check_root
+
+    try:
+        cwd: Path | None = Path.cwd()
+    except OSError:  # the current folder was removed: check_root says so in its words
+        cwd = None
+    if cwd is None or cwd != Path(cwd.anchor):
+        here = check_root(".")
+        return here, here
+    if not paths:
+        raise UsageError(
+            f"kenning grep was run from the filesystem root {cwd}, which is no project: it would search the "
+            "whole machine",
+            hint="cd into a project first, or name what to search: kenning grep PATTERN /path/to/project",
+        )
+    folders = []
+    for given in paths:
+        target = cwd / Path(given).expanduser()
+        if not target.exists():
+            raise UsageError(f"path {given} does not exist", hint="check the spelling")
+        real = target.resolve()
+        folders.append(real if real.is_dir() else real.parent)
+    start = Path(os.path.commonpath(folders))
+    if start == Path(start.anchor):
+        what = (
+            f"PATH {paths[0]} is the filesystem root or a file in it"
+            if len(paths) == 1
+            else f"the PATHs {', '.join(paths)} have no folder in common but the filesystem root"
+        )
+        raise UsageError(
+            f"{what}, which kenning never searches as a project",
+            hint="name files and folders inside one project, or cd into it and search from there",
+        )
+    return cwd, check_root(start)
 
 
 def _holds_key(path: Path) -> bool:

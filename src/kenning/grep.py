@@ -1,7 +1,8 @@
 """`kenning grep`: exhaustive, index-free regex search over exactly the files kenning would index.
 
 This module owns the grep pattern dialect and its validation, the two matchers (ripgrep driven through
-``rg --json``, and Python's ``re``), context merging, and the rg-like ``--heading`` text rendering.
+``rg --json``, and Python's ``re``), context merging, the rg-like ``--heading`` text rendering and the JSON
+Lines rendering of ``kenning grep --json``.
 
 It does not choose or decode files. :func:`kenning.walk.walk` chooses them, so ignore rules, secrets and junk
 are excluded exactly as for indexing, and :func:`kenning.walk.read_text` decides which of them are text and
@@ -9,6 +10,21 @@ what that text is, for both engines. ripgrep is only asked *which lines match*; 
 and grouping always come from read_text's text and the code below, so the two engines print byte-identical
 output. Files whose bytes rg would not see as read_text's lines (carriage returns, NULs, UTF-16, latin-1
 fallback) are matched by the Python matcher inside the rg engine too.
+
+JSON Lines schema, version 1 (`kenning grep --json`): one object per line, files in path order, each file's
+lines in line order.
+- `{"type": "match", "schema": 1, "path": str, "line": int, "column": int|null,
+   "submatches": [{"start": int, "end": int}], "text": str, "symbol": {"kind", "name", "scope", "signature",
+   "doc"}|null}` for each matching line. `path` is the path as the text output prints it (from the current
+  directory, under the PATH as typed); `line` is 1-based; `text` is the whole line without its line end (never
+  clipped, unlike the text output); `submatches` are the matches on the line as 0-based, end-exclusive offsets
+  in characters (code points) of `text`; `column` is the 1-based character column of the first one (null only
+  if none could be placed). `symbol` is the innermost code symbol enclosing the line, shaped as in `kenning
+  search --json` (null outside any symbol, for files kenning does not parse, and with `--no-symbols`).
+- `{"type": "context", "schema": 1, "path": str, "line": int, "text": str}` for each line of -A/-B/-C context.
+- then one `{"type": "summary", "schema": 1, "root": str, "files": int, "matches": int, "elapsed_ms": float}`:
+  the project's root folder, absolute (PATHs narrow the search inside it), how many files and matching lines
+  were printed, and the time taken.
 """
 
 from __future__ import annotations
@@ -19,6 +35,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -26,15 +43,17 @@ from pathlib import Path
 from typing import Literal
 
 from kenning.errors import KenningError, UsageError
-from kenning.types import FileEntry, Selection, Skip
+from kenning.types import FileEntry, Selection, Skip, Symbol
 from kenning.walk import SECRET_CONTENT, NotText, check_root, decode, holds_private_key, read_bytes, walk
 
 __all__ = [
-    "MAX_LINE_CHARS", "GrepFile", "GrepLine", "GrepOptions", "grep", "render_grep", "rg_available", "scope_of",
+    "GREP_JSON_SCHEMA", "MAX_LINE_CHARS", "GrepFile", "GrepLine", "GrepOptions", "grep", "render_grep",
+    "render_grep_json", "rg_available", "scope_of",
 ]  # fmt: skip
 
 Engine = Literal["auto", "rg", "python"]
 
+GREP_JSON_SCHEMA = 1  # the version of the `kenning grep --json` records described above
 MAX_LINE_CHARS = 500  # longer lines are clipped when rendered (minified files would flood the terminal)
 
 # One rg process per chunk of files: bounded so argv stays under the OS limit (Windows allows ~32K chars)
@@ -66,6 +85,9 @@ class GrepLine:
     line: int  # 1-based
     text: str  # without its line end
     match: bool  # False for a context line
+    # 0-based, end-exclusive character offsets of the matches in text (empty for a context line), found by
+    # the Python regex in both engines so that they agree here too
+    spans: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +163,55 @@ def render_grep(
             else:
                 number = f"{_LINE_COLOR}{item.line}{_RESET}" if color else str(item.line)
                 yield f"{number}{':' if item.match else '-'}{clip_line(item.text)}"
+
+
+def render_grep_json(
+    files: Iterable[GrepFile],
+    *,
+    root: Path | str,
+    started: float,
+    symbol_of: Callable[[str, int], Symbol | None] | None = None,
+) -> Iterator[str]:
+    """The JSON Lines of `kenning grep --json` (schema in the module docstring): a record per line, then a
+    summary. ``started`` is the time.perf_counter() at which the command began, for the summary's elapsed_ms."""
+    n_files = n_matches = 0
+    for found in files:
+        n_files += 1
+        for ln in found.lines:
+            record: dict[str, object] = {
+                "type": "match" if ln.match else "context",
+                "schema": GREP_JSON_SCHEMA,
+                "path": found.path,
+                "line": ln.line,
+            }
+            if ln.match:
+                n_matches += 1
+                symbol = symbol_of(found.path, ln.line) if symbol_of is not None else None
+                record |= {
+                    "column": ln.spans[0][0] + 1 if ln.spans else None,
+                    "submatches": [{"start": a, "end": b} for a, b in ln.spans],
+                    "text": ln.text,
+                    "symbol": None if symbol is None else _symbol_json(symbol),
+                }
+            else:
+                record["text"] = ln.text
+            yield json.dumps(record, ensure_ascii=False)
+    yield json.dumps(
+        {
+            "type": "summary",
+            "schema": GREP_JSON_SCHEMA,
+            "root": str(root),
+            "files": n_files,
+            "matches": n_matches,
+            "elapsed_ms": round((time.perf_counter() - started) * 1000, 1),
+        },
+        ensure_ascii=False,
+    )
+
+
+def _symbol_json(s: Symbol) -> dict[str, str]:
+    # the keys of a search hit's "symbol" (kenning.render), so one reader handles both
+    return {"kind": s.kind, "name": s.name, "scope": s.scope, "signature": s.signature, "doc": s.doc}
 
 
 def file_lines(
@@ -267,6 +338,11 @@ def scope_of(root: Path, given: Path | str, *, follow: bool = False) -> str:
                     "are never followed, so pass a path under it"
                 )
             raise UsageError(f"path {given} is outside the root {root}; pass a path under it")
+        if not real.exists():
+            # the walk skips a dangling link, so searching it would answer a silent "no match"
+            raise UsageError(
+                f"path {given} is a symlink to {real}, which does not exist; fix or remove the link"
+            )
         # Without --follow the walk reaches what a link inside the root points to under its real path only.
         form = named if follow and named.is_relative_to(root) else real
         rel = form.relative_to(root).as_posix()
@@ -320,7 +396,9 @@ def _search(regex: re.Pattern[str], lines: list[str], max_count: int | None) -> 
     return hits
 
 
-def _result(rel: str, lines: list[str], hits: Sequence[int], options: GrepOptions) -> GrepFile:
+def _result(
+    rel: str, lines: list[str], hits: Sequence[int], options: GrepOptions, regex: re.Pattern[str]
+) -> GrepFile:
     """Matches plus context, merged like rg: overlapping or touching windows become one group."""
     matched = set(hits)
     out: list[GrepLine] = []
@@ -328,9 +406,20 @@ def _result(rel: str, lines: list[str], hits: Sequence[int], options: GrepOption
     for i in hits:
         for j in range(max(done + 1, i - options.before), min(len(lines), i + options.after + 1)):
             # After max_count, a later matching line inside the trailing context is context (as GNU grep).
-            out.append(GrepLine(j + 1, lines[j], j in matched))
+            if j in matched:
+                out.append(GrepLine(j + 1, lines[j], True, _spans(regex, lines[j])))
+            else:
+                out.append(GrepLine(j + 1, lines[j], False))
             done = j
     return GrepFile(rel, tuple(out), context=bool(options.before or options.after))
+
+
+def _spans(regex: re.Pattern[str], line: str) -> tuple[tuple[int, int], ...]:
+    """Where the matches sit on a matching line. Empty matches (`x*`, `^`) would mark every position, so
+    they count only when the line has nothing else, and then only the first: it still places a column."""
+    found = [m.span() for m in regex.finditer(line)]
+    wide = tuple(s for s in found if s[0] != s[1])
+    return wide or tuple(found[:1])
 
 
 # -- engines ------------------------------------------------------------------------------------------------
@@ -349,7 +438,7 @@ def _python_engine(
         lines = _lines(got[0])
         hits = _search(regex, lines, options.max_count)
         if hits:
-            yield _result(entry.rel, lines, hits, options)
+            yield _result(entry.rel, lines, hits, options, regex)
 
 
 def _rg_path(engine: str) -> str | None:
@@ -470,7 +559,7 @@ def _rg_engine(
                 # rewritten between our read and rg's.
                 hits = [n - 1 for n in found[rel] if 0 < n <= len(lines)][: options.max_count]
             if hits:
-                yield _result(rel, lines, hits, options)
+                yield _result(rel, lines, hits, options, regex)
 
 
 def _rg_search(rg: str, root: Path, args: list[str], encoding: str, rels: list[str]) -> dict[str, list[int]]:

@@ -12,7 +12,7 @@ from typing import Any
 
 from kenning import walk
 from kenning.chunk.syntax import outline
-from kenning.types import SymbolSpan
+from kenning.types import Symbol, SymbolSpan
 
 __all__ = ["FileOutline", "SymbolLookup", "file_outline", "outline_json", "outline_lines"]
 
@@ -86,23 +86,28 @@ class SymbolLookup:
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self._cache: dict[str, list[str | None]] = {}
+        self._cache: dict[str, list[Symbol | None]] = {}
 
     def __call__(self, rel: str, line: int) -> str | None:
+        """The label grep prints above a match: ``function Outer.method``."""
+        found = self.symbol(rel, line)
+        return None if found is None else f"{found.kind} {found.scope}"
+
+    def symbol(self, rel: str, line: int) -> Symbol | None:
+        """The innermost symbol whose span holds the 1-based line, or None."""
         table = self._cache.get(rel)
         if table is None:
             table = self._cache[rel] = _line_table(file_outline(self.root / rel).symbols)
         return table[line] if 0 < line < len(table) else None
 
 
-def _line_table(spans: list[SymbolSpan]) -> list[str | None]:
+def _line_table(spans: list[SymbolSpan]) -> list[Symbol | None]:
     """Each line's innermost symbol, worked out once per file: asking `enclosing` per matching line costs the
     number of symbols each time, which a generated file with thousands of them makes quadratic."""
     if not spans:
         return []
-    table: list[str | None] = [None] * (max(s.end_line for s in spans) + 1)
+    table: list[Symbol | None] = [None] * (max(s.end_line for s in spans) + 1)
     # outer symbols first, so a nested one (a later start, or the same start and a shorter span) overwrites them
     for s in sorted(spans, key=lambda s: (s.start_line, -(s.end_line - s.start_line))):
-        label = f"{s.symbol.kind} {s.symbol.scope}"
-        table[s.start_line : s.end_line + 1] = [label] * (s.end_line - s.start_line + 1)
+        table[s.start_line : s.end_line + 1] = [s.symbol] * (s.end_line - s.start_line + 1)
     return table
