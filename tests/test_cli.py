@@ -485,3 +485,64 @@ def test_regression_grep_exit_codes_follow_the_readme_a_dangling_symlink_path_in
         assert out.returncode == code, (args, out.stderr)
         if message is not None:
             assert out.stdout == "" and out.stderr.count("\n") == 1 and message in out.stderr, out.stderr
+
+
+def test_regression_index_summary_names_the_folders_the_default_ignore_list_pruned(tmp_path: Path) -> None:
+    """Regression: the default ignore list pruned ``src/generated`` and ``docs/build`` at any depth and the
+    summary never said so; it names them in one line (not what the user's .gitignore prunes) and says how
+    to bring one back, which then works."""
+    root = make_tree(
+        tmp_path / "gen",
+        {
+            ".gitignore": "dist/\n",
+            "README.md": "# Project\n",
+            "src/generated/api.md": "# Generated API reference\n",
+            "docs/build/index.md": "# Built docs\n",
+            "pkg/dist/bundle.md": "# gitignored\n",
+        },
+    )
+    git(root, "init", "-q")
+    out = run_cli("index", str(root))
+    assert out.returncode == 0, out.stderr
+    lines = [ln for ln in out.stdout.splitlines() if "default ignore list" in ln]
+    assert lines == [
+        "pruned by the default ignore list: docs/build, src/generated; "
+        "a line !FOLDER/ in the root's .ignore indexes one"
+    ]
+    (root / ".ignore").write_text("!src/generated/\n")
+    out = run_cli("index", "--json", str(root))
+    report = json.loads(out.stdout)
+    assert report["added"] == ["src/generated/api.md"] and report["pruned"] == ["docs/build"]
+
+
+def test_regression_index_summary_caps_the_pruned_folders_it_names(tmp_path: Path) -> None:
+    """Regression (with the one above): many pruned folders stay one line, the rest counted."""
+    root = make_tree(tmp_path / "many", {f"p{i}/build/x.md": "# x\n" for i in range(7)} | {"a.md": "# a\n"})
+    out = run_cli("index", str(root))
+    [line] = [ln for ln in out.stdout.splitlines() if "default ignore list" in ln]
+    assert line.startswith(
+        "pruned by the default ignore list: p0/build, p1/build, p2/build, p3/build, p4/build"
+    )
+    assert " and 2 more (--json lists them);" in line
+
+
+def test_regression_a_hit_on_a_piece_of_an_over_long_line_previews_the_query_word(tmp_path: Path) -> None:
+    """Regression: the pieces of a line longer than max_chars each claim that line, and a short preview
+    clipped the hit's piece to its first 160 characters, so a word found 700 characters into it never
+    showed. The preview now shows the line around the word, marked as cut; one hit stands for the line."""
+    words = [f"filler{i}" for i in range(500)]
+    words[300] = "zebrafinch"  # far into a piece: pieces are up to 1000 characters
+    root = make_tree(
+        tmp_path / "long", {"notes.txt": "A short first paragraph.\n\n" + " ".join(words) + "\n"}
+    )
+    out = run_cli("search", "--json", "-k", "5", "zebrafinch", str(root))
+    hits = [json.loads(ln) for ln in out.stdout.splitlines() if '"type": "hit"' in ln]
+    on_line = [h for h in hits if (h["start_line"], h["end_line"]) == (3, 3)]
+    assert len(on_line) == 1, out.stdout
+    assert on_line[0]["matched_by"] == "both"  # one piece is a lexical find, another the semantic best
+    assert "zebrafinch" in on_line[0]["text"] and on_line[0]["text"].startswith("…filler")
+    assert len(on_line[0]["text"]) <= 160
+    out = run_cli("search", "zebrafinch", str(root))
+    assert any("zebrafinch" in ln for ln in out.stdout.splitlines() if ln.lstrip().startswith("3  ")), (
+        out.stdout
+    )

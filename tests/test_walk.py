@@ -316,6 +316,36 @@ def test_default_dirs_pruned_before_descending(tmp_path: Path, monkeypatch: pyte
     assert not [p for p in scanned if "node_modules" in p or "vendor" in p]
 
 
+def test_regression_folders_the_default_ignore_list_prunes_at_any_depth_are_reported(tmp_path: Path) -> None:
+    """Regression: the default list pruned ``src/generated`` and ``docs/build`` silently; the walk now tells
+    on_prune, and only about the list's prunes (not the user's .gitignore, hidden folders or filters)."""
+    tree(
+        tmp_path,
+        {
+            ".gitignore": "dist/\n",
+            "src/generated/api.md": "# api\n",
+            "docs/build/index.md": "# built\n",
+            "pkg/dist/x.md": "# gitignored: the user's choice\n",
+            ".hidden/build/x.md": "# hidden: never entered\n",
+            "vendor/lib/generated/y.md": "# below a pruned folder: never reached\n",
+            "notes/tmp.md": "# a file named like a default folder\n",
+        },
+    )
+    git(tmp_path, "init", "-q")
+    pruned: list[str] = []
+    files = [i.rel for i in walk(tmp_path, Selection(), on_prune=pruned.append) if isinstance(i, FileEntry)]
+    assert files == ["notes/tmp.md"]
+    assert pruned == ["docs/build", "src/generated", "vendor"]
+    pruned.clear()
+    list(walk(tmp_path, Selection(globs=("!docs/*",)), on_prune=pruned.append))
+    assert pruned == ["src/generated", "vendor"], (
+        "a folder the user's glob leaves out is not the list's doing"
+    )
+    pruned.clear()
+    list(walk(tmp_path, Selection(no_ignore=True), on_prune=pruned.append))
+    assert pruned == []
+
+
 def test_default_files_ignored_and_images_unsupported_with_no_ignore(tmp_path: Path) -> None:
     names = [
         "yarn.lock",

@@ -10,6 +10,7 @@ import errno
 import itertools
 import logging
 import os
+import re
 import shutil
 import threading
 import time
@@ -317,6 +318,69 @@ def test_ignored_dirs_produce_nothing_and_get_no_watch(tmp_path: Path, watching:
     got.wait_for(has("docs/sentinel.md"))
     until(lambda: not w.pending(), what="nothing pending")
     assert got.paths() == {"docs/sentinel.md"}
+
+
+def inotify_watched_inodes() -> set[int]:
+    """The inodes this process has inotify watches on, as the kernel lists them (/proc/self/fdinfo)."""
+    found = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}") != "anon_inode:inotify":
+                continue
+            info = Path(f"/proc/self/fdinfo/{fd}").read_text()
+        except OSError:
+            continue  # closed since the listing (the listing's own fd, a probe's instance)
+        found |= {int(m, 16) for m in re.findall(r"^inotify wd:\S+ ino:([0-9a-f]+)", info, re.MULTILINE)}
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/fdinfo").is_dir(), reason="needs Linux's inotify and /proc")
+@pytest.mark.parametrize("split", [True, False], ids=["split", "recursive"])
+def test_regression_nested_ignored_dirs_get_no_inotify_watch(
+    tmp_path: Path, watching: Any, split: bool
+) -> None:
+    """Regression: a recursive watch descended into ignored directories below the top level (a nested
+    node_modules, a gitignored gen/ deep in the tree), one kernel watch per directory there. The real
+    watcher on a real git repository now places none where the walk would not go, also for such a
+    directory made after the start, and places them once a rule change brings the directory in."""
+    root = make_tree(
+        tmp_path / "ws",
+        {
+            "src/app.py": "a\n",
+            "src/pkg/mod.py": "m\n",
+            "src/pkg/node_modules/dep/lib/index.js": "d\n",
+            "src/pkg/.gitignore": "gen/\n",
+            "src/pkg/gen/deep/out.py": "g\n",
+            "docs/guide.md": "# g\n",
+        },
+    )
+    git(root, "init", "-q")
+    w, got = watching(root, split=split)
+    assert w.health.mode == ("split" if split else "recursive")
+
+    def watched(*rels: str) -> dict[str, bool]:
+        inodes = inotify_watched_inodes()
+        return {rel: os.stat(root / rel).st_ino in inodes for rel in rels}
+
+    ignored = ("src/pkg/node_modules", "src/pkg/node_modules/dep/lib", "src/pkg/gen", "src/pkg/gen/deep")
+    assert watched("src", "src/pkg", "docs") == dict.fromkeys(("src", "src/pkg", "docs"), True)
+    assert watched(*ignored) == dict.fromkeys(ignored, False)
+
+    (root / "src/new/node_modules/dep").mkdir(parents=True)
+    (root / "src/new/app.py").write_text("n\n")
+    got.wait_for(lambda b: "src/new" in b.paths or "src/new/app.py" in b.paths)
+    assert watched("src/new", "src/new/node_modules", "src/new/node_modules/dep") == {
+        "src/new": True,
+        "src/new/node_modules": False,
+        "src/new/node_modules/dep": False,
+    }
+
+    (root / "src/pkg/.gitignore").write_text("# gen/ is wanted now\n")
+    got.wait_for(lambda b: b.full and b.reason == "ignore-file")
+    until(lambda: all(watched("src/pkg/gen", "src/pkg/gen/deep").values()), what="gen/ watched")
+    assert not any(watched("src/pkg/node_modules", "src/new/node_modules").values())
+    (root / "src/pkg/gen/deep/new.py").write_text("n\n")
+    got.wait_for(has("src/pkg/gen/deep/new.py"))
 
 
 def test_recursive_mode_filters_events_the_same_way(tmp_path: Path, watching: Any) -> None:

@@ -56,6 +56,8 @@ class IndexReport:
     removed: list[str] = field(default_factory=list)
     unchanged: int = 0
     skipped: list[Skip] = field(default_factory=list)
+    # folders the default ignore list pruned (not the user's ignore files): the user may not know of the list
+    pruned: list[str] = field(default_factory=list)
     passages_added: int = 0
     passages_removed: int = 0
     embedded: int = 0  # passage texts sent to the embedder in this run
@@ -185,7 +187,13 @@ def _lexical_pass(
     cancel: threading.Event | None,
 ) -> None:
     entries: list[FileEntry] = []
-    for item in walk.walk(root, selection, index_dir_name=index_dir_name):
+
+    def pruned(rel: str) -> None:
+        # only what concerns this run: a folder inside its scope, or one holding a path it was asked to index
+        if not scope.paths or within(rel, scope.paths) or any(within(p, (rel,)) for p in scope.paths):
+            report.pruned.append(rel)
+
+    for item in walk.walk(root, selection, index_dir_name=index_dir_name, on_prune=pruned):
         if item.rel not in scope:
             continue
         try:

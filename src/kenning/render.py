@@ -10,7 +10,10 @@ JSON Lines schema, version 1 (`kenning search --json`): one object per line.
   `defines` lists `{"kind", "name", "scope"}` of every symbol whose definition starts in the passage (a passage
   packing several small symbols has no `symbol` of its own but defines each of them).
   `text` is the passage as the preview level shows it (null for `--preview none`); `text_start_line` is the line
-  number of its first line (a short preview may start inside the passage, near the first query word).
+  number of its first line (a short preview may start inside the passage, near the first query word, and
+  clips a line past 160 characters, around that word when it lies further in). A line longer than max_chars is
+  cut into pieces that each claim that line (`N-N`), so such a hit's `text` is one piece of line N; pieces of
+  one line overlap, and the best-ranked one stands for the line.
   `demoted` is the factor a test file's fused score was multiplied by (null when it was not).
 - then one `{"type": "summary", "schema": 1, "root": str, "model": str, "mode": str, "coverage": float,
    "groups": [{"group", "query", "hits", "searched", "notes": [str]}], "hits": int, "elapsed_ms": float,
@@ -45,16 +48,28 @@ def preview_lines(hit: Hit, preview: Preview, query: str) -> list[tuple[int, str
     if preview == "none":
         return []
     terms = [t for t in query_terms(query) if len(t) > 1]
-    anchor = 0
+    anchor, at, end = 0, -1, 0
     for i, line in enumerate(lines):
         low = line.lower()
-        if any(t in low for t in terms):
-            anchor = i
+        found = [(p, p + len(t)) for p, t in ((low.find(t), t) for t in terms) if p >= 0]
+        if found:
+            anchor, (at, end) = i, min(found)
             break
     begin = max(0, anchor - 2)
     while begin < anchor and not lines[begin].strip():
         begin += 1  # a preview that opens on blank lines wastes its budget
-    return [(n, _clip(t)) for n, t in numbered[begin : begin + SHORT_LINES]]
+    shown = [(n, _clip(t)) for n, t in numbered[begin : begin + SHORT_LINES]]
+    line = lines[anchor]
+    if at >= 0 and len(line) > CLIP and end > CLIP - 1:
+        # The word lies past what the clip keeps of its line, as it usually does in a piece of an over-long
+        # line (up to max_chars long): show the line around it, or the preview cannot say why this matched.
+        start = max(0, at - CLIP // 4)
+        space = line.find(" ", start, at)
+        start = space + 1 if 0 <= space < start + 20 else start  # open on a whole word when one is near
+        lead = "…" if start else ""
+        more = "…" if start + CLIP - 2 < len(line) else ""
+        shown[anchor - begin] = (anchor + hit.start_line, f"{lead}{line[start : start + CLIP - 2]}{more}")
+    return shown
 
 
 def hit_header(hit: Hit) -> str:

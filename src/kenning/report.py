@@ -12,6 +12,7 @@ from kenning.index import IndexReport
 from kenning.render import human_size
 
 SHOW_SKIPPED = 20
+SHOW_PRUNED = 5
 
 
 def index_summary(r: IndexReport) -> Iterator[str]:
@@ -32,6 +33,24 @@ def index_summary(r: IndexReport) -> Iterator[str]:
             yield f"  {s.rel}: {s.reason}"
         if len(r.skipped) > SHOW_SKIPPED:
             yield f"  [and {len(r.skipped) - SHOW_SKIPPED} more; `kenning index --json` lists them all]"
+    line = pruned_line(r.pruned)
+    if line:
+        yield line
+
+
+def pruned_line(pruned: list[str]) -> str | None:
+    """One line naming the folders the default ignore list pruned, and how to bring one back.
+
+    There is no flag for the default list alone (--no-ignore drops the user's ignore files too); a negation
+    in .ignore wins over the list, so that is the way offered.
+    """
+    if not pruned:
+        return None
+    shown = ", ".join(pruned[:SHOW_PRUNED])
+    more = f" and {len(pruned) - SHOW_PRUNED} more (--json lists them)" if len(pruned) > SHOW_PRUNED else ""
+    return (
+        f"pruned by the default ignore list: {shown}{more}; a line !FOLDER/ in the root's .ignore indexes one"
+    )
 
 
 def _reason_kind(reason: str) -> str:
@@ -49,6 +68,7 @@ def index_summary_json(r: IndexReport) -> dict[str, Any]:
         "removed": r.removed,
         "unchanged": r.unchanged,
         "skipped": [{"path": s.rel, "reason": s.reason} for s in r.skipped],
+        "pruned": r.pruned,
         "passages_added": r.passages_added,
         "passages_removed": r.passages_removed,
         "embedded": r.embedded,

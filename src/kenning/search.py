@@ -416,6 +416,7 @@ def _fuse(
     hits: list[Hit] = []
     gone: set[str] = set()
     taken: dict[str, list[tuple[int, int]]] = {}
+    one_line: dict[tuple[str, int], int] = {}  # (path, line) -> the hit that stands for that line
     stat_cache: dict[str, tuple[int, int] | None] = {}
     for fused_rank, pid in enumerate(order, 1):
         row = rows.get(pid)
@@ -427,8 +428,14 @@ def _fuse(
             continue
         spans = taken.setdefault(row.path, [])
         if any(row.start_line <= e and s <= row.end_line for s, e in spans):
-            continue  # overlapping passages of one location: the better-ranked one stands for both
+            # overlapping passages of one location: the better-ranked one stands for both
+            kept = one_line.get((row.path, row.start_line)) if row.start_line == row.end_line else None
+            if kept is not None:
+                hits[kept] = _with_piece(hits[kept], row, arm_rank[pid])
+            continue
         spans.append((row.start_line, row.end_line))
+        if row.start_line == row.end_line:
+            one_line[(row.path, row.start_line)] = len(hits)
         arms = arm_rank[pid]
         # a definition found by name is a lexical find
         lexical = "lexical" in arms or "symbol" in arms
@@ -463,6 +470,16 @@ def _fuse(
         if len(hits) >= limit:
             break
     return hits, len(gone)
+
+
+def _with_piece(hit: Hit, row: PassageRow, arms: dict[str, tuple[int, float]]) -> Hit:
+    """The hit for one line, told of another passage on that line: two passages with one one-line span are
+    pieces of a line longer than max_chars. The line was found by both pieces' arms, and when only the other
+    was a lexical find, its text shows the query's words (the better-ranked piece may hold none of them)."""
+    if hit.end_line != hit.start_line or "lexical" not in arms or hit.matched_by != "semantic":
+        return hit
+    trace = hit.trace and replace(hit.trace, lexical=ArmTrace(*arms["lexical"]))
+    return replace(hit, matched_by="both", text=row.text, trace=trace)
 
 
 def _demote_leading_tests(

@@ -382,6 +382,10 @@ class _IgnoreFile:
 
 _Specs = tuple[tuple[str, _IgnoreFile], ...]  # (directory rel, its ignore files), root first
 
+# _Rules.excluded's answers: left out by the default ignore list, or for any other silent reason.
+BY_DEFAULT = "default ignore list"
+SKIPPED = "skipped"
+
 
 def _repository(base: Path) -> tuple[Path, Path] | None:
     """The top of the git work tree holding ``base`` (itself included) and that repository's info/exclude file;
@@ -471,17 +475,26 @@ class _Rules:
                 lines += _read_lines(dirpath / f) if names is None or f in names else []
         return (*specs, (prefix, _IgnoreFile(lines))) if lines else specs
 
-    def excluded(self, specs: _Specs, rel: str, name: str, is_dir: bool) -> bool:
-        """True when the walk leaves the entry out silently: never-dirs, hidden, ignored, or filtered out."""
+    def excluded(self, specs: _Specs, rel: str, name: str, is_dir: bool) -> str | None:
+        """Why the walk leaves the entry out silently (:data:`BY_DEFAULT` for the default ignore list, else
+        "skipped" for never-dirs, hidden, ignored or filtered out), or None when it keeps it. A string, not a
+        bool, so the walk can tell the user about the default list's prunes at no extra cost."""
         if name in self.never or (name[0] == "." and not self.selection.hidden):
-            return True
+            return SKIPPED
         verdict = _ignored(specs, rel, is_dir) if specs else None
-        if verdict is None and not self.selection.no_ignore:
-            # The defaults rank below every ignore file, so "!vendor/" in a .gitignore brings vendor back.
-            verdict = name in DEFAULT_IGNORE_DIRS if is_dir else _DEFAULT_FILES.match(name)
+        # The defaults rank below every ignore file, so "!vendor/" in a .gitignore brings vendor back.
+        if (
+            verdict is None
+            and not self.selection.no_ignore
+            and ((name in DEFAULT_IGNORE_DIRS) if is_dir else _DEFAULT_FILES.match(name))
+        ):
+            # a folder the user's own globs leave out as well is theirs to know of, not the list's doing
+            return SKIPPED if is_dir and self.matcher.prunes_dir(rel) else BY_DEFAULT
         if verdict:
-            return True
-        return self.matcher.prunes_dir(rel) if is_dir else not self.matcher.matches_file(rel)
+            return SKIPPED
+        if self.matcher.prunes_dir(rel) if is_dir else not self.matcher.matches_file(rel):
+            return SKIPPED
+        return None
 
 
 def walk(
@@ -490,6 +503,7 @@ def walk(
     *,
     index_dir_name: str = INDEX_DIR_NAME,
     on_skip: Callable[[Skip], None] | None = None,
+    on_prune: Callable[[str], None] | None = None,
     under: Iterable[str] = (),
 ) -> Iterator[FileEntry | Skip]:
     """Yield the selected files under root, and a Skip for each file left out for a reason worth telling.
@@ -498,8 +512,11 @@ def walk(
     dir, hidden and ignored paths, files the globs/types do not select, symlinks when ``follow`` is off.
     Symlinks are followed only with ``selection.follow`` and only when their target is inside the root; a
     link out of the root is never followed, even with ``follow``. With ``on_skip``, Skips go to it instead
-    of the iterator. ``under`` limits the walk to those root-relative files and directories: it lists only
-    the directories on the way to them, whose ignore files still apply, as the whole walk's would.
+    of the iterator. ``on_prune`` hears each directory the default ignore list prunes (not those the user's
+    ignore files, hidden-ness or the filters leave out): the list applies at any depth, and a ``build`` or
+    ``generated`` folder can hold what the user wants found. ``under`` limits the walk to those root-relative
+    files and directories: it lists only the directories on the way to them, whose ignore files still apply,
+    as the whole walk's would.
     """
     base = check_root(root)
     rules = _Rules(base, selection, index_dir_name, strict=True)
@@ -535,7 +552,10 @@ def walk(
             if not within and not (is_dir and rel in on_the_way):
                 continue
             # Filters before symlink checks, so links the selection would not take are not reported.
-            if rules.excluded(specs, rel, name, is_dir):
+            why = rules.excluded(specs, rel, name, is_dir)
+            if why:
+                if why == BY_DEFAULT and is_dir and on_prune is not None:
+                    on_prune(rel)
                 continue
             real = None
             if entry.is_symlink():

@@ -12,14 +12,17 @@ recursive inotify watch walks the whole tree and places a watch in every directo
 non-recursive watch per accepted directory is not an option either. So on inotify (Linux) the watcher splits
 the root: one non-recursive watch on the root itself, plus one recursive watch per top-level directory the
 rules accept. Root-level ignored directories (``.git``, the index dir, ``node_modules``, ``.venv``, a
-gitignored ``build/``...) get no OS watch at all; ignored directories deeper down (``pkg/node_modules``)
-are still descended by the recursive watch of their top-level directory, and their events are dropped by
-the PathFilter before they count. Past ``split_limit`` top-level directories (too many threads) it falls
-back to one recursive watch on the root, filtered the same way. On other platforms (FSEvents on macOS)
-one recursive watch on the root is used: FSEvents streams a whole tree per watch and costs nothing per
-directory. Rule files the split watches do not cover (``.git/info/exclude``, an --ignore-file elsewhere, the
-.gitignore and .ignore files of the root's parents in its git repository) get a non-recursive watch on their
-directory.
+gitignored ``build/``...) get no OS watch at all. Ignored directories deeper down (``pkg/node_modules``) get
+none either with watchdog 7's inotify observer: its watch group walks a recursive watch's tree in one method,
+which a subclass (:func:`_pruning_observer`) prunes with the PathFilter, the walk's own rules, both when the
+watch is placed and when a directory is created or moved in later; a change to the rules places the
+recursive watches again. Where that method is not there (watchdog 6, another platform) those directories are
+still descended, and their events are dropped by the PathFilter before they count. Past ``split_limit``
+top-level directories (too many threads) it falls back to one recursive watch on the root, filtered (and
+pruned) the same way. On other platforms (FSEvents on macOS) one recursive watch on the root is used:
+FSEvents streams a whole tree per watch and costs nothing per directory. Rule files the split watches do not
+cover (``.git/info/exclude``, an --ignore-file elsewhere, the .gitignore and .ignore files of the root's
+parents in its git repository) get a non-recursive watch on their directory.
 
 Errors. A watch that cannot be placed (ENOSPC, EMFILE), the observer thread dying, the root vanishing:
 each is logged (logger ``kenning.daemon.watch``), shown in :attr:`Watcher.health`, and retried with
@@ -36,6 +39,7 @@ import contextlib
 import ctypes
 import dataclasses
 import errno
+import functools
 import logging
 import os
 import threading
@@ -61,7 +65,7 @@ from watchdog.events import (
     FileSystemMovedEvent,
 )
 from watchdog.observers import Observer
-from watchdog.observers.api import BaseObserver, ObservedWatch
+from watchdog.observers.api import BaseObserver, EventEmitter, ObservedWatch
 
 from kenning.types import Selection
 from kenning.walk import INDEX_DIR_NAME, PathFilter, kind_of
@@ -147,6 +151,76 @@ def describe_error(exc: BaseException, root: Path | str) -> str:
 
 class _WatchProblem(Exception):
     """A health check's finding, with its message already readable."""
+
+
+@functools.cache
+def _pruned_emitter() -> type[EventEmitter] | None:
+    """watchdog 7's inotify emitter with recursive watches that leave out what a ``prune`` callable names
+    (absolute paths); None where the default observer is not inotify or watchdog is another version
+    (watchdog 6 has no ``InotifyWatchGroup``): its observer then descends every directory.
+
+    It overrides one private method, ``InotifyWatchGroup._add_all_callbacks``: where a recursive watch walks
+    a tree (when placed, after a queue overflow, and for each directory created or moved in below it).
+    """
+    try:
+        from watchdog.observers.inotify import InotifyEmitter, InotifyObserver, InotifyWatchGroup
+    except Exception:  # not Linux, a libc without inotify, or another watchdog
+        return None
+    if Observer is not InotifyObserver or not all(
+        callable(getattr(InotifyWatchGroup, name, None)) for name in ("_add_all_callbacks", "_add_callback")
+    ):
+        return None
+
+    @dataclass
+    class PrunedGroup(InotifyWatchGroup):
+        prune: Callable[[str], bool] = lambda path: False
+
+        def _add_all_callbacks(self, path: bytes) -> None:
+            if path != self.path and self.prune(os.fsdecode(path)):
+                return  # created or moved in below the watch, and the walk would not enter it
+            self._add_callback(path)
+            if not (self.is_recursive and os.path.isdir(path)):
+                return
+            for top, dirnames, _ in os.walk(path, followlinks=self.follow_symlink):
+                kept = []
+                for name in dirnames:
+                    full = os.path.join(top, name)
+                    if (self.follow_symlink or not os.path.islink(full)) and not self.prune(
+                        os.fsdecode(full)
+                    ):
+                        kept.append(name)
+                        self._add_callback(full)
+                dirnames[:] = kept  # os.walk descends only what stays in the list
+
+    class PrunedEmitter(InotifyEmitter):
+        def __init__(self, *args: Any, prune: Callable[[str], bool], **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self._prune = prune
+
+        def on_thread_start(self) -> None:
+            # InotifyEmitter.on_thread_start, with the pruned group in place of watchdog's own
+            self._inotify = PrunedGroup(
+                self._inotify_fd,
+                os.fsencode(self.watch.path),
+                is_recursive=self.watch.is_recursive,
+                event_mask=self.get_event_mask_from_filter(),
+                follow_symlink=self.watch.follow_symlink,
+                prune=self._prune,
+            )
+
+    return PrunedEmitter
+
+
+def _pruning_observer(prune: Callable[[str], bool]) -> BaseObserver:
+    """The default observer; on inotify with watchdog 7, one whose recursive watches skip what ``prune``
+    names (see :func:`_pruned_emitter`)."""
+    emitter = _pruned_emitter()
+    observer = Observer()
+    if emitter is not None:
+        # BaseObserver builds each watch's emitter from these two, passing the extra keyword arguments on
+        observer._emitter_class = emitter
+        observer._emitter_kwargs["prune"] = prune
+    return observer
 
 
 def _sleep_clock() -> Callable[[], float]:
@@ -280,7 +354,7 @@ class Watcher:
         self._on_batch = on_batch
         self._debounce, self._max_wait, self._burst = debounce, max_wait, burst
         self._reconcile_every, self._resume_gap = reconcile_every, resume_gap
-        self._factory: Callable[[], BaseObserver] = observer_factory or (lambda: Observer())
+        self._factory: Callable[[], BaseObserver] = observer_factory or self._default_observer
         self._split_pref, self._split_limit, self._tick = split, split_limit, tick
         self._backoff_first, self._backoff_cap = backoff
         self._sleep_clock = sleep_clock or _sleep_clock()
@@ -294,6 +368,7 @@ class Watcher:
         self._cuts = 0  # batches cut so far
         self._delivered = 0  # batches whose on_batch call has returned
         self._sync_needed = False
+        self._rewatch = False  # the rules changed: recursive watches pruned by the old ones are placed again
         self._stopping = False
         self._health = WatchHealth(state="starting")
         self._retry_at: float | None = None
@@ -342,7 +417,7 @@ class Watcher:
         new = PathFilter(self.root, selection, self._index_dir_name)
         with self._lock:
             self._filter = new
-            self._sync_needed = True
+            self._sync_needed = self._rewatch = True
             self._mark_full("selection", urgent=True)
 
     def pending(self) -> frozenset[str]:
@@ -400,6 +475,20 @@ class Watcher:
 
     # --- events (watchdog's dispatcher thread) -------------------------------------------------------
 
+    def _default_observer(self) -> BaseObserver:
+        me = weakref.ref(self)  # the observer must not keep a stopped watcher alive
+
+        def prune(path: str) -> bool:
+            watcher = me()
+            return watcher is not None and watcher._prunes(path)
+
+        return _pruning_observer(prune)
+
+    def _prunes(self, path: str) -> bool:
+        """True for a directory (absolute path) the walk does not enter; called from watchdog's threads."""
+        rel = self._rel(path)
+        return rel is not None and rel != "" and not self._filter.accepts(rel, is_dir=True)
+
     def _rel(self, path: str | bytes) -> str | None:
         text = os.fsdecode(path)
         if text == self._root:
@@ -447,7 +536,7 @@ class Watcher:
         log.info("ignore rules changed (%s) under %s: re-reading them, full reconcile", what, self.root)
         with self._lock:
             self._filter.invalidate()
-            self._sync_needed = True
+            self._sync_needed = self._rewatch = True
             self._mark_full("ignore-file", urgent=False)
 
     def _add_path(self, rel: str, is_dir: bool) -> None:
@@ -535,12 +624,12 @@ class Watcher:
                     log.info("machine was asleep for about %.0f s: full reconcile of %s", slept, self.root)
                     with self._lock:
                         self._filter.invalidate()
-                        self._sync_needed = True
+                        self._sync_needed = self._rewatch = True
                         self._mark_full("resume", urgent=True)
                 if now >= next_periodic:
                     with self._lock:
                         self._filter.invalidate()
-                        self._sync_needed = True
+                        self._sync_needed = self._rewatch = True
                         self._mark_full("periodic", urgent=True)
 
                 if self._observer is None:
@@ -742,8 +831,14 @@ class Watcher:
             if not inside and os.path.isdir(folder):
                 want.add((folder, False))
 
+        with self._lock:
+            rewatch, self._rewatch = self._rewatch, False
         alive = {e.watch for e in observer.emitters if e.is_alive()}
-        for key in [k for k, w in self._watches.items() if k not in want or w not in alive]:
+        # A recursive watch pruned by the old rules must be placed again to follow the new ones; the full
+        # batch that a rule change asks for is cut after this, so it covers what happens in between.
+        for key in [
+            k for k, w in self._watches.items() if k not in want or w not in alive or (rewatch and k[1])
+        ]:
             watch = self._watches.pop(key)
             with contextlib.suppress(KeyError):  # already gone with its emitter
                 observer.unschedule(watch)

@@ -225,7 +225,7 @@ def index_text(r: IndexReport) -> Iterable[str]:
 def index_json(r: IndexReport, engine: Engine) -> dict[str, Any]:
     """The CLI's JSON summary, with counts where it lists paths (an agent needs the numbers, not 10k names)."""
     data = index_summary_json(r)
-    for key in ("type", "schema", "model"):
+    for key in ("type", "schema", "model", "pruned"):  # pruned: the CLI's, not in this tool's schema yet
         data.pop(key)
     data.update(
         root=str(engine.root),
