@@ -61,10 +61,11 @@ class DaemonHarness:
     def token(self) -> str:
         return (self.home / ".local" / "state" / "kenning" / "daemon" / "token").read_text().strip()
 
-    def start(self, *roots: Path, extra: tuple[str, ...] = ()) -> DaemonHarness:
+    def start(self, *roots: Path, extra: tuple[str, ...] = (), cwd: Path | None = None) -> DaemonHarness:
         (self.runtime / "daemon.json").unlink(missing_ok=True)
         self.process = subprocess.Popen(
             [sys.executable, "-m", "kenning", "serve", *map(str, roots), "--listen", "127.0.0.1:0", *extra],
+            cwd=cwd,
             env=self.env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,

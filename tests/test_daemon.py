@@ -937,3 +937,55 @@ def test_an_index_busy_elsewhere_is_one_clear_error_through_the_daemon(
     )
     assert line.endswith("(wait for it to finish, or pass --wait SECONDS to queue behind it)")
     assert harness.cli("index", str(root), KENNING_MODE="server").returncode == 0  # and then it works
+
+
+def test_daemon_does_not_embed_a_root_indexed_lexical_only(harness: DaemonHarness, tmp_path: Path) -> None:
+    """The daemon's reconcile on attach and its watcher refreshes ran the semantic pass on an index the user had
+    made with --lexical-only: every passage embedded, behind their back, at the full cost of the model."""
+    root = make_tree(tmp_path / "ws", dict(CORPUS))
+    out = harness.cli("index", "--lexical-only", str(root), KENNING_MODE="direct")
+    assert out.returncode == 0, out.stderr
+    harness.start(root)
+    # the reconcile on attach has run, and a watched edit has been applied
+    wait_for(lambda: harness.root_status(root).get("refreshes", 0) >= 1, 20, "the reconcile on attach")
+    (root / "late.md").write_text("# Late\n\nAn okapi in the forest.\n")
+    assert _hits(_search(harness, root, "okapi").stdout) == ["late.md"]
+    status = harness.root_status(root)
+    assert status["files"] == len(CORPUS) + 1 and status["passages"] > 0
+    assert status["embedded"] == 0 and status["coverage"] == 0.0
+    # `kenning index` without the flag is the user asking for vectors: from then on the daemon keeps them up
+    out = harness.cli("index", str(root), KENNING_MODE="server")
+    assert out.returncode == 0, out.stderr
+    (root / "later.md").write_text("# Later\n\nA quokka on the beach.\n")
+    assert _hits(_search(harness, root, "quokka").stdout) == ["later.md"]
+    status = harness.root_status(root)
+    assert status["embedded"] == status["passages"] and status["coverage"] == 1.0
+
+
+def test_daemon_routing_follows_a_relative_index_dir_in_config_toml(
+    harness: DaemonHarness, tmp_path: Path
+) -> None:
+    """A relative `index_dir` in config.toml is the folder beside that file, for the CLI and for a daemon started
+    in another folder alike: a search or status through the daemon finds the index the CLI built, and neither
+    side builds one of its own where it stands."""
+    config = tmp_path / "cfg" / "kenning"
+    config.mkdir(parents=True)
+    (config / "config.toml").write_text('index_dir = "indexes"\n')
+    root = make_tree(tmp_path / "ws", dict(CORPUS))
+    caller, daemon_cwd = tmp_path / "caller", tmp_path / "daemon-cwd"
+    caller.mkdir()
+    daemon_cwd.mkdir()
+    out = harness.cli("index", str(root), cwd=caller, KENNING_MODE="direct")
+    assert out.returncode == 0, out.stderr
+    [home] = (config / "indexes").iterdir()
+    harness.start(cwd=daemon_cwd)
+    out = harness.cli("search", "token bucket", ".", "--json", "--lexical", cwd=root, KENNING_MODE="server")
+    assert out.returncode == 0, out.stderr
+    assert _hits(out.stdout)[0] == "src/limits.py"
+    out = harness.cli("status", "--json", ".", cwd=root / "src", KENNING_MODE="server")
+    assert out.returncode == 0, out.stderr
+    status = json.loads(out.stdout)
+    assert (status["root"], status["index_dir"], status["files"]) == (str(root), str(home), len(CORPUS))
+    assert harness.root_status(root)["files"] == len(CORPUS)
+    assert list((config / "indexes").iterdir()) == [home]
+    assert not any(daemon_cwd.iterdir()) and not any(caller.iterdir()) and not (root / ".kenning").exists()

@@ -311,6 +311,28 @@ def test_regression_status_counts_the_files_index_skipped(tmp_path: Path, engine
     assert len(report.skipped) == 3 and st.skipped == 3 and st.ready
 
 
+def test_status_without_pending_counts_the_files_the_walk_skipped(tmp_path: Path, engine_factory) -> None:
+    # status(pending=False), which needs no walk (the daemon's and MCP's), counted only the skips stored in the index (a binary file),
+    # not the walk's (a secret by name, an unsupported format): 1 where `kenning index` and `kenning status` said 3
+    files = {
+        "a.py": "x = 1\n",
+        "id_rsa": "not really\n",
+        "blob.bin": "\x00\x01" * 50,
+        "data.txt": "\x00" * 99,
+    }
+    root = make_tree(tmp_path / "ws", files)
+    engine = engine_factory(root)
+    report = engine.index()
+    assert len(report.skipped) == 3
+    assert engine.status(pending=False).skipped == engine.status().skipped == 3
+    # a run over part of the root still walks all of it: a secret that appeared elsewhere is counted
+    (root / "sub").mkdir()
+    (root / "sub" / "id_ed25519").write_text("not really either\n")
+    (root / "b.py").write_text("y = 2\n")
+    engine.index(scope=["b.py"])
+    assert engine.status(pending=False).skipped == engine.status().skipped == 4
+
+
 def test_regression_a_key_indexed_before_the_content_check_goes_on_the_next_read(
     tmp_path: Path, engine_factory, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -32,6 +32,19 @@ def test_non_utf8_file_name_is_skipped_not_fatal(tmp_path: Path) -> None:
     assert any("not valid UTF-8" in s["reason"] for s in report["skipped"])
 
 
+def test_status_counted_a_non_utf8_file_name_as_added_forever(tmp_path: Path) -> None:
+    # `kenning index` skips the file for its name; `kenning status` took it for a new file, never indexed: "1 added,
+    # 0 skipped, out of date" however often the index ran, and --check-ready never passed
+    root = make_tree(tmp_path / "ws", {"ok.md": "# Ok\n\nfine text\n"})
+    (root / "caf\udce9.txt").write_bytes(b"x\n")
+    indexed = run_cli("index", "--json", str(root), cwd=tmp_path)
+    assert indexed.returncode == 0, indexed.stderr
+    status = json.loads(run_cli("status", "--json", str(root), cwd=tmp_path).stdout)
+    assert status["skipped"] == len(json.loads(indexed.stdout)["skipped"]) == 1
+    assert status["added"] == 0 and status["ready"]
+    assert run_cli("status", "--check-ready", str(root), cwd=tmp_path).returncode == 0
+
+
 def test_corrupt_manifest_can_be_rebuilt_and_dropped(corpus: Path) -> None:
     assert run_cli("index", str(corpus), cwd=corpus.parent).returncode == 0
     (corpus / ".kenning" / "kenning.json").write_text("{bad")

@@ -241,7 +241,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     )
     p.add_argument("--drop", action="store_true", help="delete the whole index of ROOT (asks unless --yes)")
     p.add_argument("-y", "--yes", action="store_true", help="do not ask before --drop")
-    p.add_argument("--lexical-only", action="store_true", help="skip the semantic pass (embed later)")
+    p.add_argument(
+        "--lexical-only",
+        action="store_true",
+        help="skip the semantic pass, now and in the daemon's refreshes (a later `kenning index` embeds)",
+    )
     p.add_argument(
         "--wait",
         type=float,

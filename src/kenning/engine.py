@@ -28,7 +28,16 @@ from kenning.changes import sha256_file
 from kenning.config import Config, load_config
 from kenning.embed import Embedder, create_embedder
 from kenning.errors import IndexBusy, IndexError_, IndexMissing, IndexOutdated, RootError, UsageError
-from kenning.index import IndexReport, Progress, Scope, index_settings, publish, run_index
+from kenning.index import (
+    WALK_SKIPPED,
+    IndexReport,
+    Progress,
+    Scope,
+    index_settings,
+    publish,
+    run_index,
+    storable_name,
+)
 from kenning.search import Filters, execute, plan_search
 from kenning.store import Database, VectorIndex, load_vectors
 from kenning.store.layout import (
@@ -55,9 +64,9 @@ class Status:
     files: int = 0
     passages: int = 0
     embedded: int = 0
-    skipped: int = (
-        0  # files left out; those the walk skips (secrets by name, formats) only when pending is counted
-    )
+    # files left out: those stored as skipped (binary, a private key inside) and those the walk skips (a secret
+    # by name, a format, the size limit), counted by a fresh walk when pending is, else as of the last index run
+    skipped: int = 0
     size_bytes: int = 0
     last_indexed: float | None = None
     added: int = 0
@@ -168,7 +177,7 @@ class Engine:
         rebuild: bool = False,
         scope: Sequence[str] = (),
         scope_glob: str | None = None,
-        semantic: bool = True,
+        semantic: bool | None = True,
         progress: Progress | None = None,
         wait: float = 0.0,
         cancel: threading.Event | None = None,
@@ -176,7 +185,8 @@ class Engine:
         """Build or refresh the index. `selection` replaces the stored file selection when given.
 
         `scope` (paths) and `scope_glob` limit the run to part of the root; `cancel` stops it early, keeping
-        every finished batch (the report says `interrupted`).
+        every finished batch (the report says `interrupted`). `semantic=False` skips the semantic pass and
+        records that choice; `None` follows the recorded one, for a refresh nobody asked for (the daemon's).
         """
         if selection is not None:
             walk.compile_selection(selection)  # refuse an unknown type name before taking the lock
@@ -187,12 +197,14 @@ class Engine:
             self.manifest = None if rebuild and self.manifest_error else read_manifest(self.home)
             self.manifest_error = None
             chosen = selection or (self.manifest.selection if self.manifest else Selection())
+            if semantic is None:
+                semantic = not (self.manifest and self.manifest.lexical_only)
             if rebuild and self.directory.exists():
                 self.close()
                 shutil.rmtree(self.directory)
             self.directory.mkdir(parents=True, exist_ok=True)
             created = self.manifest.created if self.manifest else time.time()
-            manifest = Manifest(str(self.root), self.model_name, chosen, created)
+            manifest = Manifest(str(self.root), self.model_name, chosen, created, lexical_only=not semantic)
             write_manifest(self.home, manifest)
             self.manifest = manifest
             db = Database(self.db_path, identity=self.embedder.identity)
@@ -359,13 +371,15 @@ class Engine:
         last = db.get_meta("last_indexed")
         st.last_indexed = float(last) if last else None
         st.rechunk = db.get_meta("settings") != index_settings(self.config)
-        if pending:
+        if not pending:
+            st.skipped += int(db.get_meta(WALK_SKIPPED) or 0)  # absent until a run of this kenning
+        else:
             known = db.files()
             seen: set[str] = set()
             for item in walk.walk(self.root, st.selection, index_dir_name=self._index_dir_name()):
-                if not isinstance(item, walk.FileEntry):
-                    # skipped by the walk (a secret by name, too large, a broken link): never stored, but
-                    # `kenning index` counted it, and the two must agree
+                if not isinstance(item, walk.FileEntry) or not storable_name(item.rel):
+                    # skipped by the walk (a secret by name, too large, a broken link) or for its name: never
+                    # stored, but `kenning index` counted it, and the two must agree
                     st.skipped += 1
                     continue
                 seen.add(item.rel)

@@ -27,6 +27,7 @@ from kenning.store.terms import TERMS_VERSION
 from kenning.types import FileEntry, Selection, Skip, within
 
 COMMIT_EVERY_S = 1.0
+WALK_SKIPPED = "walk_skipped"  # meta key: files the last run's walk left out (secrets by name, formats, size)
 EMBED_COMMIT_BATCH = 64
 
 
@@ -112,6 +113,15 @@ class Scope:
         return self._matcher is None or self._matcher.matches(rel)
 
 
+def storable_name(rel: str) -> bool:
+    """False for a file name that is not UTF-8: it cannot be stored or printed faithfully, so it is skipped."""
+    try:
+        rel.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _check(cancel: threading.Event | None) -> None:
     if cancel is not None and cancel.is_set():
         raise Interrupted("indexing cancelled; finished work is kept")
@@ -193,19 +203,21 @@ def _lexical_pass(
         if not scope.paths or within(rel, scope.paths) or any(within(p, (rel,)) for p in scope.paths):
             report.pruned.append(rel)
 
+    # the files the walk leaves out are never stored: their number is kept beside the index so that a status
+    # without a walk of its own counts them too. Every run walks the whole root, so a scoped one counts them all.
+    unstored = 0
     for item in walk.walk(root, selection, index_dir_name=index_dir_name, on_prune=pruned):
-        if item.rel not in scope:
-            continue
-        try:
-            item.rel.encode("utf-8")
-        except UnicodeEncodeError:
-            # a file name that is not UTF-8 cannot be stored or printed faithfully; say so and go on
-            shown = item.rel.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-            report.skipped.append(Skip(shown, "file name is not valid UTF-8 (rename it to index it)"))
+        if not storable_name(item.rel):
+            unstored += 1
+            if item.rel in scope:
+                shown = item.rel.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+                report.skipped.append(Skip(shown, "file name is not valid UTF-8 (rename it to index it)"))
             continue
         if isinstance(item, Skip):
-            report.skipped.append(item)
-        else:
+            unstored += 1
+            if item.rel in scope:
+                report.skipped.append(item)
+        elif item.rel in scope:
             entries.append(item)
     known = db.files()
     settings = index_settings(config)
@@ -253,6 +265,7 @@ def _lexical_pass(
             if row.skip_reason is None:
                 report.removed.append(rel)
     db.set_meta("settings", settings)
+    db.set_meta(WALK_SKIPPED, str(unstored))
     db.commit()
     report.mark_committed()
     progress.finish()

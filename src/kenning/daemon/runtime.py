@@ -374,7 +374,8 @@ class RootRuntime:
             return
         scope = () if full else sorted(str(self.root / p) for p in paths)
         started = time.perf_counter()
-        report = engine.index(None, scope=scope, wait=WRITER_WAIT, cancel=self.stop_event)
+        # semantic=None: a root the user indexed --lexical-only stays so; embedding it is theirs to ask for
+        report = engine.index(None, scope=scope, semantic=None, wait=WRITER_WAIT, cancel=self.stop_event)
         self.refreshes += 1
         self.last_error = None
         if report.added or report.changed or report.removed:
@@ -408,7 +409,7 @@ class RootRuntime:
                     return
                 job.state = "running"
                 report = engine.index(
-                    None, rebuild=job.kind == "rebuild", progress=progress, cancel=job.cancel
+                    None, rebuild=job.kind == "rebuild", semantic=None, progress=progress, cancel=job.cancel
                 )
             job.summary = {
                 "files": report.files,

@@ -2,7 +2,7 @@
 
 <root>/.kenning/                 (or <index_dir>/<name>-<hash> when `index_dir` is configured)
     .gitignore                   "*": never committed by accident
-    kenning.json                 manifest: format, root, active model, stored file selection
+    kenning.json                 manifest: format, root, active model, stored file selection, lexical-only
     writer.lock, writer.json     one writer at a time; who holds it
     <model-slug>/index.db        one complete index per embedder identity (switching back finds it intact)
     <model-slug>/vectors-N.*     the vector snapshot derived from index.db
@@ -45,6 +45,8 @@ class Manifest:
     model: str
     selection: Selection
     created: float
+    # made with `--lexical-only`: refreshes that do not say otherwise (the daemon's) leave it without vectors
+    lexical_only: bool = False
     format: int = MANIFEST_FORMAT
 
     def to_json(self) -> dict[str, Any]:
@@ -54,6 +56,7 @@ class Manifest:
             "model": self.model,
             "selection": dataclasses.asdict(self.selection),
             "created": self.created,
+            "lexical_only": self.lexical_only,
         }
 
 
@@ -76,7 +79,12 @@ def read_manifest(home: Path) -> Manifest | None:
         for key in ("globs", "iglobs", "types", "types_not", "ignore_files"):
             raw[key] = tuple(raw.get(key, ()))
         return Manifest(
-            str(data["root"]), str(data["model"]), Selection(**raw), float(data.get("created", 0))
+            str(data["root"]),
+            str(data["model"]),
+            Selection(**raw),
+            float(data.get("created", 0)),
+            # absent from a manifest written before the choice was kept: refreshed with vectors, as it was then
+            lexical_only=data.get("lexical_only") is True,
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise IndexCorrupt(f"{path} is malformed ({exc})", hint="run `kenning index --rebuild`") from exc
