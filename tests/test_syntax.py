@@ -503,35 +503,6 @@ def test_python_passages() -> None:
     assert by_lines[(74, 79)].symbol is None  # the broken function and the main block
 
 
-SMALL_FILE = """from celery import Celery
-
-app = Celery('tasks', broker='amqp://')
-
-
-@app.task()
-def add(x, y):
-    return x + y
-"""
-
-
-def test_import_line_of_a_small_file_is_no_passage_of_its_own() -> None:
-    # A file that fits one passage used to be cut along its symbols, so `from celery import Celery`
-    # stood alone and came back as a hit for any question naming the package.
-    (whole,) = chunks("python", text=SMALL_FILE)
-    assert (whole.start_line, whole.end_line) == (1, 8) and whole.text == SMALL_FILE.rstrip("\n")
-    assert whole.symbol is None and whole.heading == "value app; function add"
-    (single,) = chunks("python", text="import os\n\n\ndef cwd():\n    return os.getcwd()\n")
-    assert single.symbol is not None and single.symbol.scope == "cwd"
-    assert single.heading == "function cwd()"
-    # One character over the limit: cut along the symbols as before, the imports on their own.
-    tight = chunks("python", max_chars=len(SMALL_FILE.rstrip("\n")) - 1, text=SMALL_FILE)
-    assert (tight[0].start_line, tight[0].end_line) == (1, 1) and len(tight) > 1
-    # A dropped (machine) line is a wall even in a small file.
-    src = source("python", SMALL_FILE)
-    src.keep = [i != 2 for i in range(len(src.lines))]
-    assert len(chunk_syntax(src, max_chars=1000, overlap_chars=0)) > 1
-
-
 def test_a_big_class_is_split_and_its_methods_become_passages() -> None:
     result = chunks("python", max_chars=240)
     outer = [p for p in result if p.symbol is not None and p.symbol.scope.startswith("Outer")]

@@ -4,9 +4,6 @@ This module owns the rules that turn a file's symbols (``outline``) into passage
 line range of the source made with :meth:`Source.passage` (or a piece of one over-long line), so the
 span contract of :mod:`kenning.chunk` holds; on top of that no two passages here overlap at all.
 
-* A file that fits ``max_chars`` is one passage, imports and all: ``symbol`` is its one top-level symbol
-  (None if it has several), ``heading`` that symbol's header or the list of their names. Cut along its
-  symbols, a small example file gave ``from celery import Celery`` as a passage of its own.
 * A symbol that fits ``max_chars`` is one passage: ``symbol`` is it, ``heading`` its header (below).
 * Symbols narrower than a quarter of ``max_chars`` are packed with their small neighbouring siblings,
   greedily up to ``max_chars``: a run of one-line constants or tiny helpers is one passage, not twenty.
@@ -245,17 +242,6 @@ class _Chunker:
             for passage in pack(src, blocks, self.max, 0, heading, rank=splitter.rank):
                 self.emit(passage, context, group)
 
-    def whole(self, start: int, end: int, decls: list[Decl]) -> None:
-        """A file that fits one passage is one: its imports and module code travel with its symbols
-        rather than standing alone as a hit (``from celery import Celery`` on its own)."""
-        if len(decls) == 1:
-            self.emit(
-                self.src.passage(start, end, header(decls[0].symbol, self.budget)), decls[0].symbol, None
-            )
-        else:
-            names = "; ".join(f"{d.kind} {d.scope}" for d in decls)
-            self.emit(self.src.passage(start, end, _clip(names, self.budget)), None, None)
-
     # --- a symbol too wide for one passage ------------------------------------------------------------
 
     def split(self, d: Decl) -> None:
@@ -299,11 +285,7 @@ def chunk_syntax(src: Source, *, max_chars: int, overlap_chars: int) -> list[Pas
         return chunk_code(src, max_chars=max_chars, overlap_chars=overlap_chars)
     decls, tree, g = parsed
     chunker = _Chunker(src, max_chars, g.spec.attached)
-    whole = src.trim(0, len(src) - 1)
-    if whole is not None and src.width(*whole) <= max_chars and chunker.kept(*whole):
-        chunker.whole(*whole, decls)
-    else:
-        chunker.region(0, len(src) - 1, decls, _Cuts(tree.root_node, g.spec.attached), None, None)
+    chunker.region(0, len(src) - 1, decls, _Cuts(tree.root_node, g.spec.attached), None, None)
     return _with_definitions(chunker.out, decls)
 
 
