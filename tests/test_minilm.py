@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from kenning.embed import minilm
-from kenning.embed.minilm import MiniLMEmbedder
+from kenning.embed.minilm import MiniLMEmbedder, windows
 from kenning.errors import ConfigError, EmbedderError
 
 pytestmark = pytest.mark.model
@@ -135,7 +135,7 @@ def test_a_vector_does_not_depend_on_its_batch_mates(variant: str, request: pyte
 
 
 def test_identity_names_the_variant(int8: MiniLMEmbedder, fp32: MiniLMEmbedder) -> None:
-    assert int8.identity.endswith("|int8") and fp32.identity.endswith("|fp32")
+    assert "|int8" in int8.identity and "|fp32" in fp32.identity
     assert int8.slug != fp32.slug and int8.name == "all-MiniLM-L6-v2"
     assert MiniLMEmbedder().variant == "int8"
     with pytest.raises(ConfigError):
@@ -244,3 +244,48 @@ def test_regression_a_batch_during_another_threads_load_waits_for_it(
     finally:
         loading.join()
     assert vectors.shape == (3, 384)
+
+
+def test_a_long_passage_is_read_in_windows_led_by_its_heading(int8: MiniLMEmbedder) -> None:
+    heading = "Garden > Winter"
+    long_text = " ".join(f"Step {i}: turn the compost and water the seedlings." for i in range(60))
+    short, long = int8.embed_passages([("", "A short note."), (heading, long_text)])
+    # a text that fits is one vector, the same as embedding it whole
+    assert short.shape == (1, 384) and float(short[0] @ int8.embed_documents(["A short note."])[0]) > 0.9999
+    # a longer one: its first window is exactly the old truncated vector, then windows to its end
+    assert long.shape[0] >= 3 and np.allclose(np.linalg.norm(long, axis=1), 1, atol=1e-5)
+    assert float(long[0] @ int8.embed_documents([f"{heading}\n{long_text}"])[0]) > 0.9999
+    ids = int8._whole.encode(f"{heading}\n{long_text}").ids
+    cut = windows(ids, 256, len(int8._whole.encode(heading).ids) - 2)
+    assert len(cut) == long.shape[0] and all(len(w) <= 256 for w in cut)
+    lead = int8._whole.encode(heading).ids[1:-1]
+    assert all(w[1 : 1 + len(lead)] == lead for w in cut)  # every window knows its section
+    assert cut[-1][-2] == ids[-2]  # the last window reaches the text's last token
+
+
+def test_windows_overlap_and_cover_every_token() -> None:
+    inner = list(range(1000, 1700))
+    cut = windows([101, *inner, 102], 256, 10)
+    seen = [t for w in cut for t in w[1 + (10 if w is not cut[0] else 0) : -1]]
+    assert set(seen) == set(inner)  # nothing unread
+    assert all(w[0] == 101 and w[-1] == 102 and len(w) <= 256 for w in cut)
+    assert windows([101, 5, 102], 256) == [[101, 5, 102]]
+    # a heading too long to repeat is left out of the later windows rather than crowding out the text
+    assert windows([101, *inner, 102], 256, 200)[1][1] != inner[0]
+
+
+def test_windows_can_be_turned_off_and_the_old_index_is_reused(cache: Path) -> None:
+    from kenning.config import load_config
+    from kenning.embed import create_embedder
+
+    config = load_config(env={"KENNING_EMBED_WINDOWS": "false"})
+    off = create_embedder("minilm", config)
+    assert isinstance(off, MiniLMEmbedder) and off.windows is False
+    on = MiniLMEmbedder(cache, "int8")
+    # off: the identity of the vectors before windows existed, so an index made then is found and reused
+    assert off.identity == "all-MiniLM-L6-v2|dim=384|q=''|d=''|int8" and on.identity != off.identity
+    text = " ".join(f"Step {i}: turn the compost and water the seedlings." for i in range(60))
+    off = MiniLMEmbedder(cache, "int8", windows=False)
+    (first,) = off.embed_passages([("Garden", text)])
+    assert first.shape == (1, 384)
+    assert float(first[0] @ on.embed_passages([("Garden", text)])[0][0]) > 0.9999

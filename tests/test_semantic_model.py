@@ -45,3 +45,29 @@ def test_cli_with_the_default_model(tmp_path: Path) -> None:
     assert out.stdout.startswith("notes/cooking.md:")
     status = run_cli("status", "--json", str(root), cwd=tmp_path, env=env)
     assert '"model": "minilm"' in status.stdout and '"ready": true' in status.stdout
+
+
+GARDEN = (
+    "Turn the compost heap every fortnight and keep it as damp as a wrung-out sponge. Mulch the roses in late "
+    "autumn, prune the apple trees while they are dormant, and sow broad beans under cloches in February. "
+)
+
+
+def test_regression_words_past_the_models_256_tokens_were_invisible_to_semantic_search(
+    tmp_path: Path,
+) -> None:
+    """MiniLM reads 256 tokens: a passage longer than that was embedded from its start only, so a question about
+    its end went unanswered by the semantic arm. Now it is read window by window and scores its best window."""
+    tail = "The veterinarian said our puppy needs its vaccinations before it meets other dogs."
+    docs = {
+        "notes/garden.md": "# Year\n\n" + GARDEN * 7 + "\n\n" + tail + "\n",
+        "notes/cat.md": "# Cat\n\nOur cat sleeps on the sofa all afternoon and ignores the neighbours.\n",
+        "notes/money.md": DOCS["notes/money.md"],
+    }
+    root = make_tree(tmp_path / "ws", docs)
+    config = Config(cache_dir=str(tmp_path / "cache"), max_chars=2400)
+    with Engine(root, config=config) as engine:
+        engine.index()
+        [found] = engine.search("which injections does a newborn hound require", mode="semantic")
+        assert found.hits[0].path == "notes/garden.md", [h.path for h in found.hits]
+        assert found.hits[0].end_line == len(docs["notes/garden.md"].splitlines())  # one passage, to the end

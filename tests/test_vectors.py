@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from kenning.errors import IndexCorrupt
 from kenning.store import Database, load_vectors, write_vectors
 from kenning.store.vectors import TURBO_MIN, ExactVectors, TurboVectors
 
@@ -63,4 +65,60 @@ def test_snapshot_is_rebuilt_from_the_database_when_damaged(tmp_path: Path) -> N
         f.write_bytes(b"\0" * 7)
     index = load_vectors(tmp_path, db, 64)
     assert len(index) == 500 and index.search(vecs[3], 1)[0][0] == 4
+    db.close()
+
+
+def _windowed_db(tmp_path: Path, vecs: np.ndarray, windows: list[int]) -> Database:
+    """Passages 1..len(windows), passage i holding the next windows[i-1] rows of `vecs` as its vectors."""
+    db = Database(tmp_path / "index.db", identity="oracle")
+    db.begin()
+    fid = db.upsert_file("f.txt", 1, 1, "x", None, "text", None)
+    hashes = [i.to_bytes(16, "little") for i in range(len(windows))]
+    db.conn.executemany(
+        "INSERT INTO passages(id, file_id, start_line, end_line, heading, text, parts, ehash) "
+        "VALUES (?, ?, 1, 1, '', '', '', ?)",
+        ((i + 1, fid, h) for i, h in enumerate(hashes)),
+    )
+    bounds = np.cumsum([0, *windows])
+    db.add_embeddings(hashes, [vecs[a:b] for a, b in itertools.pairwise(bounds)])
+    db.commit()
+    return db
+
+
+def _best_window_oracle(vecs: np.ndarray, windows: list[int], q: np.ndarray) -> dict[int, float]:
+    bounds = np.cumsum([0, *windows])
+    return {i + 1: float(np.max(vecs[a:b] @ q)) for i, (a, b) in enumerate(itertools.pairwise(bounds))}
+
+
+@pytest.mark.parametrize("n", [300, TURBO_MIN + 2000])
+def test_a_passage_read_in_windows_scores_its_best_window_once(tmp_path: Path, n: int) -> None:
+    rng = np.random.default_rng(3)
+    windows = rng.choice([1, 1, 1, 2, 3], size=n).tolist()
+    vecs = _clustered(sum(windows), 64)
+    db = _windowed_db(tmp_path, vecs, windows)
+    ids, stored = db.passage_vectors(64)
+    assert ids.size == sum(windows) and np.array_equal(stored, vecs)  # a row per window, in order
+    write_vectors(tmp_path, db, 64)
+    index = load_vectors(tmp_path, db, 64)
+    assert index.windowed and isinstance(index, TurboVectors) == (n > TURBO_MIN)
+    for q in _clustered(20, 64, seed=4):
+        hits = index.search(q, 10)
+        got = [pid for pid, _ in hits]
+        assert len(got) == len(set(got)) == 10  # each passage once, however many windows it has
+        oracle = _best_window_oracle(vecs, windows, q)
+        best = sorted(oracle, key=lambda p: -oracle[p])[:10]
+        for pid, score in hits:
+            assert score == pytest.approx(oracle[pid], abs=1e-5)
+        if n <= TURBO_MIN:
+            assert got == best
+        allowed = np.array(best[3:8], dtype=np.int64)
+        assert [pid for pid, _ in index.search(q, 3, allowed)] == best[3:6]
+    db.close()
+
+
+def test_stored_vectors_of_the_wrong_width_are_a_corrupt_index(tmp_path: Path) -> None:
+    db = _windowed_db(tmp_path, _clustered(3, 64), [1, 2])
+    db.conn.execute("UPDATE embeddings SET vec = ? WHERE ehash = ?", (b"x" * 10, (0).to_bytes(16, "little")))
+    with pytest.raises(IndexCorrupt, match="dimensions"):
+        db.passage_vectors(64)
     db.close()

@@ -31,6 +31,9 @@ class Config:
     max_chars: int = 1000
     overlap_chars: int = 200
     code_symbols: bool = True  # cut code along its syntax tree's symbols; False: line windows only
+    embed_windows: bool = (
+        True  # read a passage past the model's token limit in windows; False: its start only
+    )
     chunk_workers: int = 0  # processes that read and chunk changed files: 0 = as many as cores for large runs
     limit: int = 10
     preview: str = "short"
@@ -54,6 +57,7 @@ _SCALARS: dict[str, type] = {
     "max_chars": int,
     "overlap_chars": int,
     "code_symbols": bool,
+    "embed_windows": bool,
     "chunk_workers": int,
     "limit": int,
     "preview": str,

@@ -349,8 +349,7 @@ def _semantic_pass(
     for start in range(0, len(missing), EMBED_COMMIT_BATCH):
         _check(cancel)
         batch = missing[start : start + EMBED_COMMIT_BATCH]
-        texts = [f"{heading}\n{text}" if heading else text for _, heading, text in batch]
-        vectors = embedder.embed_documents(texts)
+        vectors = embedder.embed_passages([(heading, text) for _, heading, text in batch])
         db.begin()
         db.add_embeddings([h for h, _, _ in batch], vectors)
         db.commit()

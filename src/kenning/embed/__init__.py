@@ -69,7 +69,7 @@ def create_embedder(name: str, config: Config) -> Embedder:
 def _minilm(config: Config, variant: str | None = None, **options: Any) -> Embedder:
     from kenning.embed.minilm import MiniLMEmbedder
 
-    kwargs: dict[str, Any] = {"cache_dir": cache_dir(config)}
+    kwargs: dict[str, Any] = {"cache_dir": cache_dir(config), "windows": config.embed_windows}
     if variant:
         kwargs["variant"] = variant
     return MiniLMEmbedder(**kwargs, **options)

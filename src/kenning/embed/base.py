@@ -1,6 +1,7 @@
 """The Embedder interface: one batch method plus declared capabilities.
 
-An embedder turns texts into L2-normalised float32 vectors. Heavy imports happen inside implementations, so
+An embedder turns texts into L2-normalised float32 vectors, and passages into one or more of them (one per
+window of the text the model can read at once). Heavy imports happen inside implementations, so
 listing embedders never loads a model or imports a large library.
 """
 
@@ -56,6 +57,16 @@ class Embedder(ABC):
     def embed_query(self, text: str) -> Vectors:
         vector: Vectors = self.embed_batch([self.query_prefix + text])[0]
         return vector
+
+    def embed_passages(self, passages: Sequence[tuple[str, str]]) -> list[Vectors]:
+        """The vectors of (heading, text) passages: a ``(k, dim)`` array each, one row per window of the text.
+
+        A search scores a passage by its best window. This default embeds the heading and text as one text,
+        one row each; a model that reads only its first ``max_tokens`` tokens overrides it to read a longer
+        passage window by window, each window led by the heading, so that no part of a passage is unseen.
+        """
+        texts = [f"{heading}\n{text}" if heading else text for heading, text in passages]
+        return [row[None, :] for row in self.embed_documents(texts)]
 
 
 def normalise(v: npt.NDArray[np.floating]) -> Vectors:

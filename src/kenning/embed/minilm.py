@@ -7,6 +7,11 @@ pooling over the attention mask and L2 normalisation. The default variant is tha
 to int8 (real int8 matrix products): about twice the fp32 speed here, cosine to fp32 >= 0.99 on every one of
 200 SciFact passages. It also caches the built model.
 
+A passage longer than the model's 256 tokens is read in windows (``windows``): the first is the text as
+truncation would cut it, each later one the passage's heading and the next stretch of its text, and a search
+scores the passage by its best window (``kenning.store.vectors``). Before, the rest went unread: 18% of
+celery's passages and 35% of rich's (code packs tokens densely) lost their ends.
+
 Each text runs alone, so its vector depends on its text only. The int8 graph quantises activations with one
 scale per run: in a padded batch a text's vector moved with its batch mates (two builds of one corpus measured
 a median cosine of 0.9965 and a minimum of 0.86 between them, and nDCG@10 moved by up to 0.007), and an index
@@ -190,21 +195,25 @@ class MiniLMEmbedder(Embedder):
     dim = 384
     max_tokens = 256
 
-    def __init__(self, cache_dir: Path | None = None, variant: str = "int8") -> None:
+    def __init__(self, cache_dir: Path | None = None, variant: str = "int8", windows: bool = True) -> None:
         if variant not in VARIANTS:
             raise ConfigError(f"unknown MiniLM variant {variant!r}", hint=f"use one of {', '.join(VARIANTS)}")
         self.variant = variant
+        self.windows = windows
         self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         self.built = False  # True once this instance had to build its cache entry (for tests and logs)
         self._lock = threading.Lock()
         self._session: Any = None
         self._pool: ThreadPoolExecutor | None = None
         self._tokenizer: Any = None
+        self._whole: Any = None
 
     @property
     def identity(self) -> str:
-        # int8 and fp32 vectors differ slightly (cosine ~0.995): an index must not mix them.
-        return f"{super().identity}|{self.variant}"
+        # int8 and fp32 vectors differ slightly (cosine ~0.995): an index must not mix them. Nor vectors of
+        # whole passages with vectors of their first 256 tokens only (without windows, and before them).
+        windows = f"|windows={WINDOW_OVERLAP}" if self.windows else ""
+        return f"{super().identity}|{self.variant}{windows}"
 
     def model_dir(self) -> Path:
         """The cache entry of this variant for the installed weights and this builder."""
@@ -262,11 +271,16 @@ class MiniLMEmbedder(Embedder):
                 model = session()
             except Exception as exc:
                 raise EmbedderError(f"cannot load {target / 'model.onnx'}: {exc}", hint="delete it") from exc
-        tokenizer = Tokenizer.from_str((target / "tokenizer.json").read_text(encoding="utf-8"))
+        spec = (target / "tokenizer.json").read_text(encoding="utf-8")
+        tokenizer = Tokenizer.from_str(spec)
         # The shipped settings pad and truncate at 128; MiniLM reads 256, and a text runs alone: no padding.
         tokenizer.enable_truncation(self.max_tokens)
         tokenizer.no_padding()
         self._tokenizer = tokenizer
+        whole = Tokenizer.from_str(spec)  # passages are cut into windows here, not truncated
+        whole.no_truncation()
+        whole.no_padding()
+        self._whole = whole
         return model
 
     def _build_entry(self, target: Path, replace: bool = False) -> None:
@@ -322,6 +336,64 @@ class MiniLMEmbedder(Embedder):
         assert self._pool is not None
         encodings = self._tokenizer.encode_batch(list(texts))
         return normalise(np.array(list(self._pool.map(self._run, (e.ids for e in encodings))), np.float32))
+
+    def embed_passages(self, passages: Sequence[tuple[str, str]]) -> list[Vectors]:
+        """A passage longer than the model's 256 tokens gets a vector per window (see :func:`windows`)."""
+        if not self.windows:
+            return super().embed_passages(passages)
+        if self._session is None:
+            self.load()
+        if not passages:
+            return []
+        assert self._pool is not None
+        texts = [self.document_prefix + (f"{h}\n{t}" if h else t) for h, t in passages]
+        leads = [self.document_prefix + h if h else self.document_prefix for h, _ in passages]
+        jobs: list[list[int]] = []
+        counts: list[int] = []
+        for enc, lead in zip(self._whole.encode_batch(texts), leads, strict=True):
+            ids = enc.ids
+            # the heading's tokens open the text's own: a word never spans the newline between them
+            n_lead = len(self._whole.encode(lead).ids) - 2 if len(ids) > self.max_tokens and lead else 0
+            cut = windows(ids, self.max_tokens, n_lead)
+            jobs += cut
+            counts.append(len(cut))
+        vectors = normalise(np.array(list(self._pool.map(self._run, jobs)), np.float32))
+        out: list[Vectors] = []
+        at = 0
+        for n in counts:
+            out.append(vectors[at : at + n])
+            at += n
+        return out
+
+
+#: Tokens each window shares with the one before, so a sentence cut at a window's end is whole in the next.
+WINDOW_OVERLAP = 32
+#: A passage is read in at most this many windows (a 1000-character passage needs two or three).
+MAX_WINDOWS = 8
+
+
+def windows(ids: list[int], size: int, n_lead: int = 0) -> list[list[int]]:
+    """Token windows of one encoded text (``[CLS] ... [SEP]``) for a model that reads ``size`` tokens.
+
+    The first window is the text truncated at ``size``: what a single vector of it always was. Each later
+    window is ``[CLS]``, the first ``n_lead`` tokens (the heading, so every window knows its section or
+    symbol), the next stretch of the text overlapping the last by ``WINDOW_OVERLAP`` tokens, and ``[SEP]``.
+    A heading too long to leave room for text is not repeated.
+    """
+    if len(ids) <= size:
+        return [ids]
+    cls, inner, sep = ids[0], ids[1:-1], ids[-1]
+    room = size - 2
+    if n_lead > room // 2:
+        n_lead = 0
+    lead = inner[:n_lead]
+    out = [[cls, *inner[:room], sep]]
+    step = room - n_lead - WINDOW_OVERLAP
+    start = room - WINDOW_OVERLAP
+    while start + WINDOW_OVERLAP < len(inner) and len(out) < MAX_WINDOWS:
+        out.append([cls, *lead, *inner[start : start + room - n_lead], sep])
+        start += step
+    return out
 
 
 def _is_complete(entry: Path) -> bool:

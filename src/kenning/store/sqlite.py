@@ -383,7 +383,8 @@ class Database:
         )
         return [(bytes(r[0]), str(r[1]), str(r[2])) for r in rows]
 
-    def add_embeddings(self, ehashes: Sequence[bytes], vectors: np.ndarray) -> None:
+    def add_embeddings(self, ehashes: Sequence[bytes], vectors: Sequence[np.ndarray] | np.ndarray) -> None:
+        """Store each text's vectors: one, or a ``(windows, dim)`` array when the model read it in windows."""
         self.conn.executemany(
             "INSERT OR REPLACE INTO embeddings VALUES (?, ?)",
             (
@@ -405,21 +406,23 @@ class Database:
         ).rowcount
 
     def passage_vectors(self, dim: int) -> tuple[np.ndarray, np.ndarray]:
-        """(ids int64 (n,), vectors float32 (n, dim)) of every passage that has a vector, by id."""
+        """(ids int64 (n,), vectors float32 (n, dim)) of every passage that has a vector, by id; a passage read
+        in several windows has one row per window, its id repeated on consecutive rows."""
         rows = self.conn.execute(
             "SELECT p.id, e.vec FROM passages p JOIN embeddings e ON e.ehash = p.ehash ORDER BY p.id"
         ).fetchall()
-        ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-        if not rows:
-            return ids, np.zeros((0, dim), dtype=np.float32)
-        blob = b"".join(r[1] for r in rows)
-        vecs = np.frombuffer(blob, dtype=np.float32)
-        if vecs.size != len(rows) * dim:
+        width = 4 * dim
+        if any(not r[1] or len(r[1]) % width for r in rows):
             raise IndexCorrupt(
                 f"stored vectors in {self.path} do not have {dim} dimensions",
                 hint="run `kenning index --rebuild`",
             )
-        return ids, vecs.reshape(len(rows), dim)
+        counts = np.fromiter((len(r[1]) // width for r in rows), dtype=np.int64, count=len(rows))
+        ids = np.repeat(np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)), counts)
+        if not rows:
+            return ids, np.zeros((0, dim), dtype=np.float32)
+        vecs = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32)
+        return ids, vecs.reshape(ids.size, dim)
 
     # -- reads for search -----------------------------------------------------------------------------------
     def counts(self) -> dict[str, int]:

@@ -4,6 +4,9 @@ The database holds every vector (the embedding cache); the files here are a deri
 rebuilt from the database when missing, stale or unreadable, so a crash or a corrupt file never costs an embedding
 pass: a float32 matrix (memory-mapped) and, for larger indexes, a turbovec 4-bit quantised index over the same rows.
 
+A passage the model read in several windows has a row per window, and scores its best window (MaxP): a
+passage is found by any part of it, as BM25 finds it by any of its words.
+
 Small indexes are searched exactly (one matrix-vector product). From TURBO_MIN rows on, turbovec proposes
 candidates and the float32 rows re-rank them exactly: measured in BENCHMARKS.md (bench/vectors.py), that keeps
 recall@10 at exact search's level for a fraction of the memory traffic.
@@ -34,9 +37,12 @@ class VectorIndex(ABC):
 
 
 class ExactVectors(VectorIndex):
+    """Rows are windows: a passage read in several has consecutive rows under one id, and scores its best."""
+
     def __init__(self, ids: np.ndarray, matrix: np.ndarray) -> None:
         self.ids = ids
         self.matrix = matrix
+        self.windowed = bool(ids.size > 1 and np.any(ids[1:] == ids[:-1]))
 
     def __len__(self) -> int:
         return int(self.ids.shape[0])
@@ -45,17 +51,24 @@ class ExactVectors(VectorIndex):
         if len(self) == 0 or k <= 0:
             return []
         if allowed is None:
-            return self._top(self.matrix @ query, self.ids, k)
+            return self._top(*self._best(self.matrix @ query, self.ids), k)
         return self._search_rows(query, k, self._rows(allowed))
 
     def _rows(self, allowed: np.ndarray) -> np.ndarray:
         """The row numbers of the allowed passage ids."""
-        return np.flatnonzero(np.isin(self.ids, allowed, assume_unique=True))
+        return np.flatnonzero(np.isin(self.ids, allowed, assume_unique=not self.windowed))
 
     def _search_rows(self, query: np.ndarray, k: int, rows: np.ndarray) -> list[tuple[int, float]]:
         if rows.size == 0:
             return []
-        return self._top(self.matrix[rows] @ query, self.ids[rows], k)
+        return self._top(*self._best(self.matrix[rows] @ query, self.ids[rows]), k)
+
+    def _best(self, scores: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """One score per passage, its best window's: rows of one id are consecutive (stored by id)."""
+        if not self.windowed:
+            return scores, ids
+        starts = np.flatnonzero(np.concatenate(([True], ids[1:] != ids[:-1])))
+        return np.maximum.reduceat(scores, starts), ids[starts]
 
     @staticmethod
     def _top(scores: np.ndarray, ids: np.ndarray, k: int) -> list[tuple[int, float]]:
@@ -87,11 +100,18 @@ class TurboVectors(ExactVectors):
                 return self._search_rows(query, k, rows)  # a narrow filter: exact over its own rows
             allowlist = rows.astype(np.uint64)
         q = np.ascontiguousarray(query, dtype=np.float32)[None, :]
-        _, found = self.index.search(q, k * CANDIDATES, allowlist=allowlist)
+        # windows of one passage can fill several candidate places: ask for more, keep each passage's best
+        wanted = k * CANDIDATES * (2 if self.windowed else 1)
+        _, found = self.index.search(q, wanted, allowlist=allowlist)
         rows = found[0].astype(np.int64)
         scores = self.matrix[rows] @ query
-        order = np.argsort(-scores, kind="stable")[:k]
-        return _pairs(self.ids[rows[order]], scores[order])
+        order = np.argsort(-scores, kind="stable")
+        ids = self.ids[rows[order]]
+        if self.windowed:
+            _, first = np.unique(ids, return_index=True)
+            order = order[np.sort(first)]
+            ids = self.ids[rows[order]]
+        return _pairs(ids[:k], scores[order][:k])
 
 
 def _pairs(ids: np.ndarray, scores: np.ndarray) -> list[tuple[int, float]]:
