@@ -300,16 +300,14 @@ def test_status_counts_pending_changes(corpus: Path, engine_factory) -> None:
     assert (st.added, st.modified, st.deleted) == (1, 1, 1) and not st.ready
 
 
+# one file indexed, three skipped: a secret by name (the walk), a binary and an unsupported text (stored skips)
+SKIPPING = {"a.py": "x = 1\n", "id_rsa": "not really\n", "blob.bin": "\x00\x01" * 50, "data.txt": "\x00" * 99}
+
+
 def test_regression_status_counts_the_files_index_skipped(tmp_path: Path, engine_factory) -> None:
     # status counted only skips stored in the index (a binary file), not those of the walk (a secret by name):
     # `kenning index` said 3 skipped and `kenning status` said 1
-    files = {
-        "a.py": "x = 1\n",
-        "id_rsa": "not really\n",
-        "blob.bin": "\x00\x01" * 50,
-        "data.txt": "\x00" * 99,
-    }
-    engine = engine_factory(make_tree(tmp_path / "ws", files))
+    engine = engine_factory(make_tree(tmp_path / "ws", SKIPPING))
     report = engine.index()
     st = engine.status()
     assert len(report.skipped) == 3 and st.skipped == 3 and st.ready
@@ -318,13 +316,7 @@ def test_regression_status_counts_the_files_index_skipped(tmp_path: Path, engine
 def test_status_without_pending_counts_the_files_the_walk_skipped(tmp_path: Path, engine_factory) -> None:
     # status(pending=False), which needs no walk (the daemon's and MCP's), counted only the skips stored in the index (a binary file),
     # not the walk's (a secret by name, an unsupported format): 1 where `kenning index` and `kenning status` said 3
-    files = {
-        "a.py": "x = 1\n",
-        "id_rsa": "not really\n",
-        "blob.bin": "\x00\x01" * 50,
-        "data.txt": "\x00" * 99,
-    }
-    root = make_tree(tmp_path / "ws", files)
+    root = make_tree(tmp_path / "ws", SKIPPING)
     engine = engine_factory(root)
     report = engine.index()
     assert len(report.skipped) == 3
