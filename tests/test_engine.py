@@ -391,3 +391,66 @@ def test_prose_passages_are_read_in_windows_and_code_by_its_first(
     assert dict(rows) == {"notes.md": 2, "app.py": 1}
     [hits] = engine.search("garden water", mode="semantic")
     assert hits.hits[0].path == "notes.md"  # a passage of two windows is one hit
+
+
+class _Windowing(HashEmbedder):
+    """The hash embedder with windowing: a text over 60 characters is read in two windows (when `on`)."""
+
+    def __init__(self, on: bool = True) -> None:
+        super().__init__()
+        self.on = on
+
+    @property
+    def windowing(self) -> str:
+        return "two" if self.on else ""
+
+    def over_limit(self, texts: Sequence[str]) -> list[bool]:
+        return [len(t) > 60 for t in texts]
+
+    def embed_passages(self, passages: Sequence[tuple[str, str]]) -> list[Vectors]:
+        out = []
+        for heading, text in passages:
+            whole = self.embed_documents([f"{heading}\n{text}" if heading else text])
+            out.append(
+                np.vstack([whole[0], whole[0][::-1]]) if self.on and self.over_limit([text])[0] else whole
+            )
+        return out
+
+
+def _windows_per_path(engine: Engine) -> dict[str, int]:
+    rows = sqlite3.connect(engine.db_path).execute(
+        "SELECT f.path, length(e.vec) / 4 / ? FROM passages p JOIN files f ON f.id = p.file_id "
+        "JOIN embeddings e ON e.ehash = p.ehash",
+        (engine.embedder.dim,),
+    )
+    return dict(rows.fetchall())
+
+
+def test_regression_an_index_from_before_windows_stays_searchable_and_re_embeds_only_long_prose(
+    tmp_path: Path, engine_factory: Callable[..., Engine]
+) -> None:
+    # windows first changed the model's identity: an upgraded kenning found "no index for model
+    # all-MiniLM-L6-v2" (exit 2) until a full rebuild, which embedded every passage again
+    long = "The garden needs water every morning, and the roses want feeding in June."
+    root = make_tree(
+        tmp_path / "ws",
+        {
+            "long.md": f"# Notes\n\n{long}\n",
+            "short.md": "# Tip\n\nWater early.\n",
+            "app.py": f"# {long}\nx = 1\n",
+        },
+    )
+    engine_factory(root).index()  # an earlier kenning: one vector a passage
+    upgraded = engine_factory(root, embedder=_Windowing())
+    [found] = upgraded.search("garden water", mode="semantic")  # searchable at once, on the old vectors
+    assert found.hits and _windows_per_path(upgraded) == {"long.md": 1, "short.md": 1, "app.py": 1}
+    report = upgraded.index()
+    assert report.embedded == 1  # the long prose passage alone: not the short one, not the code
+    assert _windows_per_path(upgraded) == {"long.md": 2, "short.md": 1, "app.py": 1}
+    assert upgraded.index().embedded == 0  # recorded: the next run has nothing to redo
+    back = engine_factory(root, embedder=_Windowing(on=False))  # switched off: that passage goes back to one
+    assert back.index().embedded == 1 and _windows_per_path(back) == {
+        "long.md": 1,
+        "short.md": 1,
+        "app.py": 1,
+    }

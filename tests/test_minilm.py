@@ -274,7 +274,7 @@ def test_windows_overlap_and_cover_every_token() -> None:
     assert windows([101, *inner, 102], 256, 200)[1][1] != inner[0]
 
 
-def test_windows_can_be_turned_off_and_the_old_index_is_reused(cache: Path) -> None:
+def test_windows_can_be_turned_off_and_leave_the_vector_space_alone(cache: Path) -> None:
     from kenning.config import load_config
     from kenning.embed import create_embedder
 
@@ -282,9 +282,11 @@ def test_windows_can_be_turned_off_and_the_old_index_is_reused(cache: Path) -> N
     off = create_embedder("minilm", config)
     assert isinstance(off, MiniLMEmbedder) and off.windows is False
     on = MiniLMEmbedder(cache, "int8")
-    # off: the identity of the vectors before windows existed, so an index made then is found and reused
-    assert off.identity == "all-MiniLM-L6-v2|dim=384|q=''|d=''|int8" and on.identity != off.identity
+    # one vector space either way (an index made before windows stays usable); the index tells them apart
+    assert off.identity == on.identity == "all-MiniLM-L6-v2|dim=384|q=''|d=''|int8"
+    assert (off.windowing, on.windowing) == ("", "windows=32")
     text = " ".join(f"Step {i}: turn the compost and water the seedlings." for i in range(60))
+    assert on.over_limit([text, "A short note."]) == [True, False] == off.over_limit([text, "A short note."])
     off = MiniLMEmbedder(cache, "int8", windows=False)
     (first,) = off.embed_passages([("Garden", text)])
     assert first.shape == (1, 384)

@@ -29,6 +29,7 @@ from kenning.store.terms import TERMS_VERSION
 from kenning.types import FileEntry, Selection, Skip, within
 
 COMMIT_EVERY_S = 1.0
+WINDOWING = "windowing"  # meta key: how long prose passages were embedded (Embedder.windowing)
 WALK_SKIPPED = "walk_skipped"  # meta key: files the last run's walk left out (secrets by name, formats, size)
 EMBED_COMMIT_BATCH = 64
 
@@ -358,9 +359,26 @@ def _embed(embedder: Embedder, batch: list[tuple[bytes, str, str, bool]]) -> lis
     return vectors
 
 
+def _rewindow(db: Database, embedder: Embedder) -> None:
+    """Vectors made under other windowing (a kenning from before windows, or `embed_windows` switched) are
+    dropped for just the prose passages windowing changes, those longer than the model reads, so that the
+    pass below embeds them again. Until then searches use the old vectors: nothing stops working."""
+    want = embedder.windowing
+    if (db.get_meta(WINDOWING) or "") == want:
+        return
+    rows = db.embedded_prose()
+    texts = [f"{heading}\n{text}" if heading else text for _, heading, text in rows]
+    stale = [row[0] for row, over in zip(rows, embedder.over_limit(texts), strict=True) if over]
+    db.begin()
+    db.drop_embeddings(stale)
+    db.set_meta(WINDOWING, want)
+    db.commit()
+
+
 def _semantic_pass(
     db: Database, embedder: Embedder, progress: Progress, report: IndexReport, cancel: threading.Event | None
 ) -> None:
+    _rewindow(db, embedder)
     missing = db.missing_embeddings()
     if not missing:
         return

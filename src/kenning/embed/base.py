@@ -58,6 +58,16 @@ class Embedder(ABC):
         vector: Vectors = self.embed_batch([self.query_prefix + text])[0]
         return vector
 
+    @property
+    def windowing(self) -> str:
+        """How :meth:`embed_passages` reads a passage longer than the model reads ("": from its start only).
+        The index records it, and re-embeds the passages :meth:`over_limit` names when it changes."""
+        return ""
+
+    def over_limit(self, texts: Sequence[str]) -> list[bool]:
+        """Which texts are longer than the model reads at once (those windowing changes)."""
+        return [False] * len(texts)
+
     def embed_passages(self, passages: Sequence[tuple[str, str]]) -> list[Vectors]:
         """The vectors of (heading, text) passages: a ``(k, dim)`` array each, one row per window of the text.
 

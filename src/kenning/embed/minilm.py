@@ -211,10 +211,22 @@ class MiniLMEmbedder(Embedder):
 
     @property
     def identity(self) -> str:
-        # int8 and fp32 vectors differ slightly (cosine ~0.995): an index must not mix them. Nor vectors of
-        # whole passages with vectors of their first 256 tokens only (without windows, and before them).
-        windows = f"|windows={WINDOW_OVERLAP}" if self.windows else ""
-        return f"{super().identity}|{self.variant}{windows}"
+        # int8 and fp32 vectors differ slightly (cosine ~0.995): an index must not mix them. Windows do not
+        # change the vector space, so they are not part of it: an index made before them stays searchable and
+        # its next run re-embeds only its long passages (``windowing``).
+        return f"{super().identity}|{self.variant}"
+
+    @property
+    def windowing(self) -> str:
+        return f"windows={WINDOW_OVERLAP}" if self.windows else ""
+
+    def over_limit(self, texts: Sequence[str]) -> list[bool]:
+        if self._session is None:
+            self.load()
+        return [
+            len(e.ids) > self.max_tokens
+            for e in self._whole.encode_batch([self.document_prefix + t for t in texts])
+        ]
 
     def model_dir(self) -> Path:
         """The cache entry of this variant for the installed weights and this builder."""

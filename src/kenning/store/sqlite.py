@@ -385,6 +385,17 @@ class Database:
         )
         return [(bytes(r[0]), str(r[1]), str(r[2]), bool(r[3])) for r in rows]
 
+    def embedded_prose(self) -> list[tuple[bytes, str, str]]:
+        """(ehash, heading, text) of each embedded text that some passage outside code has."""
+        rows = self.conn.execute(
+            "SELECT p.ehash, p.heading, p.text FROM passages p JOIN files f ON f.id = p.file_id "
+            "JOIN embeddings e ON e.ehash = p.ehash GROUP BY p.ehash HAVING MIN(f.kind = 'code') = 0"
+        )
+        return [(bytes(r[0]), str(r[1]), str(r[2])) for r in rows]
+
+    def drop_embeddings(self, ehashes: Sequence[bytes]) -> None:
+        self.conn.executemany("DELETE FROM embeddings WHERE ehash = ?", ((h,) for h in ehashes))
+
     def add_embeddings(self, ehashes: Sequence[bytes], vectors: Sequence[np.ndarray] | np.ndarray) -> None:
         """Store each text's vectors: one, or a ``(windows, dim)`` array when the model read it in windows."""
         self.conn.executemany(
