@@ -31,9 +31,8 @@ class Config:
     max_chars: int = 1000
     overlap_chars: int = 200
     code_symbols: bool = True  # cut code along its syntax tree's symbols; False: line windows only
-    embed_windows: bool = (
-        True  # read a passage past the model's token limit in windows; False: its start only
-    )
+    # read a passage past the model's token limit in windows; False: its first window only
+    embed_windows: bool = True
     chunk_workers: int = 0  # processes that read and chunk changed files: 0 = as many as cores for large runs
     limit: int = 10
     preview: str = "short"

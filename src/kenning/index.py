@@ -26,7 +26,7 @@ from kenning.embed import Embedder
 from kenning.errors import Interrupted
 from kenning.store import Database, FileRow, write_vectors
 from kenning.store.terms import TERMS_VERSION
-from kenning.types import FileEntry, Selection, Skip, within
+from kenning.types import FileEntry, Selection, Skip, embed_text, within
 
 COMMIT_EVERY_S = 1.0
 WINDOWING = "windowing"  # meta key: how long prose passages were embedded (Embedder.windowing)
@@ -346,17 +346,9 @@ def _embed(embedder: Embedder, batch: list[tuple[bytes, str, str, bool]]) -> lis
     is what a question in words matches, while the rest of its body costs the most tokens (code packs about
     twice as many a character): on rich, reading whole code passages took 1.77x the tokens and lowered
     hybrid nDCG@10 by 0.004; on celery's docs, reading whole passages raised it from 0.32 to 0.38."""
-    vectors: list[np.ndarray] = [np.zeros(0, np.float32)] * len(batch)
-    prose = [i for i, m in enumerate(batch) if not m[3]]
-    code = [i for i, m in enumerate(batch) if m[3]]
-    if prose:
-        for i, v in zip(prose, embedder.embed_passages([batch[i][1:3] for i in prose]), strict=True):
-            vectors[i] = v
-    if code:
-        texts = [f"{batch[i][1]}\n{batch[i][2]}" if batch[i][1] else batch[i][2] for i in code]
-        for i, v in zip(code, embedder.embed_documents(texts), strict=True):
-            vectors[i] = v
-    return vectors
+    prose = iter(embedder.embed_passages([(h, t) for _, h, t, code in batch if not code]))
+    code = iter(embedder.embed_documents([embed_text(h, t) for _, h, t, code in batch if code]))
+    return [next(code) if is_code else next(prose) for *_, is_code in batch]
 
 
 def _rewindow(db: Database, embedder: Embedder) -> None:
@@ -367,8 +359,8 @@ def _rewindow(db: Database, embedder: Embedder) -> None:
     if (db.get_meta(WINDOWING) or "") == want:
         return
     rows = db.embedded_prose()
-    texts = [f"{heading}\n{text}" if heading else text for _, heading, text in rows]
-    stale = [row[0] for row, over in zip(rows, embedder.over_limit(texts), strict=True) if over]
+    over = embedder.over_limit([embed_text(heading, text) for _, heading, text in rows])
+    stale = [row[0] for row, long in zip(rows, over, strict=True) if long]
     db.begin()
     db.drop_embeddings(stale)
     db.set_meta(WINDOWING, want)

@@ -102,8 +102,13 @@ class Passage:
     defines: tuple[Symbol, ...] = ()
 
     def embed_text(self) -> str:
-        """The text given to the embedder: the breadcrumb first, so the section's topic is in the vector."""
-        return f"{self.heading}\n{self.text}" if self.heading else self.text
+        return embed_text(self.heading, self.text)
+
+
+def embed_text(heading: str, text: str) -> str:
+    """The text given to the embedder for a passage: the breadcrumb first, so the section's topic is in the
+    vector (also the key of its cached vector)."""
+    return f"{heading}\n{text}" if heading else text
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
+from kenning.types import embed_text
+
 Vectors = npt.NDArray[np.float32]
 
 
@@ -75,8 +77,7 @@ class Embedder(ABC):
         one row each; a model that reads only its first ``max_tokens`` tokens overrides it to read a longer
         passage window by window, each window led by the heading, so that no part of a passage is unseen.
         """
-        texts = [f"{heading}\n{text}" if heading else text for heading, text in passages]
-        return [row[None, :] for row in self.embed_documents(texts)]
+        return [row[None, :] for row in self.embed_documents([embed_text(h, t) for h, t in passages])]
 
 
 def normalise(v: npt.NDArray[np.floating]) -> Vectors:

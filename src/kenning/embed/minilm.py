@@ -52,6 +52,7 @@ import numpy as np
 from kenning.config import cache_dir, load_config
 from kenning.embed.base import Embedder, Vectors, normalise
 from kenning.errors import ConfigError, EmbedderError
+from kenning.types import embed_text
 
 #: Bump when the graph or the quantisation changes, so stale cache entries are not reused.
 BUILDER_VERSION = "1"
@@ -359,14 +360,15 @@ class MiniLMEmbedder(Embedder):
         if not passages:
             return []
         assert self._pool is not None
-        texts = [self.document_prefix + (f"{h}\n{t}" if h else t) for h, t in passages]
-        leads = [self.document_prefix + h if h else self.document_prefix for h, _ in passages]
+        texts = [self.document_prefix + embed_text(h, t) for h, t in passages]
         jobs: list[list[int]] = []
         counts: list[int] = []
-        for enc, lead in zip(self._whole.encode_batch(texts), leads, strict=True):
+        for enc, (heading, _) in zip(self._whole.encode_batch(texts), passages, strict=True):
             ids = enc.ids
-            # the heading's tokens open the text's own: a word never spans the newline between them
-            n_lead = len(self._whole.encode(lead).ids) - 2 if len(ids) > self.max_tokens and lead else 0
+            n_lead = 0
+            if len(ids) > self.max_tokens and heading:
+                # the heading's tokens open the text's own: a word never spans the newline between them
+                n_lead = len(self._whole.encode(self.document_prefix + heading).ids) - 2
             cut = windows(ids, self.max_tokens, n_lead)
             jobs += cut
             counts.append(len(cut))
