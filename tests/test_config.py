@@ -44,7 +44,9 @@ def test_regression_a_relative_folder_in_a_config_file_is_relative_to_that_file(
     root, env = _layers(
         tmp_path, monkeypatch, "cache_dir = 'models'\nindex_dir = 'idx'\n", "index_dir = '../shared-idx'\n"
     )
-    monkeypatch.chdir(tmp_path / "xdg")
+    elsewhere = tmp_path / "elsewhere" / "deeper"  # read from the working directory, both would land here
+    elsewhere.mkdir(parents=True)
+    monkeypatch.chdir(elsewhere)
     config = load_config(root, env=env)
     assert config.index_dir == str(tmp_path / "shared-idx")  # the workspace file's, from the root
     assert config.cache_dir == str(tmp_path / "xdg" / "kenning" / "models")

@@ -939,10 +939,10 @@ def test_an_index_busy_elsewhere_is_one_clear_error_through_the_daemon(
     assert harness.cli("index", str(root), KENNING_MODE="server").returncode == 0  # and then it works
 
 
-def test_daemon_does_not_embed_a_root_indexed_lexical_only(harness: DaemonHarness, tmp_path: Path) -> None:
+def test_daemon_does_not_embed_a_root_indexed_lexical_only(harness: DaemonHarness, corpus: Path) -> None:
     """The daemon's reconcile on attach and its watcher refreshes ran the semantic pass on an index the user had
     made with --lexical-only: every passage embedded, behind their back, at the full cost of the model."""
-    root = make_tree(tmp_path / "ws", dict(CORPUS))
+    root = corpus
     out = harness.cli("index", "--lexical-only", str(root), KENNING_MODE="direct")
     assert out.returncode == 0, out.stderr
     harness.start(root)

@@ -379,16 +379,7 @@ def test_prose_passages_are_read_in_windows_and_code_by_its_first(
     )
     engine = engine_factory(root, embedder=_TwoWindows())
     engine.index()
-    rows = (
-        sqlite3.connect(engine.db_path)
-        .execute(
-            "SELECT f.path, length(e.vec) / 4 / ? FROM passages p JOIN files f ON f.id = p.file_id "
-            "JOIN embeddings e ON e.ehash = p.ehash",
-            (engine.embedder.dim,),
-        )
-        .fetchall()
-    )
-    assert dict(rows) == {"notes.md": 2, "app.py": 1}
+    assert _windows_per_path(engine) == {"notes.md": 2, "app.py": 1}
     [hits] = engine.search("garden water", mode="semantic")
     assert hits.hits[0].path == "notes.md"  # a passage of two windows is one hit
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -268,6 +269,10 @@ def test_windows_overlap_and_cover_every_token() -> None:
     cut = windows([101, *inner, 102], 256, 10)
     seen = [t for w in cut for t in w[1 + (10 if w is not cut[0] else 0) : -1]]
     assert set(seen) == set(inner)  # nothing unread
+    for a, b in itertools.pairwise(
+        cut
+    ):  # each window opens on the last WINDOW_OVERLAP tokens of the one before
+        assert b[11 : 11 + minilm.WINDOW_OVERLAP] == a[-1 - minilm.WINDOW_OVERLAP : -1]
     assert all(w[0] == 101 and w[-1] == 102 and len(w) <= 256 for w in cut)
     assert windows([101, 5, 102], 256) == [[101, 5, 102]]
     # a heading too long to repeat is left out of the later windows rather than crowding out the text
