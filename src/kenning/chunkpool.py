@@ -75,13 +75,11 @@ def prepare(job: Job, settings: Settings) -> Prepared:
     except OSError as exc:
         return Prepared(None, skip=f"cannot be read ({exc.strerror or exc})")
     sha = sha256_bytes(data)
-    # before the unchanged-content shortcut: a key indexed by a kenning without this check must go on the next
-    # run that reads the file, not stay searchable while its bytes are the same
-    if walk.holds_private_key(data):  # a key under an innocent name: the walk only judged the name
-        return Prepared(sha, skip=walk.SECRET_CONTENT)
-    if job.known_sha is not None and sha == job.known_sha:
+    # the shortcut is not taken for a key: one indexed by a kenning without the check must go on the next run
+    # that reads the file, not stay searchable while its bytes are the same
+    if job.known_sha is not None and sha == job.known_sha and not walk.holds_private_key(data):
         return Prepared(sha, same=True)
-    decoded = walk.decode(data)
+    decoded = walk.screen(data)  # the walk only judged the name: the content is judged here, as everywhere
     if not isinstance(decoded, str):
         return Prepared(sha, skip=decoded.reason)
     passages = chunk.chunk_text(

@@ -819,10 +819,10 @@ def _grep_start(paths: Sequence[str]) -> tuple[Path, Path]:
 
 
 def _holds_key(path: Path) -> bool:
-    from kenning.walk import holds_private_key, read_bytes
+    from kenning.walk import SECRET_CONTENT, NotText, read_text
 
-    data = read_bytes(path)
-    return isinstance(data, bytes) and holds_private_key(data)
+    text = read_text(path)  # the walk's one secret rule, as the index and grep itself apply it
+    return isinstance(text, NotText) and text.reason == SECRET_CONTENT
 
 
 def cmd_status(args: argparse.Namespace) -> int:

@@ -44,7 +44,7 @@ from typing import Literal
 
 from kenning.errors import KenningError, UsageError
 from kenning.types import FileEntry, Selection, Skip, Symbol
-from kenning.walk import SECRET_CONTENT, NotText, check_root, decode, holds_private_key, read_bytes, walk
+from kenning.walk import check_root, read_bytes, screen, walk
 
 __all__ = [
     "GREP_JSON_SCHEMA", "MAX_LINE_CHARS", "GrepFile", "GrepLine", "GrepOptions", "grep", "render_grep",
@@ -362,13 +362,11 @@ def _entries(
 
 
 def _load(entry: FileEntry, on_skip: Callable[[Skip], None] | None) -> tuple[str, bytes] | None:
-    """The file's text (walk.decode, the one decoder both engines share) and its bytes, or None if it is not
-    text. One read: rg's encoding is judged on the same bytes."""
+    """The file's text (walk.screen, the one secret rule and decoder both engines share) and its bytes, or None
+    if it is not text or holds a key. One read: rg's encoding is judged on the same bytes."""
     raw = read_bytes(entry.path)
-    if isinstance(raw, bytes) and holds_private_key(raw):
-        raw = NotText(SECRET_CONTENT)
     if isinstance(raw, bytes):
-        text = decode(raw)
+        text = screen(raw)
         if isinstance(text, str):
             return text, raw
         raw = text

@@ -1,6 +1,6 @@
 """A file's symbol outline (kinds, names, spans, signatures), for `kenning symbols`, grep annotations and MCP.
 
-Reading is the walk's (same decoding, same refusal of binary files); parsing is the syntax chunker's, so an
+Reading is the walk's (same decoding, same refusal of binary files and of secrets); parsing is the syntax chunker's, so an
 outline and the passages of an index always agree on where a symbol starts and ends.
 """
 
@@ -35,7 +35,11 @@ def file_outline(path: Path, shown: str | None = None) -> FileOutline:
     lang = kind[1] if kind else None
     if kind is None or kind[0] != "code" or lang is None:
         return FileOutline(name, lang, note="not a source file kenning parses")
+    if walk.is_secret(path.as_posix()):  # the name rule the walk applies; read_text applies the content one
+        return FileOutline(name, lang, note="secret file (excluded by default), which kenning never shows")
     text = walk.read_text(path)
+    if isinstance(text, walk.NotText) and text.reason == walk.SECRET_CONTENT:
+        return FileOutline(name, lang, note=f"{text.reason}, which kenning never shows")
     if not isinstance(text, str):
         return FileOutline(name, lang, note=f"not readable as text ({text.reason})")
     spans = outline(text, lang)

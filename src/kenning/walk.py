@@ -26,7 +26,7 @@ from kenning.types import FileEntry, FileKind, Selection, Skip
 __all__ = [  # FileEntry, Selection and Skip are re-exported: callers use walk.FileEntry
     "INDEX_DIR_NAME", "TYPES", "FileEntry", "NotText", "PathFilter", "Selection", "SelectionMatcher", "Skip",
     "check_root", "compile_selection", "decode", "expand_braces", "holds_private_key", "is_secret", "kind_of",
-    "read_text", "walk",
+    "read_text", "screen", "walk",
 ]  # fmt: skip
 
 INDEX_DIR_NAME = ".kenning"
@@ -746,9 +746,21 @@ def read_bytes(path: Path, *, max_bytes: int | None = None) -> bytes | NotText:
 
 
 def read_text(path: Path, *, max_bytes: int | None = None) -> str | NotText:
-    """The file's text (see :func:`decode`), or NotText saying why there is none."""
+    """The file's text as kenning may show it (see :func:`screen`), or NotText saying why there is none."""
     data = read_bytes(path, max_bytes=max_bytes)
-    return data if isinstance(data, NotText) else decode(data)
+    return data if isinstance(data, NotText) else screen(data)
+
+
+def screen(data: bytes) -> str | NotText:
+    """The one secret rule for a file's bytes: every surface that reads a file (index, grep, symbols, and so
+    the daemon and MCP, which call them) gets its text here, so none can show what another refuses.
+
+    A file holding a private key gives no text at all (NotText(SECRET_CONTENT)); any other is decoded
+    (:func:`decode`).
+    """
+    if holds_private_key(data):
+        return NotText(SECRET_CONTENT)
+    return decode(data)
 
 
 def decode(data: bytes) -> str | NotText:
