@@ -44,6 +44,7 @@ from kenning.store.layout import (
     Manifest,
     find_index_root,
     index_home,
+    private_dir,
     read_manifest,
     write_manifest,
     writer_lock,
@@ -202,7 +203,7 @@ class Engine:
             if rebuild and self.directory.exists():
                 self.close()
                 shutil.rmtree(self.directory)
-            self.directory.mkdir(parents=True, exist_ok=True)
+            private_dir(self.directory)
             created = self.manifest.created if self.manifest else time.time()
             manifest = Manifest(str(self.root), self.model_name, chosen, created, lexical_only=not semantic)
             write_manifest(self.home, manifest)

@@ -1,5 +1,9 @@
 """Where an index lives on disk, its manifest, and the cross-process writer lock.
 
+The index holds a copy of the text of every file it read, so it is private: its folders are 0700 and its files
+0600 whatever the umask (explicit modes where a file is made, :func:`make_private` over the whole home each
+time a writer takes the lock, which also tightens an index made before this rule).
+
 <root>/.kenning/                 (or <index_dir>/<name>-<hash> when `index_dir` is configured)
     .gitignore                   "*": never committed by accident
     kenning.json                 manifest: format, root, active model, stored file selection, lexical-only
@@ -10,6 +14,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -90,17 +95,60 @@ def read_manifest(home: Path) -> Manifest | None:
         raise IndexCorrupt(f"{path} is malformed ({exc})", hint="run `kenning index --rebuild`") from exc
 
 
+PRIVATE_DIR = 0o700
+PRIVATE_FILE = 0o600
+
+
+def private_dir(path: Path) -> None:
+    """Make the folder (and any missing parents) 0700, or tighten it if it exists."""
+    missing = []
+    here = path
+    while not here.is_dir():
+        missing.append(here)
+        here = here.parent
+    for folder in reversed(missing):
+        with contextlib.suppress(
+            FileExistsError
+        ):  # made meanwhile by another writer: chmod still tightens it
+            os.mkdir(folder, PRIVATE_DIR)
+        # mkdir's mode is cut by the umask, which could leave it more closed than 0700 but never more open;
+        # chmod makes it exactly 0700 either way, so a folder the user can list is one no one else can
+        os.chmod(folder, PRIVATE_DIR)
+    if path.stat().st_mode & 0o777 != PRIVATE_DIR:
+        os.chmod(path, PRIVATE_DIR)
+
+
+def private_file(path: Path) -> None:
+    """Create the file empty with mode 0600 if missing (before a library such as SQLite opens it with the umask's
+    0644), or tighten it."""
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT, PRIVATE_FILE))
+    os.chmod(path, PRIVATE_FILE)
+
+
+def make_private(home: Path) -> None:
+    """Every folder under the index home 0700 and every file 0600: what another local user could read of the
+    index is what they could read of a 0600 file it copied."""
+    private_dir(home)
+    for top, dirs, files in os.walk(home):
+        for name in dirs:
+            os.chmod(os.path.join(top, name), PRIVATE_DIR, follow_symlinks=False)
+        for name in files:
+            path = os.path.join(top, name)
+            if not os.path.islink(path):  # a link's target is not the index's to change
+                os.chmod(path, PRIVATE_FILE)
+
+
 def write_manifest(home: Path, manifest: Manifest) -> None:
-    home.mkdir(parents=True, exist_ok=True)
+    private_dir(home)
     ignore = home / ".gitignore"
     if not ignore.exists():
-        ignore.write_text("*\n", "utf-8")
+        atomic_write(ignore, "*\n")
     atomic_write(home / "kenning.json", json.dumps(manifest.to_json(), indent=2) + "\n")
 
 
 def atomic_write(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
+    with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE), "w", encoding="utf-8") as fh:
         fh.write(text)
         fh.flush()
         os.fsync(fh.fileno())
@@ -110,8 +158,8 @@ def atomic_write(path: Path, text: str) -> None:
 @contextmanager
 def writer_lock(home: Path, *, wait: float = 0.0, operation: str = "index") -> Iterator[None]:
     """Hold the index's writer lock (flock: released by the OS even on kill -9), or raise IndexBusy."""
-    home.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(str(home / "writer.lock"), timeout=wait)
+    private_dir(home)
+    lock = FileLock(str(home / "writer.lock"), timeout=wait, mode=PRIVATE_FILE)
     try:
         lock.acquire()
     except Timeout:
@@ -127,6 +175,7 @@ def writer_lock(home: Path, *, wait: float = 0.0, operation: str = "index") -> I
             hint="wait for it to finish, or pass --wait SECONDS to queue behind it",
         ) from None
     try:
+        make_private(home)  # tightens an index made before it was private, on its first write
         atomic_write(
             home / "writer.json",
             json.dumps({"pid": os.getpid(), "operation": operation, "started": time.time()}),

@@ -18,6 +18,7 @@ from typing import cast
 import numpy as np
 
 from kenning.errors import IndexCorrupt, IndexMismatch, IndexMissing, IndexOutdated
+from kenning.store.layout import private_file
 from kenning.types import Passage, Symbol, SymbolKind
 
 SCHEMA_VERSION = 2
@@ -184,6 +185,9 @@ class Database:
                     f"file:{path}?mode=ro", uri=True, isolation_level=None, check_same_thread=False
                 )
             else:
+                # SQLite makes the file with the umask's mode, and its -wal and -shm with the file's: a file made
+                # 0600 first keeps all three private
+                private_file(path)
                 self.conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
                 self.conn.execute("PRAGMA journal_mode=WAL")
                 self.conn.execute("PRAGMA synchronous=NORMAL")

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from kenning.store.layout import PRIVATE_FILE
 from kenning.store.sqlite import Database
 
 
@@ -164,7 +165,7 @@ def write_vectors(directory: Path, db: Database, dim: int) -> None:
     mat_path, ids_path = _paths(directory, generation)
     for path, data in ((mat_path, vecs), (ids_path, ids)):
         tmp = path.with_suffix(path.suffix + ".tmp")
-        with open(tmp, "wb") as fh:
+        with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE), "wb") as fh:
             fh.write(np.ascontiguousarray(data).tobytes())
             fh.flush()
             os.fsync(fh.fileno())
@@ -175,7 +176,9 @@ def write_vectors(directory: Path, db: Database, dim: int) -> None:
         rng = np.random.default_rng(0)
         index.calibrate(np.ascontiguousarray(vecs[rng.choice(ids.size, 1024, replace=False)]))
         index.add_with_ids(np.ascontiguousarray(vecs, dtype=np.float32), np.arange(ids.size, dtype=np.uint64))
-        index.write(str(directory / f"vectors-{generation}.tvim"))  # atomic: temp file, fsync, rename
+        tvim = directory / f"vectors-{generation}.tvim"
+        index.write(str(tvim))  # atomic: temp file, fsync, rename
+        os.chmod(tvim, PRIVATE_FILE)  # turbovec makes it with the umask's mode
     # the generation is published only after every file is durable, so readers never pair it with half a file
     db.set_meta("vectors_generation", generation)
     for old in directory.glob("vectors-*"):
