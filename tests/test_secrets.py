@@ -6,6 +6,7 @@ kenning indexes its own source.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ from pathlib import Path
 from mcp import Client
 
 from conftest import KEY_BODY, armor, make_tree, run_cli
+from kenning.redact import redact
 from test_mcp import call, drive
 
 
@@ -98,3 +100,120 @@ def test_regression_the_index_was_readable_by_other_users(tmp_path: Path) -> Non
 
         drive(body, other)
         assert (other / ".kenning" / "kenning.json").is_file() and _modes(other / ".kenning") == {}
+
+
+def _b64(data: dict[str, str]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(data).encode()).decode().rstrip("=")
+
+
+def _token_secrets() -> dict[str, str]:
+    """Token-shaped secrets, each made from pieces here so no source file holds one whole."""
+    return {
+        "aws_id": "AKIA" + "Q3EGRIXYZ" + "7NEXAMPLE"[:7],
+        "aws_secret": "wJalrXUtnFEMI/K7MDENG/" + "bPxRfiCYEXAMPLEKEY",
+        "github": "gh" + "p_" + "a1B2c3D4e5F6g7H8i9J0" + "k1L2m3N4o5P6q7R8",
+        "stripe": "sk" + "_live_" + "4eC39HqLyjWDarjtT1zdp7dc",
+        "jwt": ".".join(
+            (_b64({"alg": "HS256", "typ": "JWT"}), _b64({"sub": "42", "name": "ops"}), "SflKxwRJSMeKKF2QT4fw")
+        ),
+        "netrc": "hunter" + "2-horse-staple",
+    }
+
+
+def _secret_tree(s: dict[str, str]) -> dict[str, str]:
+    config = {
+        "region": "eu-west-1",
+        "aws_access_key_id": s["aws_id"],
+        "aws_secret_access_key": s["aws_secret"],
+    }
+    return {
+        "config.json": json.dumps(config, indent=2) + "\n",
+        "settings.py": (
+            '"""Deployment settings."""\n\n'
+            f'GITHUB_TOKEN = "{s["github"]}"\nSTRIPE_API_KEY = "{s["stripe"]}"\n\n\n'
+            f'def headers():\n    return {{"Authorization": "Bearer {s["jwt"]}"}}\n'
+        ),
+        "docs/deploy.md": (
+            "# Deploy\n\nPut this in your netrc file:\n\n"
+            f"    machine deploy.example.com login ops password {s['netrc']}\n\nThen run the deploy script.\n"
+        ),
+    }
+
+
+def _lines_with(tree: dict[str, str], word: str) -> set[tuple[str, int]]:
+    return {
+        (rel, n) for rel, text in tree.items() for n, line in enumerate(text.split("\n"), 1) if word in line
+    }
+
+
+def test_regression_token_shaped_secrets_were_indexed_and_handed_to_agents(tmp_path: Path) -> None:
+    """AWS keys in config.json, GitHub and Stripe tokens and a JWT in settings.py and a netrc line were stored,
+    embedded and printed whole by search, grep, symbols and MCP. The value is redacted; the file stays
+    searchable and its line numbers exact."""
+    secrets = _token_secrets()
+    tree = _secret_tree(secrets)
+    root = make_tree(tmp_path / "ws", tree)
+
+    def leaked(text: str) -> list[str]:
+        return [name for name, value in secrets.items() if value in text or value[:16] in text]
+
+    out = run_cli("index", str(root), cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    stored = b"".join(p.read_bytes() for p in (root / ".kenning").rglob("*") if p.is_file())
+    assert leaked(stored.decode("latin-1")) == []
+    assert b"[secret redacted]" in stored
+
+    for query in ("aws_secret_access_key", "GITHUB_TOKEN STRIPE_API_KEY", "netrc machine password", "Bearer"):
+        found = run_cli("search", "--json", "--preview", "full", query, str(root), cwd=tmp_path)
+        assert found.returncode == 0, (query, found.stderr)
+        assert leaked(found.stdout) == [] and "[secret redacted]" in found.stdout, (query, found.stdout)
+    for value in secrets.values():  # the value itself finds nothing: it is not in the index
+        found = run_cli("search", "--json", "--mode", "lexical", value, str(root), cwd=tmp_path)
+        assert leaked(found.stdout) == [], found.stdout
+
+    for engine in ("rg", "python"):
+        grep = run_cli("grep", "--engine", engine, "--json", "aws_|TOKEN|KEY|Bearer|machine", cwd=root)
+        assert grep.returncode == 0, grep.stderr
+        assert leaked(grep.stdout) == [], grep.stdout
+        rows = [json.loads(line) for line in grep.stdout.splitlines()]
+        printed = {(r["path"], r["line"]) for r in rows if r["type"] == "match"}
+        assert sum("[secret redacted]" in r["text"] for r in rows if r["type"] == "match") == 6
+        want = set().union(*(_lines_with(tree, w) for w in ("aws_", "TOKEN", "KEY", "Bearer", "machine")))
+        assert printed == want  # the same lines, at the same numbers, as in the files
+        for value in secrets.values():
+            assert run_cli("grep", "--engine", engine, "-F", value[:12], cwd=root).returncode == 1, value
+
+    symbols = run_cli("symbols", "settings.py", cwd=root)
+    assert "GITHUB_TOKEN" in symbols.stdout and leaked(symbols.stdout) == [], symbols.stdout
+
+    async def body(client: Client) -> None:
+        said = []
+        for query in ("aws_secret_access_key", "GITHUB_TOKEN", "netrc machine password"):
+            said += await call(client, "text_search", {"query": query, "preview": "full"})
+        said += await call(client, "grep", {"pattern": "aws_|TOKEN|KEY|Bearer|machine"})
+        said += await call(client, "symbols", {"path": "settings.py"})
+        text = json.dumps(said)
+        assert leaked(text) == [] and "[secret redacted]" in text
+
+    drive(body, root)
+
+
+def test_redaction_replaces_only_the_value_and_keeps_every_line() -> None:
+    key = "wJalrXUtnFEMI/K7MDENG/" + "bPxRfiCYEXAMPLEKEY"
+    text = (
+        f'İstanbul office: aWs_Secret_Key = "{key}"\n'  # a letter that lowers to two, and an odd spelling
+        'db = "postgres://app:p@localhost/db"  # ghpages, AKIA as a word\n'
+        "  MACHINE h LOGIN u PASSWORD " + "s3cr" + "et-x\n"
+        "plain line\n"
+    )
+    for raw in (None, text.encode()):
+        out = redact(text, raw)
+        assert out.split("\n")[1:] == [
+            'db = "postgres://app:[secret redacted]@localhost/db"  # ghpages, AKIA as a word',
+            "  MACHINE h LOGIN u PASSWORD [secret redacted]",
+            "plain line",
+            "",
+        ]
+        assert out.split("\n")[0] == 'İstanbul office: aWs_Secret_Key = "[secret redacted]"'
+    plain = "no secrets here\n"
+    assert redact(plain, plain.encode()) is plain

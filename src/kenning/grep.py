@@ -9,7 +9,8 @@ are excluded exactly as for indexing, and :func:`kenning.walk.read_text` decides
 what that text is, for both engines. ripgrep is only asked *which lines match*; the line text, context lines
 and grouping always come from read_text's text and the code below, so the two engines print byte-identical
 output. Files whose bytes rg would not see as read_text's lines (carriage returns, NULs, UTF-16, latin-1
-fallback) are matched by the Python matcher inside the rg engine too.
+fallback) are matched by the Python matcher inside the rg engine too, and so are files whose secrets read_text
+redacted: rg would match the secret in the bytes, and a pattern must find only what the printed line holds.
 
 JSON Lines schema, version 1 (`kenning grep --json`): one object per line, files in path order, each file's
 lines in line order.
@@ -43,6 +44,7 @@ from pathlib import Path
 from typing import Literal
 
 from kenning.errors import KenningError, UsageError
+from kenning.redact import MARK
 from kenning.types import FileEntry, Selection, Skip, Symbol
 from kenning.walk import check_root, read_bytes, screen, walk
 
@@ -540,7 +542,9 @@ def _rg_engine(
         for entry in chunk:
             got = _load(entry, on_skip)
             if got is not None:
-                loaded.append((entry.rel, got[0], _rg_encoding(got[1])))
+                # rg reads the bytes, secrets included: a redacted file is matched on its redacted text
+                encoding = None if MARK in got[0] else _rg_encoding(got[1])
+                loaded.append((entry.rel, got[0], encoding))
         found: dict[str, list[int]] = {}
         for wanted in ("auto", "windows-1252"):
             rels = [rel for rel, _, enc in loaded if enc == wanted]

@@ -18,7 +18,7 @@ from typing import Protocol
 
 import numpy as np
 
-from kenning import chunk, walk
+from kenning import chunk, redact, walk
 from kenning.changes import GitState, git_state
 from kenning.chunkpool import Job, Prepared, Settings, prepare_all, workers_for
 from kenning.config import Config
@@ -97,7 +97,7 @@ def index_settings(config: Config) -> str:
     """What the passages depend on; stored with the index, and a change re-chunks every file."""
     return (
         f"chunker={chunk.CHUNKER_VERSION};terms={TERMS_VERSION};max={config.max_chars};"
-        f"overlap={config.overlap_chars};symbols={config.code_symbols}"
+        f"overlap={config.overlap_chars};symbols={config.code_symbols};redact={redact.VERSION}"
     )
 
 

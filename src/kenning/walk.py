@@ -21,6 +21,7 @@ from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern
 
 from kenning.errors import RootError, UsageError
 from kenning.globs import expand_braces
+from kenning.redact import redact
 from kenning.types import FileEntry, FileKind, Selection, Skip
 
 __all__ = [  # FileEntry, Selection and Skip are re-exported: callers use walk.FileEntry
@@ -756,11 +757,20 @@ def screen(data: bytes) -> str | NotText:
     the daemon and MCP, which call them) gets its text here, so none can show what another refuses.
 
     A file holding a private key gives no text at all (NotText(SECRET_CONTENT)); any other is decoded
-    (:func:`decode`).
+    (:func:`decode`) and its token-shaped secrets are replaced (:func:`kenning.redact.redact`), line
+    numbers unchanged.
     """
     if holds_private_key(data):
         return NotText(SECRET_CONTENT)
-    return decode(data)
+    text = decode(data)
+    if isinstance(text, NotText):
+        return text
+    return redact(
+        text, None if data.startswith(_UTF16_BOMS) else data
+    )  # UTF-16 bytes do not hold ASCII hints
+
+
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 
 
 def decode(data: bytes) -> str | NotText:
@@ -771,7 +781,7 @@ def decode(data: bytes) -> str | NotText:
     """
     if not data:
         return NotText("empty")
-    if data.startswith((b"\xff\xfe", b"\xfe\xff")):  # UTF-16 has NULs, so decode before the sniff
+    if data.startswith(_UTF16_BOMS):  # UTF-16 has NULs, so decode before the sniff
         try:
             text = data.decode("utf-16")
         except UnicodeDecodeError:
