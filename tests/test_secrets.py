@@ -16,7 +16,6 @@ from pathlib import Path
 from mcp import Client
 
 from conftest import KEY_BODY, armor, make_tree, run_cli
-from kenning.redact import redact
 from test_mcp import call, drive
 
 
@@ -199,6 +198,9 @@ def test_regression_token_shaped_secrets_were_indexed_and_handed_to_agents(tmp_p
 
 
 def test_redaction_replaces_only_the_value_and_keeps_every_line() -> None:
+    # imported here, so the regression tests above also run against a kenning without the module
+    from kenning.redact import redact
+
     key = "wJalrXUtnFEMI/K7MDENG/" + "bPxRfiCYEXAMPLEKEY"
     text = (
         f'İstanbul office: aWs_Secret_Key = "{key}"\n'  # a letter that lowers to two, and an odd spelling
