@@ -303,8 +303,10 @@ def test_tokenizer_built_from_the_shipped_vocabulary_gives_the_models_ids() -> N
     tok = Tokenizer.from_str(minilm.tokenizer_spec())
     expected = {
         "How are files cut into passages?": [101, 2129, 2024, 6764, 3013, 2046, 13768, 1029, 102],
-        "def upload_file(path, retry_count=3):": [101, 13366, 2039, 11066, 1035, 5371, 1006, 4130, 1010, 2128]
-        + [11129, 1035, 4175, 1027, 1017, 1007, 1024, 102],
+        "def upload_file(path, retry_count=3):": [
+            *(101, 13366, 2039, 11066, 1035, 5371, 1006, 4130, 1010, 2128),
+            *(11129, 1035, 4175, 1027, 1017, 1007, 1024, 102),
+        ],
         "Ünïcödé façade 東京 naïve": [101, 27260, 8508, 1879, 1755, 15743, 102],
         "[MASK] tokenizers##x": [101, 103, 19204, 17629, 2015, 1001, 1001, 1060, 102],
     }
@@ -325,7 +327,9 @@ def test_int8_matrices_are_those_of_the_file() -> None:
     import onnx
     from onnx import numpy_helper
 
-    init = {t.name: numpy_helper.to_array(t) for t in onnx.load(str(minilm._weights_file())).graph.initializer}
+    init = {
+        t.name: numpy_helper.to_array(t) for t in onnx.load(str(minilm._weights_file())).graph.initializer
+    }
     weights = minilm.read_weights(minilm._weights_file())
     query = weights["encoder.layer.0.attention.self.query.weight"].T
     scale = np.abs(query).max(axis=0, keepdims=True) / 127

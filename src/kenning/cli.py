@@ -452,7 +452,10 @@ def _engine(root: Path, config: Config, model: str | None = None) -> Engine:
         return cast("Engine", factory(root, config, model))
     from kenning.engine import Engine
 
-    return Engine(root, config=config, model=model)
+    engine = Engine(root, config=config, model=model)
+    # the first use of the default model builds it for this machine: ~10 s in which nothing else is said
+    engine.embedder.notify = lambda message: _err(f"kenning: {message}")
+    return engine
 
 
 def _size(text: str | None) -> int | None:

