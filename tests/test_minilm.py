@@ -335,3 +335,18 @@ def test_int8_matrices_are_those_of_the_file() -> None:
     scale = np.abs(query).max(axis=0, keepdims=True) / 127
     key = next(k for k in init if k.endswith("_q") and init[k].shape == (384, 384))
     assert np.array_equal(np.round(query / scale).astype(np.int8), init[key])
+
+
+def test_models_says_whether_the_default_model_is_prepared(
+    cache: Path, int8: MiniLMEmbedder, tmp_path: Path
+) -> None:
+    from kenning.config import Config
+    from kenning.embed import list_models
+
+    def state(where: Path) -> str:
+        [info] = [m for m in list_models(Config(cache_dir=str(where))) if m.name == "minilm"]
+        assert info.available
+        return info.reason
+
+    assert "prepared in" in state(cache)  # the fixture built it there
+    assert "on first use, once" in state(tmp_path)

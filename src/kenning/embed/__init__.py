@@ -120,7 +120,7 @@ def list_models(config: Config) -> list[ModelInfo]:
             "onnxruntime",
             default in _ALIASES,
             not missing,
-            "ready (ships with kenning)" if not missing else f"missing packages: {', '.join(missing)}",
+            _minilm_state(config) if not missing else f"missing packages: {', '.join(missing)}",
         )
     )
     out.append(
@@ -146,6 +146,20 @@ def list_models(config: Config) -> list[ModelInfo]:
             ok, why = False, "needs `pip install 'kenning[st]'`"
         out.append(ModelInfo(name, provider, default == name.lower(), ok, why, remote))
     return out
+
+
+def _minilm_state(config: Config) -> str:
+    """Whether the default model is built for this machine yet (file checks only, nothing loaded)."""
+    from kenning.embed.minilm import MiniLMEmbedder, is_prepared
+
+    embedder = MiniLMEmbedder(cache_dir(config))
+    try:
+        where = embedder.model_dir()
+    except EmbedderError as exc:
+        return exc.message
+    if is_prepared(where):
+        return f"ready (ships with kenning; prepared in {where})"
+    return "ready (ships with kenning; prepared for this machine on first use, once, about 10 s)"
 
 
 def _has(module: str) -> bool:

@@ -519,6 +519,11 @@ def windows(ids: list[int], size: int, n_lead: int = 0) -> list[list[int]]:
     return out
 
 
+def is_prepared(entry: Path) -> bool:
+    """True when the cache entry is whole: the model need not be built again."""
+    return _is_complete(entry)
+
+
 def _is_complete(entry: Path) -> bool:
     try:
         sizes = json.loads((entry / "ok").read_text())
