@@ -137,8 +137,8 @@ def grep(
     if options.max_count == 0:
         return iter(())
     if rg is None:
-        return _python_engine(entries, regex, options, on_skip)
-    return _rg_engine(base, entries, regex, options, rg, on_skip)
+        return _python_engine(entries, regex, options, selection.follow, on_skip)
+    return _rg_engine(base, entries, regex, options, rg, selection.follow, on_skip)
 
 
 def render_grep(
@@ -361,10 +361,10 @@ def _entries(
             on_skip(item)
 
 
-def _load(entry: FileEntry, on_skip: Callable[[Skip], None] | None) -> tuple[str, bytes] | None:
+def _load(entry: FileEntry, follow: bool, on_skip: Callable[[Skip], None] | None) -> tuple[str, bytes] | None:
     """The file's text (walk.decode, the one decoder both engines share) and its bytes, or None if it is not
     text. One read: rg's encoding is judged on the same bytes."""
-    raw = read_bytes(entry.path)
+    raw = read_bytes(entry.abspath, follow=follow)
     if isinstance(raw, bytes) and holds_private_key(raw):
         raw = NotText(SECRET_CONTENT)
     if isinstance(raw, bytes):
@@ -429,10 +429,11 @@ def _python_engine(
     entries: Iterable[FileEntry],
     regex: re.Pattern[str],
     options: GrepOptions,
+    follow: bool,
     on_skip: Callable[[Skip], None] | None,
 ) -> Iterator[GrepFile]:
     for entry in entries:
-        got = _load(entry, on_skip)
+        got = _load(entry, follow, on_skip)
         if got is None:
             continue
         lines = _lines(got[0])
@@ -534,13 +535,14 @@ def _rg_engine(
     regex: re.Pattern[str],
     options: GrepOptions,
     rg: str,
+    follow: bool,
     on_skip: Callable[[Skip], None] | None,
 ) -> Iterator[GrepFile]:
     args = _rg_args(options)
     for chunk in _chunks(entries):
         loaded: list[tuple[str, str, str | None]] = []  # (rel, text, rg encoding or None)
         for entry in chunk:
-            got = _load(entry, on_skip)
+            got = _load(entry, follow, on_skip)
             if got is not None:
                 loaded.append((entry.rel, got[0], _rg_encoding(got[1])))
         found: dict[str, list[int]] = {}

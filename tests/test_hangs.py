@@ -1,0 +1,118 @@
+"""Regression tests for runs that hung or crawled (issue 16): each drives real files, most the real CLI in a
+subprocess, and every one is bounded by a subprocess timeout far above the second or so it takes when fixed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import kenning
+from conftest import make_tree, run_cli
+from kenning.grep import rg_available
+
+SRC = str(Path(kenning.__file__).resolve().parents[1])  # the kenning under test, wherever PYTHONPATH found it
+HANG_S = 60  # a hang shows as a timeout; fixed, each run takes about a second
+
+
+def run_python(
+    code: str, *, cwd: Path, env: dict[str, str] | None = None, path_first: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """A script in a fresh interpreter that imports this worktree's kenning, so a hang cannot stall pytest.
+    ``path_first`` goes before it on the module path (stand-in packages)."""
+    full_env = dict(os.environ, KENNING_MODEL="hash", KENNING_MODE="direct", XDG_CONFIG_HOME=str(cwd / "cfg"))
+    full_env["PYTHONPATH"] = os.pathsep.join([str(path_first), SRC] if path_first else [SRC])
+    full_env.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=HANG_S,
+    )
+
+
+# -- a FIFO where a file was ---------------------------------------------------------------------------------
+
+# Wraps walk() so that each file it yields is replaced by a FIFO before anyone reads it: the race of a file
+# swapped between the walk's stat and the read, made certain.
+SWAP_TO_FIFO = """
+import os, sys
+from kenning import walk as W
+real_walk = W.walk
+def swapping(*args, **kw):
+    for item in real_walk(*args, **kw):
+        if isinstance(item, W.FileEntry) and item.rel.startswith("swap"):
+            os.unlink(item.abspath)
+            os.mkfifo(item.abspath)
+        yield item
+W.walk = swapping
+"""
+
+
+def test_regression_prepare_of_a_fifo_skips_it_instead_of_blocking(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "pipe.md")
+    done = run_python(
+        f"""
+        from kenning.chunkpool import Job, Settings, prepare
+        p = prepare(Job({str(tmp_path / "pipe.md")!r}, "markdown", None, None), Settings(800, 100, True))
+        print(p.sha, p.skip)
+        """,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("None ") and "not a regular file" in done.stdout
+
+
+def test_regression_files_turned_into_fifos_during_index_do_not_hang_it(tmp_path: Path) -> None:
+    files = {f"swap{i:03}.md": f"# Note {i}\n\nsome text about item {i}\n" for i in range(40)}
+    root = make_tree(tmp_path / "ws", {**files, "keep.md": "# Kept\n\nthis one stays a file\n"})
+    done = run_python(
+        SWAP_TO_FIFO
+        + f"""
+from kenning.cli import main
+sys.exit(main(["index", "--json", {str(root)!r}]))
+""",
+        cwd=tmp_path,
+        env={"KENNING_CHUNK_WORKERS": "2"},  # both workers, as in the report: each blocked in open()
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    reasons = {s["path"]: s["reason"] for s in report["skipped"]}
+    assert all("not a regular file" in reasons[rel] for rel in files), reasons
+    assert "keep.md" not in reasons
+
+
+@pytest.mark.parametrize("engine", ["python", "rg"])
+def test_regression_a_file_turned_into_a_fifo_during_grep_does_not_hang_it(
+    tmp_path: Path, engine: str
+) -> None:
+    if engine == "rg" and not rg_available():
+        pytest.skip("rg is not on PATH")
+    root = make_tree(tmp_path / "ws", {"swap.txt": "needle\n", "keep.txt": "needle too\n"})
+    done = run_python(
+        SWAP_TO_FIFO
+        + f"""
+from kenning import grep as G
+G.walk = W.walk
+from kenning.cli import main
+sys.exit(main(["grep", "--engine", {engine!r}, "needle", {str(root)!r}]))
+""",
+        cwd=root,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "keep.txt" in done.stdout and "swap.txt" not in done.stdout
+
+
+def test_regression_a_fifo_named_gitignore_does_not_hang_the_walk(tmp_path: Path) -> None:
+    root = make_tree(tmp_path / "ws", {"a.txt": "needle\n"})
+    os.mkfifo(root / ".gitignore")
+    out = run_cli("grep", "needle", cwd=root, timeout=HANG_S)
+    assert out.returncode == 0, out.stderr
+    assert "a.txt" in out.stdout
