@@ -116,3 +116,37 @@ def test_regression_a_fifo_named_gitignore_does_not_hang_the_walk(tmp_path: Path
     out = run_cli("grep", "needle", cwd=root, timeout=HANG_S)
     assert out.returncode == 0, out.stderr
     assert "a.txt" in out.stdout
+
+
+# -- a slow way to a fast error ------------------------------------------------------------------------------
+
+HEAVY = ("torch", "sentence_transformers", "onnxruntime", "transformers")
+
+
+@pytest.mark.parametrize("model", ["st:", "st:  ", "hash-x", "hash-0"])
+def test_regression_a_bad_model_name_is_refused_before_anything_heavy_is_imported(
+    tmp_path: Path, model: str
+) -> None:
+    # Stand-ins for the heavy packages: importing one is what took a minute, and here it leaves a trace in
+    # sys.modules whether or not the real ones are installed.
+    fake = tmp_path / "fake"
+    for name in HEAVY:
+        make_tree(
+            fake,
+            {f"{name}/__init__.py": "class SentenceTransformer:\n    def __init__(self, *a, **k): pass\n"},
+        )
+    root = make_tree(tmp_path / "ws", {"a.md": "# A\n\ntext\n"})
+    done = run_python(
+        f"""
+        import json, sys
+        from kenning.cli import main
+        code = main(["status", "--mode", "direct", "--model", {model!r}, {str(root)!r}])
+        print(json.dumps([code, [m for m in {HEAVY!r} if m in sys.modules]]))
+        """,
+        cwd=tmp_path,
+        path_first=fake,
+    )
+    code, imported = json.loads(done.stdout.splitlines()[-1])
+    assert (code, imported) == (2, []), done.stderr
+    [line] = done.stderr.splitlines()
+    assert line.startswith("kenning: error: ") and "model" in line
