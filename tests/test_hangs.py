@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -150,3 +151,35 @@ def test_regression_a_bad_model_name_is_refused_before_anything_heavy_is_importe
     assert (code, imported) == (2, []), done.stderr
     [line] = done.stderr.splitlines()
     assert line.startswith("kenning: error: ") and "model" in line
+
+
+# -- an explicitly named unreadable file ---------------------------------------------------------------------
+
+
+def _unreadable_runner() -> list[str]:
+    """The command prefix under which a chmod 000 file cannot be read: none for a user, and for root (whom
+    permissions do not stop) setpriv dropping the capabilities that override them."""
+    if os.geteuid() != 0:
+        return []
+    if shutil.which("setpriv") is None:
+        pytest.skip("running as root, and without setpriv no file can be made unreadable to this process")
+    caps = "-dac_override,-dac_read_search"
+    return ["setpriv", "--bounding-set", caps, "--inh-caps", caps]
+
+
+@pytest.mark.parametrize("engine", ["python", "rg"])
+def test_regression_grep_of_a_named_unreadable_file_says_why(tmp_path: Path, engine: str) -> None:
+    if engine == "rg" and not rg_available():
+        pytest.skip("rg is not on PATH")
+    root = make_tree(tmp_path / "ws", {"locked.txt": "needle\n", "open.txt": "needle\n"})
+    (root / "locked.txt").chmod(0)
+    env = dict(os.environ, KENNING_MODEL="hash", KENNING_MODE="direct", XDG_CONFIG_HOME=str(tmp_path / "cfg"))
+    env["PYTHONPATH"] = SRC
+    command = [sys.executable, "-m", "kenning.cli", "grep", "--engine", engine, "needle", "locked.txt"]
+    done = subprocess.run(
+        [*_unreadable_runner(), *command], cwd=root, env=env, capture_output=True, text=True, timeout=HANG_S
+    )
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    [line] = done.stderr.splitlines()
+    assert "locked.txt" in line and ("permission" in line.lower() or "cannot read" in line), line
+    assert "Traceback" not in done.stderr

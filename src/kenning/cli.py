@@ -680,7 +680,7 @@ def cmd_grep(args: argparse.Namespace) -> int:
     from kenning import grep
     from kenning.config import load_config
     from kenning.store.layout import find_index_root  # not via kenning.engine, which costs ~0.1 s to import
-    from kenning.types import Selection
+    from kenning.types import Selection, Skip
     from kenning.walk import PathFilter, is_secret
 
     started = time.perf_counter()
@@ -753,7 +753,17 @@ def cmd_grep(args: argparse.Namespace) -> int:
     )
     found = False
     color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
-    files = grep.grep(root, options, paths=list(typed.values()), selection=selection, engine=args.engine)
+    # a file named outright that is not searched must say why: a silent exit 1 reads as "no match"
+    named = {scope: text for text, scope in scopes.items() if scope and (root / scope).is_file()}
+    unsearched: list[tuple[str, str]] = []
+
+    def skipped(skip: Skip) -> None:
+        if skip.rel in named:
+            unsearched.append((named[skip.rel], skip.reason))
+
+    files = grep.grep(
+        root, options, paths=list(typed.values()), selection=selection, engine=args.engine, on_skip=skipped
+    )
 
     def tracked() -> Iterable[Any]:
         nonlocal found
@@ -771,6 +781,10 @@ def cmd_grep(args: argparse.Namespace) -> int:
         _out(grep.render_grep_json(tracked(), root=root, started=started, symbol_of=symbol))
     else:
         _out(grep.render_grep(tracked(), color=color, symbol_of=lookup))
+    for text, reason in unsearched:
+        if reason.startswith(("cannot read", "permission denied")):
+            raise UsageError(f"{text} cannot be searched: {reason}", hint="check its permissions")
+        _err(f"kenning: note: {text} was not searched: {reason}")
     return 0 if found else 1
 
 
