@@ -183,3 +183,56 @@ def test_regression_grep_of_a_named_unreadable_file_says_why(tmp_path: Path, eng
     [line] = done.stderr.splitlines()
     assert "locked.txt" in line and ("permission" in line.lower() or "cannot read" in line), line
     assert "Traceback" not in done.stderr
+
+
+# -- a catastrophic regex ------------------------------------------------------------------------------------
+
+# ripgrep found the line at once; Python's re then recomputed the spans and backtracked 2^n times (each extra
+# "a" doubled the time: past 60 s from the CLI, 27.6 s over MCP).
+EVIL_LINE = "aaab" + "a" * 27 + "!\n"
+
+
+@pytest.mark.parametrize("engine", ["python", "rg"])
+@pytest.mark.parametrize(
+    ("pattern", "code", "spans"), [("(a+)+b", 0, [{"start": 0, "end": 4}]), ("(a+)+$", 1, None)]
+)
+def test_regression_a_catastrophic_regex_finishes_in_linear_time(
+    tmp_path: Path, engine: str, pattern: str, code: int, spans: list[dict[str, int]] | None
+) -> None:
+    if engine == "rg" and not rg_available():
+        pytest.skip("rg is not on PATH")
+    # crlf.txt is matched by the Python-side matcher inside the rg engine too (rg would not see its lines)
+    root = make_tree(tmp_path / "ws", {"y.txt": EVIL_LINE, "crlf.txt": EVIL_LINE.replace("\n", "\r\n")})
+    out = run_cli(
+        "grep", "--engine", engine, "--json", pattern, "y.txt", "crlf.txt", cwd=root, timeout=HANG_S
+    )
+    assert out.returncode == code, out.stderr
+    records = [json.loads(line) for line in out.stdout.splitlines()]
+    matches = {r["path"]: r["submatches"] for r in records if r["type"] == "match"}
+    assert matches == ({"crlf.txt": spans, "y.txt": spans} if spans else {})
+    assert records[-1]["partial"] is False
+
+
+def test_regression_grep_stops_at_its_deadline_with_a_note_that_results_are_partial(tmp_path: Path) -> None:
+    # A deadline of one second over a walk that takes longer: a slow walk stands in for any slow search.
+    root = make_tree(tmp_path / "ws", {f"d{i}/f{j}.txt": "needle\n" for i in range(20) for j in range(20)})
+    done = run_python(
+        f"""
+        import sys, time
+        from kenning import grep as G
+        real_walk = G.walk
+        def slow(*args, **kw):
+            for item in real_walk(*args, **kw):
+                time.sleep(0.01)
+                yield item
+        G.walk = slow
+        from kenning.cli import main
+        sys.exit(main(["grep", "--engine", "python", "--json", "--timeout", "1", "needle", {str(root)!r}]))
+        """,
+        cwd=root,
+    )
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout.splitlines()[-1])
+    assert summary["partial"] is True and 0 < summary["files"] < 400
+    [note] = done.stderr.splitlines()
+    assert "partial" in note and "--timeout" in note

@@ -342,6 +342,13 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         help="rg when on PATH (auto), or the pure-Python matcher",
     )
     p.add_argument(
+        "--timeout",
+        type=int,
+        default=None,
+        metavar="SECONDS",
+        help="stop after this long with partial results (default 30, `grep_timeout` in config; 0 = no limit)",
+    )
+    p.add_argument(
         "--no-symbols",
         action="store_true",
         help="do not name the enclosing code symbol above matches (`@ function Outer.method`)",
@@ -694,8 +701,13 @@ def cmd_grep(args: argparse.Namespace) -> int:
     if not patterns:
         raise UsageError("no pattern given", hint="kenning grep PATTERN [PATH...]")
     here, start = _grep_start(paths)
-    found_root = find_index_root(start, load_config(start))
+    config = load_config(start)
+    found_root = find_index_root(start, config)
     root = found_root or start
+    timeout = config.grep_timeout if args.timeout is None else args.timeout
+    if timeout < 0:
+        raise UsageError(f"--timeout {timeout} is negative", hint="pass 0 for no limit, or seconds")
+    deadline = grep.Deadline(timeout)
     selection = _selection(args, Selection()) or Selection()
     # --ignore-file is the user's spelling from here, as in ripgrep, not from the root
     ignore_files = tuple(str(here / Path(f).expanduser()) for f in selection.ignore_files)
@@ -762,7 +774,13 @@ def cmd_grep(args: argparse.Namespace) -> int:
             unsearched.append((named[skip.rel], skip.reason))
 
     files = grep.grep(
-        root, options, paths=list(typed.values()), selection=selection, engine=args.engine, on_skip=skipped
+        root,
+        options,
+        paths=list(typed.values()),
+        selection=selection,
+        engine=args.engine,
+        on_skip=skipped,
+        deadline=deadline,
     )
 
     def tracked() -> Iterable[Any]:
@@ -778,9 +796,16 @@ def cmd_grep(args: argparse.Namespace) -> int:
         lookup = SymbolLookup(here)  # the paths shown open from here
     if args.json:
         symbol = lookup.symbol if lookup is not None else None
-        _out(grep.render_grep_json(tracked(), root=root, started=started, symbol_of=symbol))
+        _out(
+            grep.render_grep_json(tracked(), root=root, started=started, symbol_of=symbol, deadline=deadline)
+        )
     else:
         _out(grep.render_grep(tracked(), color=color, symbol_of=lookup))
+    if deadline.hit:
+        _err(
+            f"kenning: note: grep stopped after {timeout} s, so the results above are partial (narrow the "
+            "pattern or the paths, or pass --timeout SECONDS; 0 = no limit)"
+        )
     for text, reason in unsearched:
         if reason.startswith(("cannot read", "permission denied")):
             raise UsageError(f"{text} cannot be searched: {reason}", hint="check its permissions")
