@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from kenning import walk
-from kenning.changes import sha256_file
+from kenning.changes import sha256_bytes
 from kenning.config import Config, load_config
 from kenning.embed import Embedder, create_embedder
 from kenning.errors import IndexBusy, IndexError_, IndexMissing, IndexOutdated, RootError, UsageError
@@ -387,10 +387,9 @@ class Engine:
                 if row is None:
                     st.added += 1
                 elif (row.size, row.mtime_ns) != (item.size, item.mtime_ns):
-                    try:
-                        same = row.sha256 is not None and sha256_file(item.path) == row.sha256
-                    except OSError:
-                        same = False
+                    # the walk's read, which never blocks on a FIFO put in the file's place
+                    data = walk.read_bytes(item.abspath, follow=st.selection.follow)
+                    same = isinstance(data, bytes) and row.sha256 == sha256_bytes(data)
                     st.modified += 0 if same else 1
             st.deleted = sum(1 for path in known if path not in seen)
         return st

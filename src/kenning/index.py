@@ -259,7 +259,7 @@ def _lexical_pass(
             Job(e.abspath, e.kind, e.lang, None if row is None or force else row.sha256, e.size)
             for e, row in jobs
         ),
-        Settings(config.max_chars, config.overlap_chars, config.code_symbols),
+        Settings(config.max_chars, config.overlap_chars, config.code_symbols, selection.follow),
         workers,
     )
     try:

@@ -35,7 +35,7 @@ def file_outline(path: Path, shown: str | None = None) -> FileOutline:
     lang = kind[1] if kind else None
     if kind is None or kind[0] != "code" or lang is None:
         return FileOutline(name, lang, note="not a source file kenning parses")
-    text = walk.read_text(path)
+    text = walk.read_text(path)  # never blocks, whatever took the path's place since the walk
     if not isinstance(text, str):
         return FileOutline(name, lang, note=f"not readable as text ({text.reason})")
     spans = outline(text, lang)
