@@ -159,6 +159,23 @@ class Engine:
         except IndexError_ as exc:
             self.manifest, self.manifest_error = None, exc
 
+    def stored_selection(self, *, rebuild: bool = False) -> Selection:
+        """The file selection the index was built with (the default without one), checked: UsageError naming
+        --reset-selection when it no longer works (an ignore file deleted since, a glob an older kenning let in)."""
+        if self.manifest is None:
+            return Selection()
+        try:
+            walk.check_selection(self.root, self.manifest.selection)
+        except UsageError as exc:
+            again = (
+                "kenning index --rebuild --reset-selection" if rebuild else "kenning index --reset-selection"
+            )
+            raise UsageError(
+                f"the file selection stored with the index of {self.root} no longer works: {exc.message}",
+                hint=f"run `{again} {self.root}` to forget it, or pass that option again with a working value",
+            ) from None
+        return self.manifest.selection
+
     def exists(self) -> bool:
         if self.manifest is None and self.manifest_error is None:
             # another process may have built it since this Engine was made (a long-lived one: MCP, the daemon)
@@ -189,14 +206,22 @@ class Engine:
         records that choice; `None` follows the recorded one, for a refresh nobody asked for (the daemon's).
         """
         if selection is not None:
-            walk.compile_selection(selection)  # refuse an unknown type name before taking the lock
+            # refuse a bad glob, type or ignore file before taking the lock, and above all before storing it:
+            # a stored typo would fail every later command
+            try:
+                walk.check_selection(self.root, selection)
+            except UsageError:
+                self.stored_selection(
+                    rebuild=rebuild
+                )  # what fails may be what was stored, not what was given
+                raise
         part = Scope(tuple(self.relative(p) for p in scope), scope_glob)  # and a bad glob or path
         if self.manifest_error is not None and not rebuild:
             raise self.manifest_error
         with writer_lock(self.home, wait=wait, operation="index"):
             self.manifest = None if rebuild and self.manifest_error else read_manifest(self.home)
             self.manifest_error = None
-            chosen = selection or (self.manifest.selection if self.manifest else Selection())
+            chosen = selection or self.stored_selection(rebuild=rebuild)
             if semantic is None:
                 semantic = not (self.manifest and self.manifest.lexical_only)
             if rebuild and self.directory.exists():
@@ -353,8 +378,7 @@ class Engine:
             )
         if not st.exists:
             return st
-        if self.manifest:
-            st.selection = self.manifest.selection
+        st.selection = self.stored_selection()
         try:
             db = self._open()
         except IndexMissing:  # a first run has not committed its schema yet

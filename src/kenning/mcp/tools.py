@@ -335,7 +335,7 @@ class Workspace:
         truncated = False
         try:
             for engine, rels in self.split(args.get("paths")):
-                selection = engine.manifest.selection if engine.manifest else Selection()
+                selection = engine.stored_selection()
                 targets = [engine.root / r for r in rels]
                 symbol_of = SymbolLookup(engine.root)
                 for found in grep_mod.grep(engine.root, options, paths=targets, selection=selection):
