@@ -79,3 +79,21 @@ def test_regression_a_stored_bad_glob_names_reset_selection(corpus: Path) -> Non
     _refused(run_cli("index", "-t", "py", ".", cwd=corpus), "stored", "--reset-selection")
     assert run_cli("index", "--reset-selection", ".", cwd=corpus).returncode == 0
     assert run_cli("status", ".", cwd=corpus).returncode == 0
+
+
+# -- 2. symlink loops -----------------------------------------------------------------------------------------
+
+
+def test_regression_a_symlink_loop_is_a_one_line_error_not_a_traceback(corpus: Path) -> None:
+    (corpus / "loop1").symlink_to("loop2")
+    (corpus / "loop2").symlink_to("loop1")
+    assert run_cli("index", ".", cwd=corpus).returncode == 0  # the walk itself skips the loop
+    for args in (
+        ("grep", "retry", "loop1"),
+        ("search", "--path", "loop1", "retry", "."),
+        ("search", "--lexical", "--path", "loop1", "retry", "."),
+        ("index", "--forget", "loop1", "."),
+    ):
+        _refused(run_cli(*args, cwd=corpus), "loop1", "symlink loop")
+    # from the filesystem root grep reads its PATHs before it knows the project
+    _refused(run_cli("grep", "retry", str(corpus / "loop1"), cwd=Path("/")), "loop1")

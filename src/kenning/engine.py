@@ -49,7 +49,7 @@ from kenning.store.layout import (
     writer_lock,
 )
 from kenning.types import Mode, SearchResult, Selection, within
-from kenning.userpath import user_path
+from kenning.userpath import resolve_user_path, user_path
 
 __all__ = ["Engine", "Status", "find_index_root"]
 
@@ -436,7 +436,7 @@ class Engine:
         text = str(path).strip()
         if text in ("", "."):
             return ""
-        resolved = Path(user_path(text, self.root)).resolve()
+        resolved = resolve_user_path(user_path(text, self.root), text)
         try:
             rel = resolved.relative_to(self.root).as_posix()
         except ValueError:

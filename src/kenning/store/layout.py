@@ -24,6 +24,7 @@ from filelock import FileLock, Timeout
 
 from kenning.errors import IndexBusy, IndexCorrupt, IndexMismatch
 from kenning.types import Selection
+from kenning.userpath import resolve_user_path
 
 if TYPE_CHECKING:
     from kenning.config import Config
@@ -138,7 +139,7 @@ def writer_lock(home: Path, *, wait: float = 0.0, operation: str = "index") -> I
 
 def find_index_root(start: Path | str, config: Config | None = None) -> Path | None:
     """The nearest ancestor of `start` (itself included) that holds a kenning index."""
-    here = Path(start).expanduser().resolve()
+    here = resolve_user_path(Path(start).expanduser(), start)
     if here.is_file():
         here = here.parent
     index_dir = config.index_dir if config is not None else None
