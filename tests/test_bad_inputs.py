@@ -8,13 +8,16 @@ traceback on any stream.
 from __future__ import annotations
 
 import json
+import random
+import sqlite3
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from conftest import make_tree, run_cli
 from kenning.mcp.tools import Workspace
+from kenning.store.layout import writer_lock
 
 
 def _refused(out: subprocess.CompletedProcess[str], *needles: str) -> None:
@@ -97,3 +100,98 @@ def test_regression_a_symlink_loop_is_a_one_line_error_not_a_traceback(corpus: P
         _refused(run_cli(*args, cwd=corpus), "loop1", "symlink loop")
     # from the filesystem root grep reads its PATHs before it knows the project
     _refused(run_cli("grep", "retry", str(corpus / "loop1"), cwd=Path("/")), "loop1")
+
+
+# -- 3. a damaged index ---------------------------------------------------------------------------------------
+
+
+def _db_file(root: Path) -> Path:
+    [db] = (root / ".kenning").glob("*/index.db")
+    return db
+
+
+def _garble_pages(root: Path) -> None:
+    db = _db_file(root)
+    sqlite3.connect(db).execute("PRAGMA wal_checkpoint(TRUNCATE)").close()  # every page in index.db
+    noise = random.Random(16)
+    with open(db, "r+b") as fh:
+        size = db.stat().st_size
+        for page in range(4096, size, 4096):  # every page but the first, which holds the schema
+            fh.seek(page)  # its header too: a count(*) reads no more of a leaf page
+            fh.write(bytes(noise.randrange(256) for _ in range(2000)))
+
+
+def _empty_database(root: Path) -> None:
+    db = _db_file(root)
+    db.write_bytes(b"")
+    for extra in db.parent.glob("index.db-*"):
+        extra.unlink()
+
+
+def _drop_fts(root: Path) -> None:
+    conn = sqlite3.connect(_db_file(root))
+    conn.execute("DROP TABLE fts")
+    conn.commit()
+    conn.close()
+
+
+def _garbage_manifest(root: Path) -> None:
+    (root / ".kenning" / "kenning.json").write_bytes(random.Random(16).randbytes(300))
+
+
+def _folder_manifest(root: Path) -> None:
+    (root / ".kenning" / "kenning.json").unlink()
+    (root / ".kenning" / "kenning.json").mkdir()
+
+
+DAMAGE = {
+    "garbled pages": (_garble_pages, "damaged"),
+    "a 0-byte database": (_empty_database, "no kenning process is writing it"),
+    "a dropped FTS table": (_drop_fts, "fts"),
+    "a manifest of random bytes": (_garbage_manifest, "damaged"),
+    "a folder in place of the manifest": (_folder_manifest, "is a folder"),
+}
+
+
+def _many_files(root: Path) -> Path:
+    files = {
+        f"notes/n{i}.md": f"# Note {i}\n\nretry with backoff, note {i}: {'words ' * 40}\n" for i in range(80)
+    }
+    return make_tree(root, files)
+
+
+@pytest.mark.parametrize("damage", list(DAMAGE))
+def test_regression_a_damaged_index_says_so_and_rebuild_repairs_it(tmp_path: Path, damage: str) -> None:
+    root = _many_files(tmp_path / "ws")
+    assert run_cli("index", ".", cwd=root).returncode == 0
+    harm, says = DAMAGE[damage]
+    harm(root)
+    (root / "notes" / "n1.md").write_text("# Note 1\n\nretry changed\n")  # so that `index` has work to do
+    commands = [
+        ("status", "."),
+        ("search", "retry backoff", "."),
+        ("search", "--lexical", "retry backoff", "."),
+    ]
+    if damage != "a 0-byte database":  # which a plain `index` fills, as it resumes a first run that died
+        commands.append(("index", "."))
+    for args in commands:
+        out = run_cli(*args, cwd=root)
+        _refused(out, says, "untouched", "kenning index --rebuild", "--drop")
+        assert "permissions" not in out.stderr and "still being created" not in out.stderr
+    assert (root / "notes" / "n1.md").exists()
+    rebuilt = run_cli("index", "--rebuild", ".", cwd=root)
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    assert run_cli("search", "--lexical", "retry backoff", ".", cwd=root).returncode == 0
+    assert run_cli("status", "--check-ready", ".", cwd=root).returncode == 0
+
+
+def test_regression_an_empty_database_is_still_being_created_only_while_a_writer_holds_the_lock(
+    tmp_path: Path,
+) -> None:
+    root = _many_files(tmp_path / "ws")
+    assert run_cli("index", ".", cwd=root).returncode == 0
+    _empty_database(root)
+    with writer_lock(root / ".kenning"):  # as a first run holds it before its schema commit
+        held = run_cli("search", "--lexical", "retry", ".", cwd=root)
+        assert held.returncode == 2 and "still being created" in held.stderr, held.stderr
+    _refused(run_cli("search", "--lexical", "retry", ".", cwd=root), "no kenning process is writing it")

@@ -27,7 +27,15 @@ from kenning import walk
 from kenning.changes import sha256_file
 from kenning.config import Config, load_config
 from kenning.embed import Embedder, create_embedder
-from kenning.errors import IndexBusy, IndexError_, IndexMissing, IndexOutdated, RootError, UsageError
+from kenning.errors import (
+    IndexBusy,
+    IndexCorrupt,
+    IndexError_,
+    IndexMissing,
+    IndexOutdated,
+    RootError,
+    UsageError,
+)
 from kenning.index import (
     WALK_SKIPPED,
     IndexReport,
@@ -41,11 +49,13 @@ from kenning.index import (
 from kenning.search import Filters, execute, plan_search
 from kenning.store import Database, VectorIndex, load_vectors
 from kenning.store.layout import (
+    REBUILD_HINT,
     Manifest,
     find_index_root,
     index_home,
     read_manifest,
     write_manifest,
+    writer_active,
     writer_lock,
 )
 from kenning.types import Mode, SearchResult, Selection, within
@@ -219,7 +229,13 @@ class Engine:
         if self.manifest_error is not None and not rebuild:
             raise self.manifest_error
         with writer_lock(self.home, wait=wait, operation="index"):
-            self.manifest = None if rebuild and self.manifest_error else read_manifest(self.home)
+            if rebuild and self.manifest_error:
+                manifest_path = self.home / "kenning.json"
+                if manifest_path.is_dir():
+                    shutil.rmtree(manifest_path)  # a folder in its place: nothing could write the manifest
+                self.manifest = None
+            else:
+                self.manifest = read_manifest(self.home)
             self.manifest_error = None
             chosen = selection or self.stored_selection(rebuild=rebuild)
             if semantic is None:
@@ -309,7 +325,7 @@ class Engine:
         if self._db is None:
             self._db_file = _same_file(self.db_path)
             try:
-                self._db = Database(self.db_path, identity=self.embedder.identity, readonly=True)
+                self._db = self._open_readonly()
             except IndexOutdated:
                 # built by an older kenning: its migrations are quick (new columns and tables), so run them
                 # now rather than fail a search; a writer already at work migrates it on its own open
@@ -320,6 +336,23 @@ class Engine:
                     pass
                 self._db = Database(self.db_path, identity=self.embedder.identity, readonly=True)
         return self._db
+
+    def _open_readonly(self) -> Database:
+        try:
+            return Database(self.db_path, identity=self.embedder.identity, readonly=True)
+        except IndexMissing:
+            if writer_active(self.home):
+                raise  # a first run is creating it
+            try:  # the run may have committed between the two looks
+                return Database(self.db_path, identity=self.embedder.identity, readonly=True)
+            except IndexMissing:
+                pass
+        # a database without its schema that nobody is writing: a first run that died, or a damaged file
+        raise IndexCorrupt(
+            f"the index at {self.directory} is damaged: its database holds no index, and no kenning process "
+            "is writing it",
+            hint=REBUILD_HINT,
+        )
 
     def _vector_index(self, db: Database) -> VectorIndex:
         generation = db.get_meta("vectors_generation")
@@ -358,17 +391,16 @@ class Engine:
                     hint="a path filter is relative to the current directory inside the root, or to the root",
                 )
         db = self._open()
-        db.conn.execute("BEGIN")  # one snapshot for the whole search
-        try:
+        with db.snapshot():  # one snapshot for the whole search
             vectors = self._vector_index(db) if mode != "lexical" else None
             return execute(plan, db, vectors, self._embed_query if mode != "lexical" else None, self.root)
-        finally:
-            db.conn.execute("COMMIT")
 
     def _embed_query(self, text: str) -> np.ndarray:
         return self.embedder.embed_query(text)
 
     def status(self, *, pending: bool = True) -> Status:
+        if self.manifest_error is not None:
+            raise self.manifest_error  # "no index yet" would hide the damage and how to repair it
         st = Status(str(self.root), str(self.home), self.exists(), self.model_name, self.embedder.identity)
         if self.home.exists():
             st.other_models = sorted(
