@@ -49,6 +49,7 @@ from kenning.index import (
 from kenning.search import Filters, execute, plan_search
 from kenning.store import Database, VectorIndex, load_vectors
 from kenning.store.layout import (
+    KEPT_BY_DROP,
     REBUILD_HINT,
     Manifest,
     find_index_root,
@@ -294,21 +295,27 @@ class Engine:
         return sorted(removed)
 
     def drop(self, *, wait: float = 0.0) -> bool:
-        """Delete the whole index of this root (every model's), leaving the files alone; False if there was none."""
+        """Delete the whole index of this root (every model's), leaving the files alone; False if there was none.
+
+        The folder stays, with its lock (and .gitignore): a writer queued behind this one waits on that lock
+        file, and deleting it would fail that writer, or let it lock a deleted file while another process
+        locks a new one under the same name.
+        """
         self.close()
         if not self.home.exists():
             return False
+        existed = False
         with writer_lock(self.home, wait=wait, operation="drop"):
             for child in self.home.iterdir():
-                if child.name in ("writer.lock", "writer.json"):
+                if child.name in KEPT_BY_DROP:
                     continue
-                if child.is_dir():
+                existed = True
+                if child.is_dir() and not child.is_symlink():
                     shutil.rmtree(child)
                 else:
                     child.unlink()
-        shutil.rmtree(self.home, ignore_errors=True)
-        self.manifest = None
-        return True
+        self.manifest, self.manifest_error = None, None
+        return existed
 
     # -- reading ---------------------------------------------------------------------------------------------
     def _open(self) -> Database:

@@ -31,6 +31,8 @@ if TYPE_CHECKING:
 
 MANIFEST_FORMAT = 1
 INDEX_DIR_NAME = ".kenning"
+# what `kenning index --drop` leaves in the home: the lock queued writers wait on, and what keeps git out
+KEPT_BY_DROP = frozenset({"writer.lock", "writer.json", ".gitignore"})
 
 
 def index_home(root: Path, index_dir: str | None) -> Path:
@@ -125,10 +127,19 @@ def atomic_write(path: Path, text: str) -> None:
 @contextmanager
 def writer_lock(home: Path, *, wait: float = 0.0, operation: str = "index") -> Iterator[None]:
     """Hold the index's writer lock (flock: released by the OS even on kill -9), or raise IndexBusy."""
-    home.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + wait
     lock = FileLock(str(home / "writer.lock"), timeout=wait)
     try:
-        lock.acquire()
+        for attempt in range(5):
+            home.mkdir(parents=True, exist_ok=True)
+            try:
+                lock.acquire(timeout=max(0.0, deadline - time.monotonic()))
+                break
+            except FileNotFoundError:
+                # the folder went away under the wait (removed by hand, or by a kenning from before --drop
+                # kept it): make it again and wait on, rather than fail with a raw errno
+                if attempt == 4:
+                    raise
     except Timeout:
         holder = ""
         try:
