@@ -824,6 +824,7 @@ def _grep_start(paths: Sequence[str]) -> tuple[Path, Path]:
     """
     from pathlib import Path
 
+    from kenning.userpath import resolve_user_path
     from kenning.walk import check_root
 
     try:
@@ -844,7 +845,7 @@ def _grep_start(paths: Sequence[str]) -> tuple[Path, Path]:
         target = cwd / Path(given).expanduser()
         if not target.exists():
             raise UsageError(f"path {given} does not exist", hint="check the spelling")
-        real = target.resolve()
+        real = resolve_user_path(target, given)
         folders.append(real if real.is_dir() else real.parent)
     start = Path(os.path.commonpath(folders))
     if start == Path(start.anchor):

@@ -47,6 +47,7 @@ import re2
 
 from kenning.errors import KenningError, UsageError
 from kenning.types import FileEntry, Selection, Skip, Symbol
+from kenning.userpath import resolve_user_path
 from kenning.walk import SECRET_CONTENT, NotText, check_root, decode, holds_private_key, read_bytes, walk
 
 __all__ = [
@@ -483,7 +484,7 @@ def scope_of(root: Path, given: Path | str, *, follow: bool = False) -> str:
             continue
         # normpath keeps a symlink's own name; resolve() also handles a root reached through a symlinked
         # parent such as /tmp -> /private/tmp.
-        named, real = Path(os.path.normpath(candidate)), candidate.resolve()
+        named, real = Path(os.path.normpath(candidate)), resolve_user_path(candidate, given)
         if not real.is_relative_to(root):
             if named.is_relative_to(root):
                 raise UsageError(

@@ -26,8 +26,8 @@ from kenning.types import FileEntry, FileKind, Selection, Skip
 
 __all__ = [  # FileEntry, Selection and Skip are re-exported: callers use walk.FileEntry
     "INDEX_DIR_NAME", "TYPES", "FileEntry", "NotText", "PathFilter", "Selection", "SelectionMatcher", "Skip",
-    "check_root", "compile_selection", "decode", "expand_braces", "holds_private_key", "is_secret", "kind_of",
-    "read_bytes", "read_text", "walk",
+    "check_root", "check_selection", "compile_selection", "decode", "expand_braces", "holds_private_key",
+    "is_secret", "kind_of", "read_bytes", "read_text", "walk",
 ]  # fmt: skip
 
 INDEX_DIR_NAME = ".kenning"
@@ -339,6 +339,21 @@ def compile_selection(selection: Selection) -> SelectionMatcher:
     return SelectionMatcher(selection)
 
 
+def check_selection(base: Path, selection: Selection) -> None:
+    """UsageError unless a walk of `base` could use the selection: its globs and types compile and each
+    --ignore-file exists. Cheap, so a selection is checked before anything stores it."""
+    compile_selection(selection)
+    for name in selection.ignore_files:
+        _ignore_file_path(base, name)
+
+
+def _ignore_file_path(base: Path, name: str) -> Path:
+    path = base / name
+    if not path.is_file():
+        raise UsageError(f"ignore file {path} not found; pass an existing file (relative to the root)")
+    return path
+
+
 def _read_lines(path: Path) -> list[str]:
     data = read_bytes(path)  # a FIFO named .gitignore must not hang the walk
     if isinstance(data, NotText):
@@ -439,14 +454,11 @@ class _Rules:
         # from the repository's top down to the root, nearer ones winning, as git and ripgrep rank them.
         explicit: list[str] = []
         for name in selection.ignore_files:
-            path = base / name
-            if not path.is_file():
+            try:
+                explicit += _read_lines(_ignore_file_path(base, name))
+            except UsageError:
                 if strict:
-                    raise UsageError(
-                        f"ignore file {path} not found; pass an existing file (relative to the root)"
-                    )
-                continue
-            explicit += _read_lines(path)
+                    raise
         self.outer: _Specs = (("", _IgnoreFile(explicit)),) if explicit else ()
         self.root_lines: list[str] = []
         repo = None if selection.no_ignore else _repository(base)

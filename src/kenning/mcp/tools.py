@@ -337,7 +337,7 @@ class Workspace:
         deadline = grep_mod.Deadline(self.engines[0].config.grep_timeout)
         try:
             for engine, rels in self.split(args.get("paths")):
-                selection = engine.manifest.selection if engine.manifest else Selection()
+                selection = engine.stored_selection()
                 targets = [engine.root / r for r in rels]
                 symbol_of = SymbolLookup(engine.root)
                 found_files = grep_mod.grep(
