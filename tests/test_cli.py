@@ -138,7 +138,10 @@ def test_forget_and_drop(corpus: Path) -> None:
     out = run_cli("index", "--drop", str(corpus), cwd=corpus.parent, input="")
     assert out.returncode == 2 and "--yes" in out.stderr
     assert run_cli("index", "--drop", "--yes", str(corpus), cwd=corpus.parent).returncode == 0
-    assert not (corpus / ".kenning").exists()
+    # only the lock a queued writer may wait on, and the .gitignore that keeps the folder out of git, remain
+    assert {p.name for p in (corpus / ".kenning").iterdir()} <= {"writer.lock", "writer.json", ".gitignore"}
+    again = run_cli("index", "--drop", "--yes", str(corpus), cwd=corpus.parent)
+    assert again.returncode == 0 and "nothing to delete" in again.stderr
 
 
 def test_models_lists_default(tmp_path: Path) -> None:

@@ -25,7 +25,7 @@ from kenning.mcp.answers import Answer
 from kenning.mcp.arguments import check_arguments
 from kenning.mcp.server import SPECS
 from kenning.mcp.tools import Workspace
-from kenning.store.layout import Manifest, read_manifest, write_manifest
+from kenning.store.layout import Manifest, read_manifest, write_manifest, writer_lock
 from kenning.types import Selection
 
 
@@ -497,15 +497,17 @@ def _ok(ws: Workspace, tool: str, args: dict[str, Any]) -> Answer:
 def test_search_while_the_first_index_is_created_is_literal_not_corrupt(workspace: Workspace) -> None:
     """Regression: between a first run's manifest and its schema commit, searches said "corrupt: rebuild"."""
     engine = workspace.engines[0]
-    write_manifest(engine.home, Manifest(str(engine.root), "hash", Selection(), 0.0))
-    engine.directory.mkdir(parents=True)
-    sqlite3.connect(engine.db_path).close()  # the file exists, its tables do not yet
-    engine.manifest = read_manifest(engine.home)
-    assert engine.exists()
-    answer = _ok(workspace, "text_search", {"query": "retry backoff"})
-    assert answer.structured["literal"] is True and answer.structured["hits"]
-    status = _ok(workspace, "index_status", {})
-    assert status.structured["roots"][0]["indexed"] is False
+    # as a first run does: the writer lock held while the manifest and an empty database exist
+    with writer_lock(engine.home):
+        write_manifest(engine.home, Manifest(str(engine.root), "hash", Selection(), 0.0))
+        engine.directory.mkdir(parents=True)
+        sqlite3.connect(engine.db_path).close()  # the file exists, its tables do not yet
+        engine.manifest = read_manifest(engine.home)
+        assert engine.exists()
+        answer = _ok(workspace, "text_search", {"query": "retry backoff"})
+        assert answer.structured["literal"] is True and answer.structured["hits"]
+        status = _ok(workspace, "index_status", {})
+        assert status.structured["roots"][0]["indexed"] is False
 
 
 def test_a_path_list_naming_the_root_covers_it_in_any_order(workspace: Workspace) -> None:

@@ -61,6 +61,7 @@ class Settings:
     max_chars: int
     overlap_chars: int
     syntax: bool
+    follow: bool = False  # the walk followed symlinks, so a walked path may be one
 
 
 def ehash(text: str) -> bytes:
@@ -69,11 +70,9 @@ def ehash(text: str) -> bytes:
 
 def prepare(job: Job, settings: Settings) -> Prepared:
     """Read, hash, decode and chunk one file (runs in a worker or in process)."""
-    try:
-        with open(job.path, "rb") as f:  # not Path.read_bytes: its path parsing cost ~5% of this function
-            data = f.read()
-    except OSError as exc:
-        return Prepared(None, skip=f"cannot be read ({exc.strerror or exc})")
+    data = walk.read_bytes(job.path, follow=settings.follow)  # never blocks: the path may be a FIFO by now
+    if isinstance(data, walk.NotText):
+        return Prepared(None, skip=data.reason)
     sha = sha256_bytes(data)
     # the shortcut is not taken for a key: one indexed by a kenning without the check must go on the next run
     # that reads the file, not stay searchable while its bytes are the same

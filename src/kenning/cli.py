@@ -342,6 +342,13 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         help="rg when on PATH (auto), or the pure-Python matcher",
     )
     p.add_argument(
+        "--timeout",
+        type=int,
+        default=None,
+        metavar="SECONDS",
+        help="stop after this long with partial results (default 30, `grep_timeout` in config; 0 = no limit)",
+    )
+    p.add_argument(
         "--no-symbols",
         action="store_true",
         help="do not name the enclosing code symbol above matches (`@ function Outer.method`)",
@@ -452,7 +459,10 @@ def _engine(root: Path, config: Config, model: str | None = None) -> Engine:
         return cast("Engine", factory(root, config, model))
     from kenning.engine import Engine
 
-    return Engine(root, config=config, model=model)
+    engine = Engine(root, config=config, model=model)
+    # the first use of the default model builds it for this machine: ~10 s in which nothing else is said
+    engine.embedder.notify = lambda message: _err(f"kenning: {message}")
+    return engine
 
 
 def _size(text: str | None) -> int | None:
@@ -680,7 +690,7 @@ def cmd_grep(args: argparse.Namespace) -> int:
     from kenning import grep
     from kenning.config import load_config
     from kenning.store.layout import find_index_root  # not via kenning.engine, which costs ~0.1 s to import
-    from kenning.types import Selection
+    from kenning.types import Selection, Skip
     from kenning.walk import PathFilter, is_secret
 
     started = time.perf_counter()
@@ -694,8 +704,13 @@ def cmd_grep(args: argparse.Namespace) -> int:
     if not patterns:
         raise UsageError("no pattern given", hint="kenning grep PATTERN [PATH...]")
     here, start = _grep_start(paths)
-    found_root = find_index_root(start, load_config(start))
+    config = load_config(start)
+    found_root = find_index_root(start, config)
     root = found_root or start
+    timeout = config.grep_timeout if args.timeout is None else args.timeout
+    if timeout < 0:
+        raise UsageError(f"--timeout {timeout} is negative", hint="pass 0 for no limit, or seconds")
+    deadline = grep.Deadline(timeout)
     selection = _selection(args, Selection()) or Selection()
     # --ignore-file is the user's spelling from here, as in ripgrep, not from the root
     ignore_files = tuple(str(here / Path(f).expanduser()) for f in selection.ignore_files)
@@ -753,7 +768,23 @@ def cmd_grep(args: argparse.Namespace) -> int:
     )
     found = False
     color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
-    files = grep.grep(root, options, paths=list(typed.values()), selection=selection, engine=args.engine)
+    # a file named outright that is not searched must say why: a silent exit 1 reads as "no match"
+    named = {scope: text for text, scope in scopes.items() if scope and (root / scope).is_file()}
+    unsearched: list[tuple[str, str]] = []
+
+    def skipped(skip: Skip) -> None:
+        if skip.rel in named:
+            unsearched.append((named[skip.rel], skip.reason))
+
+    files = grep.grep(
+        root,
+        options,
+        paths=list(typed.values()),
+        selection=selection,
+        engine=args.engine,
+        on_skip=skipped,
+        deadline=deadline,
+    )
 
     def tracked() -> Iterable[Any]:
         nonlocal found
@@ -768,9 +799,20 @@ def cmd_grep(args: argparse.Namespace) -> int:
         lookup = SymbolLookup(here)  # the paths shown open from here
     if args.json:
         symbol = lookup.symbol if lookup is not None else None
-        _out(grep.render_grep_json(tracked(), root=root, started=started, symbol_of=symbol))
+        _out(
+            grep.render_grep_json(tracked(), root=root, started=started, symbol_of=symbol, deadline=deadline)
+        )
     else:
         _out(grep.render_grep(tracked(), color=color, symbol_of=lookup))
+    if deadline.hit:
+        _err(
+            f"kenning: note: grep stopped after {timeout} s, so the results above are partial (narrow the "
+            "pattern or the paths, or pass --timeout SECONDS; 0 = no limit)"
+        )
+    for text, reason in unsearched:
+        if reason.startswith(("cannot read", "permission denied")):
+            raise UsageError(f"{text} cannot be searched: {reason}", hint="check its permissions")
+        _err(f"kenning: note: {text} was not searched: {reason}")
     return 0 if found else 1
 
 
@@ -782,6 +824,7 @@ def _grep_start(paths: Sequence[str]) -> tuple[Path, Path]:
     """
     from pathlib import Path
 
+    from kenning.userpath import resolve_user_path
     from kenning.walk import check_root
 
     try:
@@ -802,7 +845,7 @@ def _grep_start(paths: Sequence[str]) -> tuple[Path, Path]:
         target = cwd / Path(given).expanduser()
         if not target.exists():
             raise UsageError(f"path {given} does not exist", hint="check the spelling")
-        real = target.resolve()
+        real = resolve_user_path(target, given)
         folders.append(real if real.is_dir() else real.parent)
     start = Path(os.path.commonpath(folders))
     if start == Path(start.anchor):

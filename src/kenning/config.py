@@ -36,6 +36,7 @@ class Config:
     chunk_workers: int = 0  # processes that read and chunk changed files: 0 = as many as cores for large runs
     limit: int = 10
     preview: str = "short"
+    grep_timeout: int = 30  # seconds a grep may take before it stops with partial results (0 = no limit)
     allow_remote: bool = False
     embedders: dict[str, dict[str, Any]] = field(default_factory=dict)  # [embedders.NAME] tables
     sources: tuple[str, ...] = ()  # which files/layers contributed, for `kenning status`
@@ -60,6 +61,7 @@ _SCALARS: dict[str, type] = {
     "chunk_workers": int,
     "limit": int,
     "preview": str,
+    "grep_timeout": int,
     "allow_remote": bool,
 }
 
@@ -186,6 +188,10 @@ def _validated(config: Config) -> Config:
         raise ConfigError(f"overlap_chars={config.overlap_chars} must be >= 0 and below max_chars")
     if not 1 <= config.limit <= 1000:
         raise ConfigError(f"limit={config.limit} must be between 1 and 1000")
+    if config.grep_timeout < 0:
+        raise ConfigError(
+            f"grep_timeout={config.grep_timeout} is negative", hint="use 0 for no limit, or seconds"
+        )
     if config.preview not in PREVIEWS:
         raise ConfigError(f"preview={config.preview!r} must be one of {', '.join(PREVIEWS)}")
     return config

@@ -24,10 +24,18 @@ from typing import Any
 import numpy as np
 
 from kenning import walk
-from kenning.changes import sha256_file
+from kenning.changes import sha256_bytes
 from kenning.config import Config, load_config
 from kenning.embed import Embedder, create_embedder
-from kenning.errors import IndexBusy, IndexError_, IndexMissing, IndexOutdated, RootError, UsageError
+from kenning.errors import (
+    IndexBusy,
+    IndexCorrupt,
+    IndexError_,
+    IndexMissing,
+    IndexOutdated,
+    RootError,
+    UsageError,
+)
 from kenning.index import (
     WALK_SKIPPED,
     IndexReport,
@@ -41,16 +49,19 @@ from kenning.index import (
 from kenning.search import Filters, execute, plan_search
 from kenning.store import Database, VectorIndex, load_vectors
 from kenning.store.layout import (
+    KEPT_BY_DROP,
+    REBUILD_HINT,
     Manifest,
     find_index_root,
     index_home,
     private_dir,
     read_manifest,
     write_manifest,
+    writer_active,
     writer_lock,
 )
 from kenning.types import Mode, SearchResult, Selection, within
-from kenning.userpath import user_path
+from kenning.userpath import resolve_user_path, user_path
 
 __all__ = ["Engine", "Status", "find_index_root"]
 
@@ -160,6 +171,23 @@ class Engine:
         except IndexError_ as exc:
             self.manifest, self.manifest_error = None, exc
 
+    def stored_selection(self, *, rebuild: bool = False) -> Selection:
+        """The file selection the index was built with (the default without one), checked: UsageError naming
+        --reset-selection when it no longer works (an ignore file deleted since, a glob an older kenning let in)."""
+        if self.manifest is None:
+            return Selection()
+        try:
+            walk.check_selection(self.root, self.manifest.selection)
+        except UsageError as exc:
+            again = (
+                "kenning index --rebuild --reset-selection" if rebuild else "kenning index --reset-selection"
+            )
+            raise UsageError(
+                f"the file selection stored with the index of {self.root} no longer works: {exc.message}",
+                hint=f"run `{again} {self.root}` to forget it, or pass that option again with a working value",
+            ) from None
+        return self.manifest.selection
+
     def exists(self) -> bool:
         if self.manifest is None and self.manifest_error is None:
             # another process may have built it since this Engine was made (a long-lived one: MCP, the daemon)
@@ -190,14 +218,28 @@ class Engine:
         records that choice; `None` follows the recorded one, for a refresh nobody asked for (the daemon's).
         """
         if selection is not None:
-            walk.compile_selection(selection)  # refuse an unknown type name before taking the lock
+            # refuse a bad glob, type or ignore file before taking the lock, and above all before storing it:
+            # a stored typo would fail every later command
+            try:
+                walk.check_selection(self.root, selection)
+            except UsageError:
+                self.stored_selection(
+                    rebuild=rebuild
+                )  # what fails may be what was stored, not what was given
+                raise
         part = Scope(tuple(self.relative(p) for p in scope), scope_glob)  # and a bad glob or path
         if self.manifest_error is not None and not rebuild:
             raise self.manifest_error
         with writer_lock(self.home, wait=wait, operation="index"):
-            self.manifest = None if rebuild and self.manifest_error else read_manifest(self.home)
+            if rebuild and self.manifest_error:
+                manifest_path = self.home / "kenning.json"
+                if manifest_path.is_dir():
+                    shutil.rmtree(manifest_path)  # a folder in its place: nothing could write the manifest
+                self.manifest = None
+            else:
+                self.manifest = read_manifest(self.home)
             self.manifest_error = None
-            chosen = selection or (self.manifest.selection if self.manifest else Selection())
+            chosen = selection or self.stored_selection(rebuild=rebuild)
             if semantic is None:
                 semantic = not (self.manifest and self.manifest.lexical_only)
             if rebuild and self.directory.exists():
@@ -254,21 +296,27 @@ class Engine:
         return sorted(removed)
 
     def drop(self, *, wait: float = 0.0) -> bool:
-        """Delete the whole index of this root (every model's), leaving the files alone; False if there was none."""
+        """Delete the whole index of this root (every model's), leaving the files alone; False if there was none.
+
+        The folder stays, with its lock (and .gitignore): a writer queued behind this one waits on that lock
+        file, and deleting it would fail that writer, or let it lock a deleted file while another process
+        locks a new one under the same name.
+        """
         self.close()
         if not self.home.exists():
             return False
+        existed = False
         with writer_lock(self.home, wait=wait, operation="drop"):
             for child in self.home.iterdir():
-                if child.name in ("writer.lock", "writer.json"):
+                if child.name in KEPT_BY_DROP:
                     continue
-                if child.is_dir():
+                existed = True
+                if child.is_dir() and not child.is_symlink():
                     shutil.rmtree(child)
                 else:
                     child.unlink()
-        shutil.rmtree(self.home, ignore_errors=True)
-        self.manifest = None
-        return True
+        self.manifest, self.manifest_error = None, None
+        return existed
 
     # -- reading ---------------------------------------------------------------------------------------------
     def _open(self) -> Database:
@@ -285,7 +333,7 @@ class Engine:
         if self._db is None:
             self._db_file = _same_file(self.db_path)
             try:
-                self._db = Database(self.db_path, identity=self.embedder.identity, readonly=True)
+                self._db = self._open_readonly()
             except IndexOutdated:
                 # built by an older kenning: its migrations are quick (new columns and tables), so run them
                 # now rather than fail a search; a writer already at work migrates it on its own open
@@ -296,6 +344,23 @@ class Engine:
                     pass
                 self._db = Database(self.db_path, identity=self.embedder.identity, readonly=True)
         return self._db
+
+    def _open_readonly(self) -> Database:
+        try:
+            return Database(self.db_path, identity=self.embedder.identity, readonly=True)
+        except IndexMissing:
+            if writer_active(self.home):
+                raise  # a first run is creating it
+            try:  # the run may have committed between the two looks
+                return Database(self.db_path, identity=self.embedder.identity, readonly=True)
+            except IndexMissing:
+                pass
+        # a database without its schema that nobody is writing: a first run that died, or a damaged file
+        raise IndexCorrupt(
+            f"the index at {self.directory} is damaged: its database holds no index, and no kenning process "
+            "is writing it",
+            hint=REBUILD_HINT,
+        )
 
     def _vector_index(self, db: Database) -> VectorIndex:
         generation = db.get_meta("vectors_generation")
@@ -334,17 +399,16 @@ class Engine:
                     hint="a path filter is relative to the current directory inside the root, or to the root",
                 )
         db = self._open()
-        db.conn.execute("BEGIN")  # one snapshot for the whole search
-        try:
+        with db.snapshot():  # one snapshot for the whole search
             vectors = self._vector_index(db) if mode != "lexical" else None
             return execute(plan, db, vectors, self._embed_query if mode != "lexical" else None, self.root)
-        finally:
-            db.conn.execute("COMMIT")
 
     def _embed_query(self, text: str) -> np.ndarray:
         return self.embedder.embed_query(text)
 
     def status(self, *, pending: bool = True) -> Status:
+        if self.manifest_error is not None:
+            raise self.manifest_error  # "no index yet" would hide the damage and how to repair it
         st = Status(str(self.root), str(self.home), self.exists(), self.model_name, self.embedder.identity)
         if self.home.exists():
             st.other_models = sorted(
@@ -354,8 +418,7 @@ class Engine:
             )
         if not st.exists:
             return st
-        if self.manifest:
-            st.selection = self.manifest.selection
+        st.selection = self.stored_selection()
         try:
             db = self._open()
         except IndexMissing:  # a first run has not committed its schema yet
@@ -388,10 +451,9 @@ class Engine:
                 if row is None:
                     st.added += 1
                 elif (row.size, row.mtime_ns) != (item.size, item.mtime_ns):
-                    try:
-                        same = row.sha256 is not None and sha256_file(item.path) == row.sha256
-                    except OSError:
-                        same = False
+                    # the walk's read, which never blocks on a FIFO put in the file's place
+                    data = walk.read_bytes(item.abspath, follow=st.selection.follow)
+                    same = isinstance(data, bytes) and row.sha256 == sha256_bytes(data)
                     st.modified += 0 if same else 1
             st.deleted = sum(1 for path in known if path not in seen)
         return st
@@ -413,7 +475,7 @@ class Engine:
         text = str(path).strip()
         if text in ("", "."):
             return ""
-        resolved = Path(user_path(text, self.root)).resolve()
+        resolved = resolve_user_path(user_path(text, self.root), text)
         try:
             rel = resolved.relative_to(self.root).as_posix()
         except ValueError:

@@ -1,16 +1,19 @@
 """`kenning grep`: exhaustive, index-free regex search over exactly the files kenning would index.
 
 This module owns the grep pattern dialect and its validation, the two matchers (ripgrep driven through
-``rg --json``, and Python's ``re``), context merging, the rg-like ``--heading`` text rendering and the JSON
+``rg --json``, and RE2), the deadline, context merging, the rg-like ``--heading`` text rendering and the JSON
 Lines rendering of ``kenning grep --json``.
 
 It does not choose or decode files. :func:`kenning.walk.walk` chooses them, so ignore rules, secrets and junk
 are excluded exactly as for indexing, and :func:`kenning.walk.read_text` decides which of them are text and
-what that text is, for both engines. ripgrep is only asked *which lines match*; the line text, context lines
-and grouping always come from read_text's text and the code below, so the two engines print byte-identical
-output. Files whose bytes rg would not see as read_text's lines (carriage returns, NULs, UTF-16, latin-1
-fallback) are matched by the Python matcher inside the rg engine too, and so are files whose secrets read_text
-redacted: rg would match the secret in the bytes, and a pattern must find only what the printed line holds.
+what that text is, for both engines. ripgrep is only asked *which lines match and where*; the line text,
+context lines and grouping always come from read_text's text and the code below, so the two engines print
+byte-identical output. Files whose bytes rg would not see as read_text's lines (carriage returns, NULs, UTF-16,
+latin-1 fallback) are matched by the RE2 matcher inside the rg engine too, and so are files whose secrets
+read_text redacted: rg would match the secret in the bytes, and a pattern must find only what the printed line
+holds. Both match in time linear in the line, so no pattern can backtrack for minutes; the dialect is RE2's,
+which rg's default engine shares (no look-around, no backreferences), with Unicode \\w, \\d, \\s and an ASCII
+\\b in both.
 
 JSON Lines schema, version 1 (`kenning grep --json`): one object per line, files in path order, each file's
 lines in line order.
@@ -23,9 +26,10 @@ lines in line order.
   if none could be placed). `symbol` is the innermost code symbol enclosing the line, shaped as in `kenning
   search --json` (null outside any symbol, for files kenning does not parse, and with `--no-symbols`).
 - `{"type": "context", "schema": 1, "path": str, "line": int, "text": str}` for each line of -A/-B/-C context.
-- then one `{"type": "summary", "schema": 1, "root": str, "files": int, "matches": int, "elapsed_ms": float}`:
-  the project's root folder, absolute (PATHs narrow the search inside it), how many files and matching lines
-  were printed, and the time taken.
+- then one `{"type": "summary", "schema": 1, "root": str, "files": int, "matches": int, "elapsed_ms": float,
+  "partial": bool}`: the project's root folder, absolute (PATHs narrow the search inside it), how many files
+  and matching lines were printed, the time taken, and whether the search stopped at its deadline (`--timeout`)
+  before it had searched every file.
 """
 
 from __future__ import annotations
@@ -33,19 +37,20 @@ from __future__ import annotations
 import base64
 import json
 import os
-import re
 import shutil
 import subprocess
 import time
-import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+import re2
+
 from kenning.errors import KenningError, UsageError
 from kenning.redact import MARK
 from kenning.types import FileEntry, Selection, Skip, Symbol
+from kenning.userpath import resolve_user_path
 from kenning.walk import check_root, read_bytes, screen, walk
 
 __all__ = [
@@ -65,7 +70,6 @@ _CHUNK_BYTES = 32 << 20
 _ARGV_CHARS = 30_000 if os.name == "nt" else 200_000
 
 _PATH_COLOR, _LINE_COLOR, _RESET = "\x1b[35m", "\x1b[32m", "\x1b[0m"  # ripgrep's default colours
-_LEADING_FLAGS = re.compile(r"\(\?([a-zA-Z-]+)\)")
 _UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 
 
@@ -87,8 +91,8 @@ class GrepLine:
     line: int  # 1-based
     text: str  # without its line end
     match: bool  # False for a context line
-    # 0-based, end-exclusive character offsets of the matches in text (empty for a context line), found by
-    # the Python regex in both engines so that they agree here too
+    # 0-based, end-exclusive character offsets of the matches in text (empty for a context line): rg's own
+    # submatches in the rg engine, RE2's in the Python engine
     spans: tuple[tuple[int, int], ...] = ()
 
 
@@ -116,6 +120,7 @@ def grep(
     selection: Selection = Selection(),  # noqa: B008 - frozen, so a shared default is safe
     engine: Engine = "auto",
     on_skip: Callable[[Skip], None] | None = None,
+    deadline: Deadline | None = None,
 ) -> Iterator[GrepFile]:
     """Search every selected text file under root; yield each file with a matching line, in path order.
 
@@ -125,22 +130,47 @@ def grep(
     is on PATH. Files left out (secret, binary, too large, ...) go to ``on_skip`` if given.
 
     Patterns, paths and the engine are checked before the first file is read, so a UsageError comes from
-    this call, not from the middle of the iteration.
+    this call, not from the middle of the iteration. With a ``deadline``, the search stops once it passes,
+    and ``deadline.hit`` says the results are partial.
     """
     base = check_root(root)
-    regex = _compile(options)
+    matcher, rg_patterns = _compile(options)
     scopes = _scopes(base, paths, selection.follow)
     rg = _rg_path(engine)
     if rg is not None:
         # Python checked the dialect both engines share; rg must accept it too, and it must say so now,
         # whether or not a file ends up needing rg (otherwise the outcome would depend on the corpus).
-        _rg_check(rg, options)
-    entries = _entries(base, selection, scopes, on_skip)
+        _rg_check(rg, options, rg_patterns)
+    clock = deadline or Deadline(None)
+    entries = _entries(base, selection, scopes, on_skip, clock)
     if options.max_count == 0:
         return iter(())
     if rg is None:
-        return _python_engine(entries, regex, options, on_skip)
-    return _rg_engine(base, entries, regex, options, rg, on_skip)
+        return _python_engine(entries, matcher, options, selection.follow, on_skip, clock)
+    return _rg_engine(base, entries, matcher, options, rg_patterns, rg, selection.follow, on_skip, clock)
+
+
+class Deadline:
+    """When a grep must stop, so that no pattern or tree ties up a tool thread or the daemon for long; ``hit``
+    is set once the search stopped for it, leaving its results partial."""
+
+    def __init__(self, seconds: float | None) -> None:
+        self.seconds = seconds
+        self._end = None if not seconds else time.monotonic() + seconds
+        self.hit = False
+
+    def left(self) -> float | None:
+        """Seconds left (0 once past, with ``hit`` set), or None when there is no deadline."""
+        if self._end is None:
+            return None
+        left = self._end - time.monotonic()
+        if left <= 0:
+            self.hit = True
+            return 0.0
+        return left
+
+    def passed(self) -> bool:
+        return self.left() == 0.0
 
 
 def render_grep(
@@ -173,9 +203,11 @@ def render_grep_json(
     root: Path | str,
     started: float,
     symbol_of: Callable[[str, int], Symbol | None] | None = None,
+    deadline: Deadline | None = None,
 ) -> Iterator[str]:
     """The JSON Lines of `kenning grep --json` (schema in the module docstring): a record per line, then a
-    summary. ``started`` is the time.perf_counter() at which the command began, for the summary's elapsed_ms."""
+    summary. ``started`` is the time.perf_counter() at which the command began, for the summary's elapsed_ms;
+    ``deadline`` is the search's, for the summary's partial."""
     n_files = n_matches = 0
     for found in files:
         n_files += 1
@@ -206,6 +238,7 @@ def render_grep_json(
             "files": n_files,
             "matches": n_matches,
             "elapsed_ms": round((time.perf_counter() - started) * 1000, 1),
+            "partial": deadline is not None and deadline.hit,
         },
         ensure_ascii=False,
     )
@@ -243,9 +276,129 @@ def clip_line(text: str) -> str:
 
 # -- patterns -----------------------------------------------------------------------------------------------
 
+# Every match kenning computes runs in time linear in the line: RE2 in Python, ripgrep's own engine for rg.
+# Python's re backtracks, and `(a+)+b` on a line of 30 a's took minutes. RE2's \w, \d, \s are ASCII; rg's and
+# Python's are Unicode, so they are spelled out as Unicode classes (rg's sets). RE2's \b is ASCII and cannot be
+# made Unicode, so rg is given an ASCII \b too: the engines must agree.
+_WORD = r"\p{L}\p{M}\p{Nd}\p{Nl}\p{Pc}"
+_SPACE = r"\t\n\x{0B}\f\r \x{85}\p{Z}"
+_OUTSIDE = {"w": f"[{_WORD}]", "W": f"[^{_WORD}]", "d": r"\p{Nd}", "D": r"\P{Nd}", "s": f"[{_SPACE}]"}
+_OUTSIDE |= {"S": f"[^{_SPACE}]", "Z": r"\z"}
+_INSIDE = {"w": _WORD, "d": r"\p{Nd}", "D": r"\P{Nd}", "s": _SPACE}
+_NOT_WORD = f"[^{_WORD}]"
 
-def _compile(options: GrepOptions) -> re.Pattern[str]:
-    """The Python regex equivalent to rg's reading of the options; UsageError for anything unusable."""
+
+@dataclass(frozen=True, slots=True)
+class _Dialect:
+    re2: str  # the pattern for RE2
+    rg: str  # the same pattern for ripgrep
+
+
+def _translate(pattern: str) -> _Dialect:
+    """The user's pattern in RE2's and rg's spelling, with the same meaning in both (see above)."""
+    re2_out: list[str] = []
+    rg_out: list[str] = []
+    in_class = False
+    i = 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\" and i + 1 < len(pattern):
+            e = pattern[i + 1]
+            i += 2
+            table = _INSIDE if in_class else _OUTSIDE
+            if e in table:
+                re2_out.append(table[e])
+                rg_out.append(table[e])
+            elif in_class and e in "WS":
+                raise UsageError(
+                    f"pattern {pattern!r} has \\{e} inside [...], which kenning grep does not support; "
+                    "write the negated set as [^...] instead"
+                )
+            elif e in "bB" and not in_class:
+                re2_out.append("\\" + e)
+                rg_out.append(f"(?-u:\\{e})")
+            else:
+                re2_out.append("\\" + e)
+                rg_out.append("\\" + e)
+            continue
+        if in_class and c == "[" and pattern.startswith("[:", i):
+            close = pattern.find(":]", i + 2)
+            if close > 0:  # a POSIX class, [:alpha:], which RE2 and rg both read
+                re2_out.append(pattern[i : close + 2])
+                rg_out.append(pattern[i : close + 2])
+                i = close + 2
+                continue
+        if not in_class and c == "[":
+            in_class = True
+            re2_out.append(c)
+            rg_out.append(c)
+            i += 1
+            # a "]" first in the set (after an optional "^") is a literal, not its end
+            for lead in ("^", "]"):
+                if pattern.startswith(lead, i):
+                    re2_out.append(lead)
+                    rg_out.append(lead)
+                    i += 1
+            continue
+        if in_class and c == "]":
+            in_class = False
+        re2_out.append(c)
+        rg_out.append(c)
+        i += 1
+    return _Dialect("".join(re2_out), "".join(rg_out))
+
+
+def _literal(text: str) -> str:
+    # RE2 reads a backslash before any ASCII punctuation as that character
+    return "".join("\\" + c if c.isascii() and not c.isalnum() and not c.isspace() else c for c in text)
+
+
+class _Matcher:
+    """The options' patterns compiled for RE2: which lines match, and where on a matching line."""
+
+    def __init__(self, body: str, options: GrepOptions) -> None:
+        opts = re2.Options()
+        opts.log_errors = False  # RE2 would print each refused pattern on stderr; the UsageError says it
+        opts.case_sensitive = not options.ignore_case
+        self.word = options.word
+        if options.word:
+            # rg -w: no word character on either side of the match. RE2 has no look-around, so the neighbours
+            # are matched too and the match is group 1; after the first, a match must have a neighbour before.
+            self._first = re2.compile(rf"(?:^|{_NOT_WORD})({body})(?:{_NOT_WORD}|$)", opts)
+            self._next = re2.compile(rf"{_NOT_WORD}({body})(?:{_NOT_WORD}|$)", opts)
+        else:
+            self._first = self._next = re2.compile(body, opts)
+
+    def search(self, line: str) -> bool:
+        return self._first.search(line) is not None
+
+    def spans(self, line: str) -> tuple[tuple[int, int], ...]:
+        """Where the matches sit on a matching line (see _wide)."""
+        if not self.word:
+            return _wide([m.span() for m in self._first.finditer(line)])
+        found: list[tuple[int, int]] = []
+        m = self._first.search(line)
+        while m is not None:
+            start, end = m.span(1)
+            found.append((start, end))
+            # the next match starts at `end` or later, so its neighbour before it is at `end - 1` or later
+            pos = end - 1 if end > start else start
+            if pos >= len(line):
+                break
+            m = self._next.search(line, pos)
+        return _wide(found)
+
+
+def _wide(found: Sequence[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
+    """Empty matches (`x*`, `^`) would mark every position, so they count only when the line has nothing
+    else, and then only the first: it still places a column."""
+    wide = tuple(s for s in found if s[0] != s[1])
+    return wide or tuple(found[:1])
+
+
+def _compile(options: GrepOptions) -> tuple[_Matcher, tuple[str, ...]]:
+    """The RE2 matcher equivalent to rg's reading of the options, and the patterns as rg gets them;
+    UsageError for anything unusable."""
     if not options.patterns:
         raise UsageError("no pattern given; pass PATTERN, or -e PATTERN for one starting with '-'")
     for flag, value in (("--before-context", options.before), ("--after-context", options.after)):
@@ -253,8 +406,8 @@ def _compile(options: GrepOptions) -> re.Pattern[str]:
             raise UsageError(f"{flag} {value} is negative; pass 0 or more lines")
     if options.max_count is not None and options.max_count < 0:
         raise UsageError(f"--max-count {options.max_count} is negative; pass 0 or more")
-    flags = re.IGNORECASE if options.ignore_case else 0
     parts = []
+    for_rg = []
     for pattern in options.patterns:
         if "\n" in pattern:
             # Lines are matched one at a time, so a line break can never match (rg refuses it outright).
@@ -262,46 +415,48 @@ def _compile(options: GrepOptions) -> re.Pattern[str]:
                 f"pattern {pattern!r} contains a line break; lines are matched one at a time, "
                 "so pass each line as its own -e"
             )
-        part = re.escape(pattern) if options.fixed else _scope_leading_flags(pattern)
-        if not options.fixed:
-            _check(pattern, part, flags)
-        parts.append(f"(?:{part})")
-    body = "|".join(parts)
-    if options.word:
-        # rg -w is `(?:^|\W)(?:pat)(?:\W|$)`, not `\b...\b`: "-x" must match in "a -x b". Lookarounds say the
-        # same without consuming the neighbours.
-        body = rf"(?<!\w)(?:{body})(?!\w)"
+        if options.fixed:
+            parts.append(f"(?:{_literal(pattern)})")
+            for_rg.append(pattern)
+            continue
+        dialect = _translate(pattern)
+        _check(pattern, dialect.re2, options)
+        parts.append(f"(?:{dialect.re2})")
+        for_rg.append(dialect.rg)
     try:
-        return re.compile(body, flags)
-    except re.error as exc:  # each compiled alone, so only a clash between them is left (group names)
+        return _Matcher("|".join(parts), options), tuple(for_rg)
+    except re2.error as exc:  # each compiled alone, so only a clash between them is left (group names)
         names = ", ".join(repr(p) for p in options.patterns)
-        raise UsageError(f"patterns {names} cannot be combined ({exc.msg}); rename their groups") from exc
+        raise UsageError(
+            f"patterns {names} cannot be combined ({_re2_reason(exc)}); rename their groups"
+        ) from exc
 
 
-def _scope_leading_flags(pattern: str) -> str:
-    """Rewrite a leading ``(?i)`` as ``(?i:...)``: Python refuses global flags once the pattern is wrapped."""
-    m = _LEADING_FLAGS.match(pattern)
-    # Same length up to the end, so positions in Python's error messages still point into the user's text.
-    return f"(?{m.group(1)}:{pattern[m.end() :]})" if m else pattern
+def _re2_reason(exc: Exception) -> str:
+    reason = exc.args[0] if exc.args else str(exc)
+    return reason.decode("utf-8", "replace") if isinstance(reason, bytes) else str(reason)
 
 
-def _check(pattern: str, part: str, flags: int) -> None:
-    with warnings.catch_warnings():
-        # re reads "[[:alpha:]]" as a plain set and only warns; rg reads a POSIX class. Refuse, so the
-        # engines never disagree silently.
-        warnings.simplefilter("error", FutureWarning)
-        try:
-            re.compile(part, flags)
-        except re.error as exc:
-            where = f" at position {exc.pos}" if exc.pos is not None else ""
-            raise UsageError(
-                f"invalid regex {pattern!r}: {exc.msg}{where}; pass -F to search for it as a literal"
-            ) from exc
-        except FutureWarning as exc:
-            raise UsageError(
-                f"pattern {pattern!r} has a POSIX class or nested set ([[:alpha:]], [a--b]), which kenning "
-                "grep does not support; spell the set out (e.g. [a-zA-Z]) or pass -F"
-            ) from exc
+def _check(pattern: str, translated: str, options: GrepOptions) -> None:
+    try:
+        _Matcher(translated, options)
+    except re2.error as exc:
+        reason = _re2_reason(exc)
+        operator = reason.rpartition(": ")[2]
+        unsupported = (
+            "look-behind"
+            if operator.startswith("(?<") and operator[3:4] in "=!"
+            else "look-ahead"
+            if operator.startswith(("(?=", "(?!"))
+            else "a backreference"
+            if "escape sequence" in reason and operator[1:].isdigit()
+            else None
+        )
+        if unsupported:
+            reason = f"{unsupported} {operator} is not supported: kenning grep matches in linear time, without look-around or backreferences"
+        raise UsageError(
+            f"invalid regex {pattern!r}: {reason}; pass -F to search for it as a literal"
+        ) from exc
 
 
 # -- files --------------------------------------------------------------------------------------------------
@@ -332,7 +487,7 @@ def scope_of(root: Path, given: Path | str, *, follow: bool = False) -> str:
             continue
         # normpath keeps a symlink's own name; resolve() also handles a root reached through a symlinked
         # parent such as /tmp -> /private/tmp.
-        named, real = Path(os.path.normpath(candidate)), candidate.resolve()
+        named, real = Path(os.path.normpath(candidate)), resolve_user_path(candidate, given)
         if not real.is_relative_to(root):
             if named.is_relative_to(root):
                 raise UsageError(
@@ -353,20 +508,26 @@ def scope_of(root: Path, given: Path | str, *, follow: bool = False) -> str:
 
 
 def _entries(
-    root: Path, selection: Selection, scopes: tuple[str, ...] | None, on_skip: Callable[[Skip], None] | None
+    root: Path,
+    selection: Selection,
+    scopes: tuple[str, ...] | None,
+    on_skip: Callable[[Skip], None] | None,
+    clock: Deadline,
 ) -> Iterator[FileEntry]:
     # A walk from the root, even for one subdirectory, so the ignore files above it still apply.
     for item in walk(root, selection, under=scopes or ()):
+        if clock.passed():
+            return  # a walk of a huge tree counts against the deadline too
         if isinstance(item, FileEntry):
             yield item
         elif on_skip is not None:
             on_skip(item)
 
 
-def _load(entry: FileEntry, on_skip: Callable[[Skip], None] | None) -> tuple[str, bytes] | None:
+def _load(entry: FileEntry, follow: bool, on_skip: Callable[[Skip], None] | None) -> tuple[str, bytes] | None:
     """The file's text (walk.screen, the one secret rule and decoder both engines share) and its bytes, or None
     if it is not text or holds a key. One read: rg's encoding is judged on the same bytes."""
-    raw = read_bytes(entry.path)
+    raw = read_bytes(entry.abspath, follow=follow)
     if isinstance(raw, bytes):
         text = screen(raw)
         if isinstance(text, str):
@@ -384,9 +545,9 @@ def _lines(text: str) -> list[str]:
     return lines
 
 
-def _search(regex: re.Pattern[str], lines: list[str], max_count: int | None) -> list[int]:
+def _search(matcher: _Matcher, lines: list[str], max_count: int | None) -> list[int]:
     """0-based indexes of matching lines. Line by line, so no match can span a line end (as in rg)."""
-    search = regex.search
+    search = matcher.search
     hits = []
     for i, line in enumerate(lines):
         if search(line):
@@ -397,7 +558,11 @@ def _search(regex: re.Pattern[str], lines: list[str], max_count: int | None) -> 
 
 
 def _result(
-    rel: str, lines: list[str], hits: Sequence[int], options: GrepOptions, regex: re.Pattern[str]
+    rel: str,
+    lines: list[str],
+    hits: Sequence[int],
+    options: GrepOptions,
+    spans_of: Callable[[int, str], tuple[tuple[int, int], ...]],
 ) -> GrepFile:
     """Matches plus context, merged like rg: overlapping or touching windows become one group."""
     matched = set(hits)
@@ -407,19 +572,11 @@ def _result(
         for j in range(max(done + 1, i - options.before), min(len(lines), i + options.after + 1)):
             # After max_count, a later matching line inside the trailing context is context (as GNU grep).
             if j in matched:
-                out.append(GrepLine(j + 1, lines[j], True, _spans(regex, lines[j])))
+                out.append(GrepLine(j + 1, lines[j], True, spans_of(j, lines[j])))
             else:
                 out.append(GrepLine(j + 1, lines[j], False))
             done = j
     return GrepFile(rel, tuple(out), context=bool(options.before or options.after))
-
-
-def _spans(regex: re.Pattern[str], line: str) -> tuple[tuple[int, int], ...]:
-    """Where the matches sit on a matching line. Empty matches (`x*`, `^`) would mark every position, so
-    they count only when the line has nothing else, and then only the first: it still places a column."""
-    found = [m.span() for m in regex.finditer(line)]
-    wide = tuple(s for s in found if s[0] != s[1])
-    return wide or tuple(found[:1])
 
 
 # -- engines ------------------------------------------------------------------------------------------------
@@ -427,18 +584,27 @@ def _spans(regex: re.Pattern[str], line: str) -> tuple[tuple[int, int], ...]:
 
 def _python_engine(
     entries: Iterable[FileEntry],
-    regex: re.Pattern[str],
+    matcher: _Matcher,
     options: GrepOptions,
+    follow: bool,
     on_skip: Callable[[Skip], None] | None,
+    clock: Deadline,
 ) -> Iterator[GrepFile]:
+    spans_of = _line_spans(matcher)
     for entry in entries:
-        got = _load(entry, on_skip)
+        got = _load(entry, follow, on_skip)
         if got is None:
             continue
         lines = _lines(got[0])
-        hits = _search(regex, lines, options.max_count)
+        hits = _search(matcher, lines, options.max_count)
         if hits:
-            yield _result(entry.rel, lines, hits, options, regex)
+            yield _result(entry.rel, lines, hits, options, spans_of)
+        if clock.passed():
+            return
+
+
+def _line_spans(matcher: _Matcher) -> Callable[[int, str], tuple[tuple[int, int], ...]]:
+    return lambda _, line: matcher.spans(line)
 
 
 def _rg_path(engine: str) -> str | None:
@@ -455,7 +621,7 @@ def _rg_path(engine: str) -> str | None:
     return rg
 
 
-def _rg_args(options: GrepOptions) -> list[str]:
+def _rg_args(options: GrepOptions, patterns: Sequence[str]) -> list[str]:
     # --no-config: a user's RIPGREP_CONFIG_PATH (smart case, --max-columns, ...) must not change results.
     # --no-ignore --hidden: rg searches exactly the files kenning chose. --text: those were judged text
     # already, so rg's own binary handling must not drop or alter any of them.
@@ -467,15 +633,15 @@ def _rg_args(options: GrepOptions) -> list[str]:
         args.append("--word-regexp")
     if options.max_count is not None:
         args += ["--max-count", str(options.max_count)]
-    for pattern in options.patterns:
+    for pattern in patterns:
         args += ["-e", pattern]  # after -e, a pattern starting with "-" is not read as a flag
     return args
 
 
-def _rg_check(rg: str, options: GrepOptions) -> None:
-    """Let rg compile the patterns against empty input: its dialect refuses some of Python's (look-around)."""
+def _rg_check(rg: str, options: GrepOptions, patterns: Sequence[str]) -> None:
+    """Let rg compile the patterns against empty input: RE2 accepted them, and rg must too, now."""
     proc = subprocess.run(
-        [rg, *_rg_args(options), "-"], stdin=subprocess.DEVNULL, capture_output=True, check=False
+        [rg, *_rg_args(options, patterns), "-"], stdin=subprocess.DEVNULL, capture_output=True, check=False
     )
     if proc.returncode == 2:  # the input is empty, so the only thing that can fail is the pattern
         stderr = proc.stderr.decode("utf-8", "replace").strip()
@@ -483,8 +649,7 @@ def _rg_check(rg: str, options: GrepOptions) -> None:
         reason = reasons[-1] if reasons else (stderr.splitlines() or ["unknown error"])[0]
         names = ", ".join(repr(p) for p in options.patterns)
         raise UsageError(
-            f"ripgrep cannot compile {names} ({reason}); pass -F for a literal, or --engine python for "
-            "Python regex syntax"
+            f"ripgrep cannot compile {names} ({reason}); pass -F for a literal, or --engine python"
         )
 
 
@@ -531,61 +696,99 @@ def _chunks(entries: Iterable[FileEntry]) -> Iterator[list[FileEntry]]:
 def _rg_engine(
     root: Path,
     entries: Iterable[FileEntry],
-    regex: re.Pattern[str],
+    matcher: _Matcher,
     options: GrepOptions,
+    patterns: Sequence[str],
     rg: str,
+    follow: bool,
     on_skip: Callable[[Skip], None] | None,
+    clock: Deadline,
 ) -> Iterator[GrepFile]:
-    args = _rg_args(options)
+    args = _rg_args(options, patterns)
+    own_spans = _line_spans(matcher)
     for chunk in _chunks(entries):
         loaded: list[tuple[str, str, str | None]] = []  # (rel, text, rg encoding or None)
         for entry in chunk:
-            got = _load(entry, on_skip)
+            got = _load(entry, follow, on_skip)
             if got is not None:
                 # rg reads the bytes, secrets included: a redacted file is matched on its redacted text
                 encoding = None if MARK in got[0] else _rg_encoding(got[1])
                 loaded.append((entry.rel, got[0], encoding))
-        found: dict[str, list[int]] = {}
+        found: dict[str, dict[int, list[tuple[int, int]]]] = {}
         for wanted in ("auto", "windows-1252"):
             rels = [rel for rel, _, enc in loaded if enc == wanted]
             if rels:
-                found |= _rg_search(rg, root, args, wanted, rels)
+                found |= _rg_search(rg, root, args, wanted, rels, clock)
         for rel, text, encoding in loaded:
             if encoding is not None and rel not in found:
                 continue  # most files: rg found nothing, so there is no need to split them into lines
             lines = _lines(text)
             if encoding is None:
-                hits = _search(regex, lines, options.max_count)
+                hits = _search(matcher, lines, options.max_count)
+                spans_of = own_spans
             else:
                 # rg counts lines exactly as _lines does for these files; the bound guards against a file
                 # rewritten between our read and rg's.
-                hits = [n - 1 for n in found[rel] if 0 < n <= len(lines)][: options.max_count]
+                by_line = found[rel]
+                hits = sorted(n - 1 for n in by_line if 0 < n <= len(lines))[: options.max_count]
+                spans_of = _rg_spans(by_line)
             if hits:
-                yield _result(rel, lines, hits, options, regex)
+                yield _result(rel, lines, hits, options, spans_of)
+            if clock.passed():
+                return
+        if clock.hit:
+            return
 
 
-def _rg_search(rg: str, root: Path, args: list[str], encoding: str, rels: list[str]) -> dict[str, list[int]]:
-    """Run rg over these root-relative files; the 1-based numbers of matching lines of each."""
+def _rg_spans(by_line: dict[int, list[tuple[int, int]]]) -> Callable[[int, str], tuple[tuple[int, int], ...]]:
+    """rg's submatches of a line, from UTF-8 byte offsets to character offsets. rg saw exactly this line's
+    text (see _rg_encoding), transcoded to UTF-8 where it was windows-1252."""
+
+    def spans_of(index: int, line: str) -> tuple[tuple[int, int], ...]:
+        raw = line.encode("utf-8", "surrogatepass")
+
+        def chars(offset: int) -> int:
+            return len(raw[:offset].decode("utf-8", "replace"))
+
+        return _wide([(chars(a), chars(b)) for a, b in by_line.get(index + 1, ())])
+
+    return spans_of
+
+
+def _rg_search(
+    rg: str, root: Path, args: list[str], encoding: str, rels: list[str], clock: Deadline
+) -> dict[str, dict[int, list[tuple[int, int]]]]:
+    """Run rg over these root-relative files: each file's matching lines (1-based) and their submatches (byte
+    offsets into the line). Past the deadline rg is stopped, and what it printed until then is kept."""
     extra = [] if encoding == "auto" else ["--encoding", encoding]
-    proc = subprocess.run([rg, *args, *extra, "--", *rels], cwd=root, capture_output=True, check=False)
-    found: dict[str, list[int]] = {}
+    try:
+        proc = subprocess.run(
+            [rg, *args, *extra, "--", *rels], cwd=root, capture_output=True, check=False, timeout=clock.left()
+        )
+        stdout, returncode, stderr = proc.stdout, proc.returncode, proc.stderr
+    except subprocess.TimeoutExpired as exc:  # subprocess.run killed rg
+        clock.hit = True
+        stdout, returncode, stderr = exc.stdout or b"", 0, b""
+    found: dict[str, dict[int, list[tuple[int, int]]]] = {}
     finished = False
-    for raw in proc.stdout.splitlines():
-        message = json.loads(raw)
+    for raw in stdout.splitlines():
+        try:
+            message = json.loads(raw)
+        except ValueError:
+            break  # the last line of an rg stopped mid-write
         kind = message.get("type")
         if kind == "summary":
             finished = True
         elif kind == "match":
             data = message["data"]
-            found.setdefault(_rg_text(data["path"]), []).append(int(data["line_number"]))
+            spans = [(int(m["start"]), int(m["end"])) for m in data.get("submatches", ())]
+            found.setdefault(_rg_text(data["path"]), {})[int(data["line_number"])] = spans
     # Exit 2 with a summary is a per-file error (a file deleted since the walk): the rest stands.
-    if proc.returncode == 2 and not finished:
-        stderr = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+    if returncode == 2 and not finished:
+        lines = stderr.decode("utf-8", "replace").strip().splitlines()
         raise KenningError(
-            f"ripgrep failed ({stderr[0] if stderr else 'no message'}); retry with --engine python"
+            f"ripgrep failed ({lines[0] if lines else 'no message'}); retry with --engine python"
         )
-    for numbers in found.values():
-        numbers.sort()  # rg emits a file's matches in order; sorting costs nothing and guarantees it
     return found
 
 

