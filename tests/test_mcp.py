@@ -627,3 +627,30 @@ def test_regression_a_relative_path_resolved_against_the_first_root_only(
             ws.grep({"pattern": "x", "paths": ["nowhere"]})
     finally:
         ws.close()
+
+
+def test_regression_mcp_drops_a_leading_dot(tmp_path: Path) -> None:
+    """`.github` was answered from `github/` (another folder) and `.dotfile.py` was "not a file": the path's
+    leading dot was stripped as if it were a `./` prefix."""
+    root = make_tree(
+        tmp_path / "ws",
+        {
+            ".github/ci.yml": "steps: hidden-marker\n",
+            "github/other.yml": "steps: visible-marker\n",
+            ".dotfile.py": "def dotted():\n    pass\n",
+            "dotfile.py": "def undotted():\n    pass\n",
+        },
+    )
+
+    async def body(client: Client) -> None:
+        # hidden folders are outside the default selection, so nothing may match; github/ must not answer
+        _, data = await call(client, "grep", {"pattern": "marker", "paths": [".github"]})
+        assert all(f["path"].startswith(".github/") for f in data["files"]), data
+        _, data = await call(client, "grep", {"pattern": "marker", "paths": ["./github"]})
+        assert [f["path"] for f in data["files"]] == ["github/other.yml"]
+        _, data = await call(client, "symbols", {"path": ".dotfile.py"})
+        assert [s["name"] for s in data["symbols"]] == ["dotted"]
+        _, data = await call(client, "symbols", {"path": "./dotfile.py"})
+        assert [s["name"] for s in data["symbols"]] == ["undotted"]
+
+    drive(body, root)

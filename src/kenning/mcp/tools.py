@@ -95,8 +95,11 @@ class Workspace:
     def _owner(self, candidate: Path) -> tuple[Engine, str] | None:
         # the deepest served root that holds it, so nested roots resolve to the nearer one
         for engine in sorted(self.engines, key=lambda e: len(e.root.parts), reverse=True):
-            if candidate == engine.root or engine.root in candidate.parents:
-                return engine, candidate.relative_to(engine.root).as_posix().removeprefix(".")
+            if candidate == engine.root:
+                return engine, ""
+            if engine.root in candidate.parents:
+                # as_posix() never yields "./x", so a leading dot is part of the name (".github")
+                return engine, candidate.relative_to(engine.root).as_posix()
         return None
 
     def _places(self, path: str) -> list[tuple[Engine, str]]:
