@@ -744,3 +744,14 @@ def test_regression_a_file_name_that_is_not_utf8_ends_the_mcp_session(tmp_path: 
         await call(client, "index_status", {})  # still serving
 
     drive(body, root)
+
+
+def test_regression_an_unknown_home_or_an_overlong_name_was_an_internal_error(workspace: Workspace) -> None:
+    """`~nosuchuser/x` (expanduser's RuntimeError) and a 300-character name (stat's ENAMETOOLONG) escaped the
+    tools as KENNING.INTERNAL with a traceback in the log; found by tests/test_fuzz.py."""
+    with pytest.raises(ArgumentError, match="home folder that cannot be found"):
+        workspace.grep({"pattern": "x", "paths": ["~nosuchuser/x"]})
+    with pytest.raises(ArgumentError, match="File name too long"):
+        workspace.text_index({"paths": ["a" * 300], "forget": True})
+    with pytest.raises(ArgumentError, match="File name too long"):
+        workspace.symbols({"path": "a" * 300})
