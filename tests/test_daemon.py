@@ -1050,3 +1050,13 @@ def test_regression_slow_http_clients_were_never_timed_out(harness: DaemonHarnes
     log = _daemon_log(harness)
     assert "request headers took over 1 s" in log and "request body took over 1 s" in log
     assert "Traceback" not in log, log
+
+
+def test_regression_deep_json_or_an_unknown_home_was_a_500(served: tuple[DaemonHarness, Path]) -> None:
+    """A rebuild body nested past the JSON parser (RecursionError) and a search root `~nosuchuser` (expanduser's
+    RuntimeError) escaped their handlers: 500 and a traceback in the log. Found by tests/test_fuzz.py."""
+    h, _ = served
+    assert h.http("/api/rebuild", method="POST", body=b"[" * 5000)[0] == 400
+    code, body = h.http("/api/search?q=retry&root=~nosuchuser/x")
+    assert code == 400 and "not attached" in body["error"]
+    assert "Traceback" not in _daemon_log(h)

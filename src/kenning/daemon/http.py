@@ -251,7 +251,7 @@ def build_app(daemon: Daemon, *, token: str, port: int, mcp_version: str) -> ASG
         try:
             body = json.loads(await request.body() or b"{}")
             runtime = daemon.runtime_for(str(body.get("root", "")))
-        except (ValueError, AttributeError):
+        except (ValueError, AttributeError, RecursionError):  # RecursionError: JSON nested past the parser
             return JSONResponse({"error": 'send JSON: {"root": ...}'}, status_code=400)
         except KenningError as exc:
             return JSONResponse({"error": str(exc), "code": exc.code}, status_code=404)
