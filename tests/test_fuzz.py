@@ -1,5 +1,5 @@
-"""A seeded, bounded fuzz of the CLI and the MCP server, drawn from what they publish: the flags in `kenning --help`
-and `kenning COMMAND --help`, the tools' input schemas in `tools/list`.
+"""A seeded, bounded fuzz of the CLI, the MCP server and the daemon's HTTP listener, drawn from what they publish:
+the flags in `kenning --help` and `kenning COMMAND --help`, the tools' input schemas in `tools/list`, the routes.
 
 The values are the awkward ones: empty, huge, unicode, undecodable argv bytes (surrogate escapes), lone UTF-16
 surrogates and NUL bytes over MCP, huge and negative numbers, bad globs and dates, `..`, absolute paths, paths
@@ -8,6 +8,7 @@ outside the root and symlinks leading out of it. What must hold for every case:
 - no traceback on any stream;
 - the CLI exits 0, 1 or 2 (an exit 2 says why on stderr), never 130 or anything else;
 - every MCP request is answered, within a bound, and a refusal is a KENNING tool error, never KENNING.INTERNAL;
+- every HTTP request is answered below 500, and the daemon's log holds no traceback;
 - nothing from outside the root reaches any answer: a file planted beside the root holds a marker that must
   never be printed.
 
@@ -17,7 +18,8 @@ new one. A few cases are also run as real `python -m kenning.cli` processes, to 
 The MCP cases run through one real `kenning mcp` stdio session spoken to in raw JSON-RPC, since the SDK's client
 will not send a lone surrogate.
 
-Seed and size: $KENNING_FUZZ_SEED (default below), $KENNING_FUZZ_CLI and $KENNING_FUZZ_MCP (case counts). Findings
+Seed and size: $KENNING_FUZZ_SEED (default below); $KENNING_FUZZ_CLI, $KENNING_FUZZ_MCP and $KENNING_FUZZ_HTTP
+(case counts); $KENNING_FUZZ_LOG names a file to get every case and its outcome as JSON Lines. Findings
 in areas other engineers are fixing are reported as xfail tests naming the bug, not as failures; see KNOWN.
 RELIABILITY.md has the figures and the command to rerun.
 """
@@ -34,6 +36,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import urllib.parse
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -46,6 +49,7 @@ import pytest
 SEED = int(os.environ.get("KENNING_FUZZ_SEED", "20160516"))
 CLI_CASES = int(os.environ.get("KENNING_FUZZ_CLI", "1000"))
 MCP_CASES = int(os.environ.get("KENNING_FUZZ_MCP", "700"))
+HTTP_CASES = int(os.environ.get("KENNING_FUZZ_HTTP", "300"))
 CASE_TIMEOUT = 15.0  # a CLI case or MCP call taking longer counts as a hang
 TRACEBACK = "Traceback (most recent call last)"
 # the commands fuzzed: the others serve, start processes or change agents' configuration
@@ -735,6 +739,106 @@ def mcp_violation(answer: dict[str, Any] | None, outputs: dict[str, Any], tool: 
     return None
 
 
+# -- HTTP ------------------------------------------------------------------------------------------------------
+
+HTTP_PATHS = [
+    "/",
+    "/status",
+    "/api/search",
+    "/api/rebuild",
+    "/api/jobs/nope",
+    "/api/jobs/nope/cancel",
+    "/static/app.js",
+    "/static/style.css",
+    "/static/../../etc/passwd",
+    "/static/%2e%2e%2fetc%2fpasswd",
+    "/mcp",
+    "/%2e%2e/%2e%2e/etc/passwd",
+    "/api/search/",
+    "//status",
+    "/" + "a" * 3000,
+    "/status?" + "x=1&" * 500,
+]
+
+ROUTES = [
+    ("GET", "/status"),
+    ("GET", "/api/search"),
+    ("GET", "/api/search"),
+    ("GET", "/api/search"),
+    ("POST", "/mcp"),
+    ("POST", "/mcp"),
+    ("POST", "/api/rebuild"),
+    ("GET", "/static/app.js"),
+    ("GET", "/"),
+]
+
+
+def http_case(
+    rng: random.Random, port: int, token: str, place: Place
+) -> tuple[str, str, dict[str, str], bytes]:
+    """(method, target, headers, body) for one request to the daemon."""
+    if rng.random() < 0.6:  # a route as the page and the agents use it, so most requests reach a handler
+        method, target = rng.choice(ROUTES)
+    else:
+        method = rng.choice(["GET", "GET", "POST", "PUT", "DELETE", "OPTIONS", "HEAD", "PATCH"])
+        target = rng.choice(HTTP_PATHS)
+    if target in ("/api/search", "/"):
+        query = {
+            "q": _pick(rng, GOOD["strings"], STRINGS),
+            "root": _pick(rng, [str(place.root)], _paths(place)),
+            "k": _pick(rng, GOOD["numbers"], NUMBERS),
+            "token": rng.choice([token, "", "x" * 43]),
+        }
+        keep = rng.sample(sorted(query), k=rng.randint(0, len(query)))
+        target += "?" + urllib.parse.urlencode({k: query[k] for k in keep}, errors="surrogateescape")
+    headers = {"Host": rng.choice([f"127.0.0.1:{port}"] * 12 + ["evil.example", "", f"localhost:{port}"])}
+    auth = rng.random()
+    if auth < 0.85:
+        headers["Authorization"] = f"Bearer {token}"
+    elif auth < 0.9:
+        headers["Cookie"] = f"kenning_token={token}"
+    else:
+        headers["Authorization"] = rng.choice(["Bearer ", "Basic x", "Bearer " + "x" * 5000])
+    if rng.random() < 0.1:
+        headers["Origin"] = rng.choice(["http://evil.example", f"http://127.0.0.1:{port}", "null"])
+    if target.startswith("/mcp"):
+        headers["Accept"] = "application/json, text/event-stream"
+        headers["Content-Type"] = "application/json"
+    body = b""
+    if method in ("POST", "PUT", "PATCH"):
+        body = rng.choice(
+            [
+                b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18",'
+                b'"capabilities":{},"clientInfo":{"name":"fuzz","version":"1"}}}',
+                b"",
+                b"{}",
+                b"not json",
+                json.dumps(
+                    {"root": _pick(rng, [str(place.root)], _paths(place))}, ensure_ascii=True
+                ).encode(),
+                b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}',
+                b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"grep","arguments":{"pattern":"\\ud800"}}}',
+                b"[" * 5000,
+                b"\xff\xfe" * 100,
+                b"{" + b" " * 10000 + b"}",
+            ]
+        )
+    return method, target, headers, body
+
+
+def http_violation(status: int | None, body: bytes) -> str | None:
+    if status is None:
+        return "hang: no answer"
+    text = body.decode("utf-8", "backslashreplace")
+    if TRACEBACK in text:
+        return f"traceback in the answer: {text[:800]}"
+    if MARKER in text:
+        return f"the outside marker in the answer: {text[:300]}"
+    if status >= 500:
+        return f"status {status}: {text[:300]}"
+    return None
+
+
 # -- the run ---------------------------------------------------------------------------------------------------
 
 
@@ -750,6 +854,7 @@ class Finding:
 class Report:
     cli: int = 0
     mcp: int = 0
+    http: int = 0
     outcomes: Counter[str] = field(default_factory=Counter)
     findings: list[Finding] = field(default_factory=list)
     seconds: float = 0.0
@@ -901,21 +1006,69 @@ def fuzz(base: Path) -> Report:
         report.mcp_stderr = session.close()
     if TRACEBACK in report.mcp_stderr:
         report.add("mcp", "the server's stderr", f"traceback: {report.mcp_stderr[-1500:]}")
+    report.phases["mcp"] = time.monotonic() - started
+    _fuzz_http(rng, place, report)
     report.seconds = time.monotonic() - started
-    report.phases["mcp"] = report.seconds
+    report.phases["http"] = report.seconds
     return report
+
+
+def _fuzz_http(rng: random.Random, place: Place, report: Report) -> None:
+    """Requests to a real daemon's loopback listener serving the MCP workspace."""
+    import http.client
+
+    from daemon_util import DaemonHarness
+
+    daemon = DaemonHarness(place.base / "daemon")
+    try:
+        daemon.start(place.root)
+        port, token = daemon.info["port"], daemon.token
+        for _ in range(HTTP_CASES):
+            method, target, headers, body = http_case(rng, port, token, place)
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=CASE_TIMEOUT)
+            status: int | None = None
+            answer = b""
+            try:
+                conn.putrequest(method, target, skip_host=True, skip_accept_encoding=True)
+                for name, value in headers.items():
+                    conn.putheader(name, value)
+                conn.putheader("Content-Length", str(len(body)))
+                conn.endheaders(body)
+                response = conn.getresponse()
+                status, answer = response.status, response.read()
+            except TimeoutError:
+                status = None
+            except (ConnectionError, http.client.HTTPException) as exc:
+                status, answer = 0, str(exc).encode()  # refused mid-request (a 413 before the body, say)
+            finally:
+                conn.close()
+            report.http += 1
+            report.outcomes[f"http {status // 100 if status else status}xx"] += 1
+            case = f"{method} {target[:200]} {sorted(headers)} {body[:100]!r}"
+            report.add("http", case, http_violation(status, answer))
+            _log({"http": case, "status": status, "answer": answer[:300].decode("utf-8", "replace")})
+        alive = daemon.http("/status")[0]
+        report.add("http", "GET /status after the fuzz", None if alive == 200 else f"status {alive}")
+        log = (daemon.home / ".local" / "state" / "kenning" / "daemon" / "log.jsonl").read_text()
+        if TRACEBACK in log:
+            report.add("http", "the daemon's log", f"traceback: {log[log.index(TRACEBACK) - 300 :][:2500]}")
+    finally:
+        daemon.stop()
+        daemon.close()
 
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Report]:
     print(
-        f"\nfuzz seed {SEED} ({CLI_CASES} CLI cases, {MCP_CASES} MCP calls); rerun with KENNING_FUZZ_SEED={SEED}"
+        f"\nfuzz seed {SEED} ({CLI_CASES} CLI cases, {MCP_CASES} MCP calls, {HTTP_CASES} HTTP requests); "
+        f"rerun with KENNING_FUZZ_SEED={SEED}"
     )
     found = fuzz(tmp_path_factory.mktemp("fuzz"))
     failed = len({(f.surface, f.case) for f in found.findings})
     print(
-        f"fuzz: {found.cli} CLI cases and {found.mcp} MCP calls tried in {found.seconds:.0f} s, "
-        f"{found.cli + found.mcp - failed} passed; outcomes {dict(found.outcomes)}; "
+        f"fuzz: {found.cli} CLI cases, {found.mcp} MCP calls and {found.http} HTTP requests tried in "
+        f"{found.seconds:.0f} s, {found.cli + found.mcp + found.http - failed} passed; "
+        f"outcomes {dict(found.outcomes)}; "
         f"{found.agreed} looped cases matched a real process; "
         + ", ".join(f"{k} done at {v:.0f} s" for k, v in found.phases.items())
     )
@@ -939,6 +1092,12 @@ def test_fuzz_mcp_every_request_answered_no_traceback_nothing_from_outside(repor
     new = [f for f in report.findings if f.surface == "mcp" and f.known is None]
     assert not new, "\n".join(f"{f.case}\n  {f.why[:800]}" for f in new[:10])
     assert report.outcomes["mcp ok"] > report.mcp // 5  # the calls reach the tools, not only the refusals
+
+
+def test_fuzz_http_answers_below_500_no_traceback_nothing_from_outside(report: Report) -> None:
+    new = [f for f in report.findings if f.surface == "http" and f.known is None]
+    assert not new, "\n".join(f"{f.case}\n  {f.why[:800]}" for f in new[:10])
+    assert report.outcomes["http 2xx"] > report.http // 8  # the requests reach the handlers
 
 
 @pytest.mark.parametrize("bug", sorted(KNOWN))
