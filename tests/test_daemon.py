@@ -989,3 +989,74 @@ def test_daemon_routing_follows_a_relative_index_dir_in_config_toml(
     assert harness.root_status(root)["files"] == len(CORPUS)
     assert list((config / "indexes").iterdir()) == [home]
     assert not any(daemon_cwd.iterdir()) and not any(caller.iterdir()) and not (root / ".kenning").exists()
+
+
+def _held_for(port: int, first: bytes, drip: bytes, limit: float) -> float:
+    """Seconds until the daemon closed a connection that sent `first`, then one byte of `drip` every 0.2 s
+    (`limit` if it was still open then)."""
+    import select
+
+    started = time.monotonic()
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(first)
+        for i in range(int(limit / 0.2)):
+            try:
+                if drip:
+                    s.send(drip[i % len(drip) : i % len(drip) + 1])
+                if select.select([s], [], [], 0.2)[0]:
+                    s.recv(65536)  # what it said, if anything, before closing (a 408 or nothing)
+                    if select.select([s], [], [], 0.05)[0] and not s.recv(65536):
+                        return time.monotonic() - started
+            except (ConnectionResetError, BrokenPipeError):
+                return time.monotonic() - started
+    return limit
+
+
+def test_regression_slow_http_clients_were_never_timed_out(harness: DaemonHarness, corpus: Path) -> None:
+    """Connections dripping their headers or their body were held open for as long as they kept dripping."""
+    import concurrent.futures
+
+    harness.env["KENNING_HTTP_TIMEOUT"] = "1"
+    harness.start(corpus)
+    port, token = harness.info["port"], harness.token
+    head = f"POST /api/rebuild HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\n"
+    cases = {
+        "silent": (b"", b""),
+        "headers": (b"GET /status HTTP/1.1\r\n", f"Host: 127.0.0.1:{port}\r\nX-Slow: {'a' * 200}".encode()),
+        "body": (
+            (head + "Content-Type: application/json\r\nContent-Length: 400\r\n\r\n").encode(),
+            b" " * 400,
+        ),
+        "chunked": ((head + "Transfer-Encoding: chunked\r\n\r\n").encode(), b"1\r\n \r\n" * 100),
+        "mcp": (
+            (
+                head.replace("/api/rebuild", "/mcp") + "Accept: application/json, text/event-stream\r\n"
+                "Content-Type: application/json\r\nContent-Length: 400\r\n\r\n"
+            ).encode(),
+            b"{" + b" " * 399,
+        ),
+    }
+    with concurrent.futures.ThreadPoolExecutor(len(cases) * 2) as pool:
+        held = {
+            (name, i): pool.submit(_held_for, port, first, drip, 8.0)
+            for name, (first, drip) in cases.items()
+            for i in range(2)
+        }
+        time.sleep(0.5)
+        assert harness.http("/status")[0] == 200  # others are served meanwhile
+        times = {key: future.result() for key, future in held.items()}
+    assert all(t < 5.0 for t in times.values()), times
+    assert harness.http("/status")[0] == 200
+    log = _daemon_log(harness)
+    assert "request headers took over 1 s" in log and "request body took over 1 s" in log
+    assert "Traceback" not in log, log
+
+
+def test_regression_deep_json_or_an_unknown_home_was_a_500(served: tuple[DaemonHarness, Path]) -> None:
+    """A rebuild body nested past the JSON parser (RecursionError) and a search root `~nosuchuser` (expanduser's
+    RuntimeError) escaped their handlers: 500 and a traceback in the log. Found by tests/test_fuzz.py."""
+    h, _ = served
+    assert h.http("/api/rebuild", method="POST", body=b"[" * 5000)[0] == 400
+    code, body = h.http("/api/search?q=retry&root=~nosuchuser/x")
+    assert code == 400 and "not attached" in body["error"]
+    assert "Traceback" not in _daemon_log(h)

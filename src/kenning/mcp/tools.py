@@ -8,6 +8,7 @@ outside them is refused.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -64,6 +65,13 @@ class McpProgress:
         )
 
 
+def _stat(path: Path) -> None:
+    """Raise what makes a path unusable (a name too long, a folder that cannot be entered); a path that does
+    not exist is fine here, since each tool says what that means for it."""
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+        path.stat()
+
+
 @dataclass
 class Workspace:
     """The roots one server serves, each with its resident Engine."""
@@ -95,22 +103,32 @@ class Workspace:
     def _owner(self, candidate: Path) -> tuple[Engine, str] | None:
         # the deepest served root that holds it, so nested roots resolve to the nearer one
         for engine in sorted(self.engines, key=lambda e: len(e.root.parts), reverse=True):
-            if candidate == engine.root or engine.root in candidate.parents:
-                return engine, candidate.relative_to(engine.root).as_posix().removeprefix(".")
+            if candidate == engine.root:
+                return engine, ""
+            if engine.root in candidate.parents:
+                # as_posix() never yields "./x", so a leading dot is part of the name (".github")
+                return engine, candidate.relative_to(engine.root).as_posix()
         return None
 
     def _places(self, path: str) -> list[tuple[Engine, str]]:
         """Where a path names something: an absolute path in the root holding it; a relative one in each served
         root where it exists (with one root, there even if it does not exist, e.g. a deleted file to forget)."""
-        p = Path(path).expanduser()
+        try:
+            p = Path(path).expanduser()
+        except RuntimeError:  # `~name` of a user who does not exist, or no home at all
+            raise ArgumentError(
+                f"{path} names a home folder that cannot be found", hint="give the path without ~"
+            ) from None
         tries = [p] if p.is_absolute() else [root / p for root in self.roots]
         found: list[tuple[Engine, str]] = []
         for tried in tries:
             try:
                 candidate = tried.resolve()
+                _stat(candidate)
             except (OSError, RuntimeError) as exc:  # a symlink loop (RuntimeError before Python 3.13)
                 raise ArgumentError(
-                    f"{path} cannot be resolved ({exc})", hint="name a real file or directory"
+                    f"{path} cannot be resolved ({exc.strerror if isinstance(exc, OSError) else exc})",
+                    hint="name a real file or directory",
                 ) from None
             place = self._owner(candidate)
             if place is not None and place not in found and (len(tries) == 1 or candidate.exists()):
