@@ -508,15 +508,7 @@ class Database:
         return [(bytes(r[0]), str(r[1]), str(r[2])) for r in rows]
 
     @_guarded
-    def has_embeddings(self) -> bool:
-        return self.conn.execute("SELECT 1 FROM embeddings LIMIT 1").fetchone() is not None
-
-    @_guarded
-    def drop_embeddings(self, ehashes: Sequence[bytes] | None = None) -> None:
-        """Forget the vectors of these texts (None: of every text)."""
-        if ehashes is None:
-            self.conn.execute("DELETE FROM embeddings")
-            return
+    def drop_embeddings(self, ehashes: Sequence[bytes]) -> None:
         self.conn.executemany("DELETE FROM embeddings WHERE ehash = ?", ((h,) for h in ehashes))
 
     @_guarded
