@@ -247,3 +247,17 @@ def test_regression_drop_does_not_eject_a_writer_queued_behind_it(tmp_path: Path
     os.close(lock_fd)
     assert run_cli("index", ".", cwd=root).returncode == 0
     assert run_cli("search", "--lexical", "retry", ".", cwd=root).returncode == 0
+
+
+def test_regression_a_path_naming_an_unknown_users_home_gave_a_traceback(tmp_path: Path) -> None:
+    # found by tests/test_fuzz.py: pathlib's expanduser raises RuntimeError for ~nosuchuser; a shell leaves it
+    root = make_tree(tmp_path / "ws", {"a.txt": "hello\n"})
+    for args in (
+        ("grep", "hello", "~nosuchuser/x"),
+        ("symbols", "~nosuchuser/x.py"),
+        ("index", "--ignore-file", "~nosuchuser/ignore", "."),
+    ):
+        out = run_cli(*args, cwd=root)
+        assert "Traceback" not in out.stderr, args
+        assert out.returncode == 2 and len(out.stderr.splitlines()) == 1, (args, out.stderr)
+        assert "~nosuchuser" in out.stderr, (args, out.stderr)

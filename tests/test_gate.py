@@ -405,3 +405,9 @@ def test_old_ledgers_are_pruned_and_tables_stay_bounded(tmp_path: Path, ws: Path
     assert hook(state, text_search(ws), now)
     roots = json.loads(ledger.read_text())["roots"]
     assert len(roots) == gate.MAX_ROOTS and str(ws.resolve()) in roots and "/root/0" in roots
+
+
+def test_regression_gate_given_deeply_nested_json_gave_a_traceback(tmp_path: Path) -> None:
+    # found by tests/test_fuzz.py: json.loads raised RecursionError, which the hook did not expect
+    code, out, err = hook_cli(tmp_path, "[" * 100_000)
+    assert code == 0 and "allowing the call" in err and len(err.splitlines()) == 1  # never blocks a tool

@@ -720,9 +720,9 @@ def cmd_grep(args: argparse.Namespace) -> int:
     deadline = grep.Deadline(timeout)
     selection = _selection(args, Selection()) or Selection()
     # --ignore-file is the user's spelling from here, as in ripgrep, not from the root
-    ignore_files = tuple(str(here / Path(f).expanduser()) for f in selection.ignore_files)
+    ignore_files = tuple(str(here / Path(os.path.expanduser(f))) for f in selection.ignore_files)
     selection = dataclasses.replace(selection, ignore_files=ignore_files)
-    typed = {"": here} if not paths else {p: here / Path(p).expanduser() for p in paths}
+    typed = {"": here} if not paths else {p: here / Path(os.path.expanduser(p)) for p in paths}
     scopes = {}
     for text, target in typed.items():
         try:
@@ -849,7 +849,7 @@ def _grep_start(paths: Sequence[str]) -> tuple[Path, Path]:
         )
     folders = []
     for given in paths:
-        target = cwd / Path(given).expanduser()
+        target = cwd / Path(os.path.expanduser(given))
         if not target.exists():
             raise UsageError(f"path {given} does not exist", hint="check the spelling")
         real = resolve_user_path(target, given)
@@ -932,7 +932,7 @@ def cmd_symbols(args: argparse.Namespace) -> int:
 
     code = 0
     for i, given in enumerate(args.paths):
-        path = Path(given).expanduser()
+        path = Path(os.path.expanduser(given))
         if not path.is_file():
             raise UsageError(
                 f"{given} is not a file", hint="name source files (`kenning symbols src/app.py`)"

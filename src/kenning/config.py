@@ -76,7 +76,7 @@ def user_config_path() -> Path:
 
 def cache_dir(config: Config) -> Path:
     if config.cache_dir:
-        return Path(config.cache_dir).expanduser()
+        return Path(os.path.expanduser(config.cache_dir))
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "kenning"
 

@@ -307,7 +307,7 @@ def _overlaps(paths: Sequence[str], cwd: Path, root: Path) -> bool:
         if "$" in raw or "`" in raw:
             return True  # known only once the shell expands it
         try:
-            target = (cwd / Path(raw).expanduser()).resolve()
+            target = (cwd / Path(os.path.expanduser(raw))).resolve()
         except (OSError, RuntimeError, ValueError):
             return True
         if target.is_relative_to(root) or root.is_relative_to(target):
@@ -433,7 +433,7 @@ def main(
         raise UsageError(f"--window must be between 1 and 240 minutes, not {window_minutes:g}", hint=fix)
     try:
         payload = json.loads(stdin.read())
-    except (ValueError, OSError):
+    except (ValueError, OSError, RecursionError):  # JSON nested deeper than the parser's stack
         return _allow("stdin is not the hook's JSON")
     if not (
         isinstance(payload, dict)

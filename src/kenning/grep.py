@@ -409,6 +409,13 @@ def _compile(options: GrepOptions) -> tuple[_Matcher, tuple[str, ...]]:
     parts = []
     for_rg = []
     for pattern in options.patterns:
+        try:
+            pattern.encode("utf-8")
+        except UnicodeEncodeError:
+            # bytes that are not UTF-8 in argv, or a lone surrogate over MCP: no line of text can hold them
+            raise UsageError(
+                f"pattern {pattern!r} is not valid UTF-8 text", hint="pass the pattern as UTF-8"
+            ) from None
         if "\n" in pattern:
             # Lines are matched one at a time, so a line break can never match (rg refuses it outright).
             raise UsageError(
@@ -481,7 +488,7 @@ def scope_of(root: Path, given: Path | str, *, follow: bool = False) -> str:
     outside the root, a symlink whose target is outside included: the walk never follows a link out of the
     root, so searching one would silently search nothing.
     """
-    path = Path(given).expanduser()
+    path = Path(os.path.expanduser(given))
     for candidate in [path] if path.is_absolute() else [root / path, Path.cwd() / path]:
         if not os.path.lexists(candidate):
             continue

@@ -247,7 +247,7 @@ def check_root(root: Path | str) -> Path:
     if not str(root).strip():
         raise RootError("the root is an empty string; pass a directory (use . for the current one)")
     try:
-        path = Path(root).expanduser().resolve()
+        path = Path(os.path.expanduser(root)).resolve()
     except (OSError, ValueError, RuntimeError) as exc:
         raise RootError(f"root {root!s} cannot be resolved ({exc}); pass an existing directory") from exc
     if not path.exists():
@@ -647,7 +647,7 @@ class PathFilter:
 
     def __init__(self, root: Path | str, selection: Selection, index_dir_name: str = INDEX_DIR_NAME) -> None:
         # Not check_root: the watcher builds filters while the root may be briefly gone.
-        self.root = Path(os.path.realpath(Path(root).expanduser()))
+        self.root = Path(os.path.realpath(Path(os.path.expanduser(root))))
         self.selection = selection
         self.index_dir_name = index_dir_name
         compile_selection(selection)  # a bad glob or type is the caller's error, raised here and not later

@@ -93,7 +93,7 @@ class Daemon:
 
     def runtime_for(self, root: str) -> RootRuntime:
         try:
-            path = Path(root).expanduser()
+            path = Path(os.path.expanduser(root))
         except RuntimeError:  # `~name` of no such user: it names no attached root either
             path = Path(root)
         for runtime in self.runtimes():

@@ -347,7 +347,7 @@ class Watcher:
         backoff: tuple[float, float] = (1.0, 60.0),
         sleep_clock: Callable[[], float] | None = None,
     ) -> None:
-        self.root = Path(os.path.realpath(Path(root).expanduser()))
+        self.root = Path(os.path.realpath(Path(os.path.expanduser(root))))
         self._root = str(self.root)
         self._index_dir_name = index_dir_name
         self._filter = PathFilter(self.root, selection, index_dir_name)

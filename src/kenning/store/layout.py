@@ -44,7 +44,7 @@ def index_home(root: Path, index_dir: str | None) -> Path:
     if not index_dir:
         return root / INDEX_DIR_NAME
     digest = hashlib.sha256(str(root).encode()).hexdigest()[:12]
-    return Path(index_dir).expanduser() / f"{root.name or 'root'}-{digest}"
+    return Path(os.path.expanduser(index_dir)) / f"{root.name or 'root'}-{digest}"
 
 
 @dataclasses.dataclass
@@ -148,11 +148,14 @@ def make_private(home: Path) -> None:
     private_dir(home)
     for top, dirs, files in os.walk(home):
         for name in dirs:
-            os.chmod(os.path.join(top, name), PRIVATE_DIR, follow_symlinks=False)
+            # a reader closing its connection removes SQLite's -wal and -shm files: gone is private enough
+            with contextlib.suppress(FileNotFoundError):
+                os.chmod(os.path.join(top, name), PRIVATE_DIR, follow_symlinks=False)
         for name in files:
             path = os.path.join(top, name)
             if not os.path.islink(path):  # a link's target is not the index's to change
-                os.chmod(path, PRIVATE_FILE)
+                with contextlib.suppress(FileNotFoundError):
+                    os.chmod(path, PRIVATE_FILE)
 
 
 def write_manifest(home: Path, manifest: Manifest) -> None:
@@ -229,7 +232,7 @@ def writer_active(home: Path) -> bool:
 
 def find_index_root(start: Path | str, config: Config | None = None) -> Path | None:
     """The nearest ancestor of `start` (itself included) that holds a kenning index."""
-    here = resolve_user_path(Path(start).expanduser(), start)
+    here = resolve_user_path(Path(os.path.expanduser(start)), start)
     if here.is_file():
         here = here.parent
     index_dir = config.index_dir if config is not None else None

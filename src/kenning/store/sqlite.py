@@ -242,6 +242,10 @@ class Database:
         self.path = path
         self.identity = identity
         self._next_id: int | None = None
+        if path.is_dir():  # not SQLite's to say: it reports a folder as "unable to open database file"
+            raise IndexCorrupt(
+                f"the index at {path.parent} is damaged ({path.name} is a folder)", hint=REBUILD_HINT
+            )
         try:
             if readonly:
                 self.conn = sqlite3.connect(
