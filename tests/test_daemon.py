@@ -580,7 +580,9 @@ def test_a_writer_lock_held_elsewhere_delays_freshness_and_says_so(
     with lock:  # as a long `kenning index` in another process would
         (root / "docs" / "wombat.md").write_text("# Wombat\n\nwombat_unique_word\n")
         out = _search(h, root, "wombat_unique_word")
-        assert "still being indexed" in out.stdout  # the JSON summary carries the note
+        # the JSON summary carries the note: the watcher's refresh is behind, and the search's own refresh
+        # found the lock taken and did not queue behind it
+        assert "is writing the index" in out.stdout and "without refreshing 1 changed file" in out.stdout
     wait_for(lambda: _search(h, root, "wombat_unique_word").returncode == 0, 40, "the refresh after the lock")
 
 

@@ -120,7 +120,7 @@ def test_stale_flag_when_file_changed_after_indexing(corpus: Path, engine_factor
     engine = engine_factory(corpus)
     engine.index()
     (corpus / "src/upload.py").write_text("def upload_file():\n    pass  # rewritten\n")
-    [result] = engine.search("upload_file", mode="lexical")
+    [result] = engine.search("upload_file", mode="lexical", refresh="off")
     assert result.hits[0].stale
 
 
@@ -131,10 +131,19 @@ def test_regression_hits_in_a_deleted_file_are_left_out_with_a_note(corpus: Path
     [before] = engine.search("upload_file retry_count", mode="lexical")
     assert before.hits and before.hits[0].path == "src/upload.py"
     (corpus / "src/upload.py").unlink()
-    [result] = engine.search("upload_file retry_count", mode="lexical")
+    [result] = engine.search("upload_file retry_count", mode="lexical", refresh="off")
     assert all(h.path != "src/upload.py" for h in result.hits)
     assert any("1 file deleted since indexing" in n for n in result.notes)
-    out = run_cli("search", "--json", "--lexical", "upload_file retry_count", str(corpus), cwd=corpus.parent)
+    out = run_cli(
+        "search",
+        "--json",
+        "--lexical",
+        "--refresh",
+        "off",
+        "upload_file retry_count",
+        str(corpus),
+        cwd=corpus.parent,
+    )
     summary = json.loads(out.stdout.splitlines()[-1])
     assert any("deleted since indexing" in n for n in summary["groups"][0]["notes"])
 

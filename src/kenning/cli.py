@@ -312,6 +312,14 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         help="never build an index; without one, fall back to literal exhaustive search",
     )
     p.add_argument("--model", default=None, help="search the index of this embedder")
+    p.add_argument(
+        "--refresh",
+        choices=("wait", "background", "off"),
+        default="wait",
+        help="files changed since indexing: wait (default) brings them in first, within refresh_timeout "
+        "seconds; background searches at once while the daemon does; off searches the index as it is, "
+        "marking their hits stale",
+    )
     _mode_arg(p)
 
     p = command("grep", "Exhaustive regex search, no index needed, over the same file selection.")
@@ -627,6 +635,8 @@ def cmd_search(args: argparse.Namespace) -> int:
         fuse=args.fuse,
         trace=args.trace,
         prefer_symbol=args.prefer_symbol,
+        # the index was just built from the files as they are
+        refresh="off" if found is None else args.refresh,
     )
     if args.json:
         _out(render_json(results, preview, root=str(engine.root), model=engine.model_name, started=started))

@@ -37,6 +37,8 @@ class Config:
     limit: int = 10
     preview: str = "short"
     grep_timeout: int = 30  # seconds a grep may take before it stops with partial results (0 = no limit)
+    # seconds a search may spend bringing files changed since indexing into the index first (0 = never)
+    refresh_timeout: float = 5.0
     allow_remote: bool = False
     embedders: dict[str, dict[str, Any]] = field(default_factory=dict)  # [embedders.NAME] tables
     sources: tuple[str, ...] = ()  # which files/layers contributed, for `kenning status`
@@ -62,6 +64,7 @@ _SCALARS: dict[str, type] = {
     "limit": int,
     "preview": str,
     "grep_timeout": int,
+    "refresh_timeout": float,
     "allow_remote": bool,
 }
 
@@ -151,6 +154,8 @@ def _merge(
                 hint=f"set it in {user_config_path()}, $KENNING_ALLOW_REMOTE or --allow-remote",
             )
         kind = _SCALARS[key]
+        if kind is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)  # `refresh_timeout = 5` in TOML is an int
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
             raise ConfigError(f"{where}: '{key}' must be {kind.__name__}, not {type(value).__name__}")
         if (
@@ -178,6 +183,11 @@ def _coerce(raw: str, kind: type, where: str) -> Any:
             return int(raw)
         except ValueError:
             raise ConfigError(f"{where}={raw!r} is not an integer") from None
+    if kind is float:
+        try:
+            return float(raw)
+        except ValueError:
+            raise ConfigError(f"{where}={raw!r} is not a number of seconds") from None
     return raw
 
 
@@ -191,6 +201,11 @@ def _validated(config: Config) -> Config:
     if config.grep_timeout < 0:
         raise ConfigError(
             f"grep_timeout={config.grep_timeout} is negative", hint="use 0 for no limit, or seconds"
+        )
+    if not 0 <= config.refresh_timeout <= 3600:
+        raise ConfigError(
+            f"refresh_timeout={config.refresh_timeout} must be between 0 and 3600 seconds",
+            hint="use 0 to search without refreshing first",
         )
     if config.preview not in PREVIEWS:
         raise ConfigError(f"preview={config.preview!r} must be one of {', '.join(PREVIEWS)}")

@@ -11,12 +11,13 @@ form.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import shutil
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,7 @@ from kenning.errors import (
 )
 from kenning.index import (
     WALK_SKIPPED,
+    EmbedBudget,
     IndexReport,
     Progress,
     Scope,
@@ -60,10 +62,23 @@ from kenning.store.layout import (
     writer_active,
     writer_lock,
 )
-from kenning.types import Mode, SearchResult, Selection, within
+from kenning.types import REFRESH_POLICIES, Mode, Refresh, SearchResult, Selection, within
 from kenning.userpath import resolve_user_path, user_path
 
-__all__ = ["Engine", "Status", "find_index_root"]
+__all__ = ["Changes", "Engine", "Refreshed", "Status", "find_index_root"]
+
+# A refresh before a search embeds the passages of a small edit, and no more: past either bound their text is
+# searchable by its words at once and waits for `kenning index` (or the daemon) for its vectors. A few dozen
+# passages take well under a second with the default model on one core.
+REFRESH_EMBED_PASSAGES = 48
+REFRESH_EMBED_SECONDS = 2.0
+# another writer (a `kenning index`, the daemon) may hold the lock for minutes: a search does not queue behind it
+REFRESH_LOCK_WAIT = 0.5
+# more changed files than this (a checkout, a pull) are looked at by a run over the whole root, which is the
+# same incremental run without checking every walked file against a long list of paths
+REFRESH_SCOPED_FILES = 200
+COARSE_CLOCK_S = 0.05
+FORGOT_AT = "forgot_at"  # meta key: when paths were last forgotten (a refresh does not bring them back)
 
 
 @dataclass
@@ -104,6 +119,55 @@ class Status:
         data = dataclasses.asdict(self)
         data.update(coverage=round(self.coverage, 4), pending=self.pending, ready=self.ready)
         return data
+
+
+@dataclass
+class Changes:
+    """Files added, modified and deleted since indexing (root-relative), as a walk of the root finds them.
+    `complete` is False when the walk was stopped at a deadline: then what it found is only a part."""
+
+    added: list[str] = dataclasses.field(default_factory=list)
+    modified: list[str] = dataclasses.field(default_factory=list)
+    deleted: list[str] = dataclasses.field(default_factory=list)
+    skipped: int = 0  # files the walk leaves out (see Status.skipped)
+    complete: bool = True
+
+    @property
+    def paths(self) -> list[str]:
+        return sorted({*self.added, *self.modified, *self.deleted})
+
+
+@dataclass
+class Refreshed:
+    """What a refresh before a search did, and what the search must say about it."""
+
+    pending: int = 0  # files found changed since indexing
+    added: list[str] = dataclasses.field(default_factory=list)
+    changed: list[str] = dataclasses.field(default_factory=list)
+    removed: list[str] = dataclasses.field(default_factory=list)
+    embedded: int = 0
+    unembedded: int = 0  # passages of changed files left without a vector, found by words only for now
+    skipped: str | None = None  # why the index was searched without refreshing (one line)
+    timed_out: bool = False  # the refresh stopped at its time bound; what it committed stays
+    elapsed: float = 0.0
+
+    @property
+    def notes(self) -> list[str]:
+        notes = []
+        if self.skipped:
+            notes.append(self.skipped)
+        elif self.timed_out:
+            notes.append(
+                f"refreshing {self.pending} changed file{'s' if self.pending != 1 else ''} took longer than "
+                f"the {self.elapsed:.1f} s allowed: searched what was indexed by then (hits from the rest are "
+                "marked stale; run `kenning index`)"
+            )
+        if self.unembedded:
+            notes.append(
+                f"{self.unembedded} changed passage{'s have' if self.unembedded != 1 else ' has'} no embedding "
+                "yet: found by words only for now (marked lexical-only) until `kenning index`"
+            )
+        return notes
 
 
 def file_stamp(path: Path) -> tuple[int, int, int] | None:
@@ -288,6 +352,7 @@ class Engine:
                     if within(path, rels):
                         db.delete_file(row.id)
                         removed.append(path)
+                db.set_meta(FORGOT_AT, str(time.time()))
                 db.commit()
                 publish(self.directory, db, self.embedder.dim)
             finally:
@@ -355,6 +420,12 @@ class Engine:
                 return Database(self.db_path, identity=self.embedder.identity, readonly=True)
             except IndexMissing:
                 pass
+        except IndexError_ as exc:
+            if type(exc) is not IndexError_ or os.access(self.directory, os.W_OK):
+                raise
+            # a folder this user cannot write (another user's index, a read-only mount): SQLite cannot make the
+            # file it shares with writers there, so it reads the database as a file nobody changes meanwhile
+            return Database(self.db_path, identity=self.embedder.identity, readonly=True, immutable=True)
         # a database without its schema that nobody is writing: a first run that died, or a damaged file
         raise IndexCorrupt(
             f"the index at {self.directory} is damaged: its database holds no index, and no kenning process "
@@ -379,8 +450,19 @@ class Engine:
         fuse: bool = False,
         trace: bool = False,
         prefer_symbol: bool = False,
+        refresh: Refresh = "wait",
     ) -> list[SearchResult]:
-        """Ranked passages, one SearchResult per query group (one group when `fuse`)."""
+        """Ranked passages, one SearchResult per query group (one group when `fuse`).
+
+        `refresh="wait"` first brings files changed since indexing into the index (see `refresh()`), so hits
+        show today's text at today's lines; "off" searches the index as it is, flagging hits from changed
+        files `stale`; "background" is for a daemon, which refreshes on its own (here it searches as "off"
+        does and says so). Notes on the results say what could not be refreshed.
+        """
+        if refresh not in REFRESH_POLICIES:
+            raise UsageError(
+                f"unknown refresh policy {refresh!r}", hint=f"use one of {', '.join(REFRESH_POLICIES)}"
+            )
         qs = [queries] if isinstance(queries, str) else list(queries)
         plan = plan_search(
             qs,
@@ -398,10 +480,185 @@ class Engine:
                     f"no file or folder {path!r} under {self.root}",
                     hint="a path filter is relative to the current directory inside the root, or to the root",
                 )
+        notes: list[str] = []
+        if refresh == "wait":
+            notes = self.refresh().notes
+        elif refresh == "background":
+            notes = [
+                "no kenning daemon refreshes this index in the background (`kenning daemon start`): searched it "
+                "as it is (hits from files changed since indexing are marked stale)"
+            ]
         db = self._open()
+        expect_vectors = not (self.manifest and self.manifest.lexical_only)
         with db.snapshot():  # one snapshot for the whole search
             vectors = self._vector_index(db) if mode != "lexical" else None
-            return execute(plan, db, vectors, self._embed_query if mode != "lexical" else None, self.root)
+            results = execute(
+                plan,
+                db,
+                vectors,
+                self._embed_query if mode != "lexical" else None,
+                self.root,
+                expect_vectors=expect_vectors,
+            )
+        for result in results:
+            result.notes[:0] = notes
+        return results
+
+    # -- refreshing before a search --------------------------------------------------------------------------
+    def changes(self, *, deadline: float | None = None) -> Changes:
+        """Files added, modified and deleted since indexing: one walk, size and mtime first, a content hash
+        only for a file whose stat differs. Stops at `deadline` (time.monotonic()) with `complete` False."""
+        found = Changes()
+        selection = self.stored_selection()
+        known = self._open().files()
+        seen: set[str] = set()
+        for item in walk.walk(self.root, selection, index_dir_name=self._index_dir_name()):
+            if deadline is not None and time.monotonic() > deadline:
+                found.complete = False
+                return found
+            if not isinstance(item, walk.FileEntry) or not storable_name(item.rel):
+                # skipped by the walk (a secret by name, too large, a broken link) or for its name: never
+                # stored, but `kenning index` counted it, and the two must agree
+                found.skipped += 1
+                continue
+            seen.add(item.rel)
+            row = known.get(item.rel)
+            if row is None:
+                found.added.append(item.rel)
+            elif (row.size, row.mtime_ns) != (item.size, item.mtime_ns):
+                # the walk's read, which never blocks on a FIFO put in the file's place
+                data = walk.read_bytes(item.abspath, follow=selection.follow)
+                if not (isinstance(data, bytes) and row.sha256 == sha256_bytes(data)):
+                    found.modified.append(item.rel)
+        found.deleted = [path for path in known if path not in seen]
+        return found
+
+    def refresh(self, *, timeout: float | None = None) -> Refreshed:
+        """Bring files changed since indexing into the index, within `timeout` seconds (the config's
+        `refresh_timeout` by default; 0 does nothing): their text at once, their vectors when that is quick
+        (`REFRESH_EMBED_PASSAGES`, `REFRESH_EMBED_SECONDS`). It never waits long for another writer, never
+        writes an index it may not write, and never changes the stored file selection; what it could not do
+        is in the notes of what it returns, and the index stays searchable either way."""
+        started = time.monotonic()
+        bound = self.config.refresh_timeout if timeout is None else timeout
+        deadline = started + bound
+        done = Refreshed()
+        if bound <= 0 or self.manifest_error is not None or not self.exists():
+            return done  # the search itself says what is wrong with the index
+        try:
+            changes = self.changes(deadline=deadline)
+        except IndexMissing:
+            return done  # a first run has not committed yet
+        paths = sorted({*self._new_since_last_run(changes.added), *changes.modified, *changes.deleted})
+        done.pending = len(paths)
+        try:
+            if not changes.complete:
+                done.timed_out = True
+            elif paths:
+                self._refresh_paths(paths, deadline, done)
+        finally:
+            done.elapsed = time.monotonic() - started
+        return done
+
+    def _new_since_last_run(self, added: list[str]) -> list[str]:
+        """The unindexed files created (or moved in) since the last index run or forget. An older one was
+        forgotten on purpose (`kenning index --forget`), or could not be read by that run: a search must not
+        bring the one back, nor try the other again and again."""
+        db = self._open()
+        since = max(float(db.get_meta("last_indexed") or 0), float(db.get_meta(FORGOT_AT) or 0))
+        new = []
+        for rel in added:
+            try:
+                st = os.lstat(self.root / rel)
+            except OSError:
+                continue
+            # file times come from the kernel's coarse clock, up to a tick behind time.time()
+            if max(st.st_ctime, st.st_mtime) >= since - COARSE_CLOCK_S:
+                new.append(rel)
+        return new
+
+    def _refresh_paths(self, paths: list[str], deadline: float, done: Refreshed) -> None:
+        files = f"{len(paths)} changed file{'s' if len(paths) != 1 else ''}"
+        if self._open().get_meta("settings") != index_settings(self.config):
+            done.skipped = (
+                f"searched without refreshing {files}: the index was built with other chunking settings, so "
+                f"every file must be read again (run `kenning index {self.root}`)"
+            )
+            return
+        if not self._writable():
+            done.skipped = (
+                f"the index at {self.home} is read-only here: searched it without refreshing {files} "
+                "(their hits are marked stale)"
+            )
+            return
+        try:
+            with (
+                self._refresh_turn(),
+                writer_lock(self.home, wait=REFRESH_LOCK_WAIT, operation="search --refresh"),
+            ):
+                report = self._refresh_locked(paths, deadline)
+        except IndexBusy as exc:
+            done.skipped = (
+                f"{exc.message}: searched it without refreshing {files} (their hits are marked stale)"
+            )
+            return
+        except (PermissionError, IndexError_) as exc:
+            if isinstance(exc, IndexError_) and type(exc) is not IndexError_:
+                raise  # damaged, another model's: the search says so
+            # writable by its modes, and yet not (a read-only mount, an ACL, a full disk)
+            done.skipped = (
+                f"the index at {self.home} cannot be written here ({exc}): searched it without refreshing "
+                f"{files} (their hits are marked stale)"
+            )
+            return
+        done.added, done.changed, done.removed = report.added, report.changed, report.removed
+        done.embedded, done.unembedded = report.embedded, report.unembedded
+        done.timed_out = report.interrupted
+
+    def _refresh_locked(self, paths: list[str], deadline: float) -> IndexReport:
+        # the manifest as it is now, under the lock: another writer may have changed it since it was read
+        manifest = read_manifest(self.home)
+        selection = manifest.selection if manifest else Selection()
+        semantic = not (manifest and manifest.lexical_only)  # a --lexical-only index stays so
+        scope = Scope(paths) if len(paths) <= REFRESH_SCOPED_FILES else Scope()
+        cancel = threading.Event()
+        # the lexical pass commits about once a second: cancelled at the bound, it keeps what it committed
+        timer = threading.Timer(max(0.0, deadline - time.monotonic()), cancel.set)
+        timer.daemon = True
+        timer.start()
+        db = Database(self.db_path, identity=self.embedder.identity)
+        try:
+            return run_index(
+                self.root,
+                self.directory,
+                db,
+                self.embedder,
+                self.config,
+                selection,
+                index_dir_name=self._index_dir_name(),
+                scope=scope,
+                semantic=semantic,
+                cancel=cancel,
+                budget=EmbedBudget(REFRESH_EMBED_PASSAGES, REFRESH_EMBED_SECONDS, deadline),
+            )
+        finally:
+            timer.cancel()
+            db.close()
+            self._vectors = None
+
+    def _writable(self) -> bool:
+        """Whether this process may write the index: its lock, its folder and its database."""
+        lock = self.home / "writer.lock"
+        return all(
+            os.access(p, os.W_OK)
+            for p in (self.home, self.directory, self.db_path, *([lock] if lock.exists() else []))
+        )
+
+    @contextlib.contextmanager
+    def _refresh_turn(self) -> Iterator[None]:
+        """Held around a refresh's write: nothing here (the file lock is enough); a daemon's resident Engine
+        takes its root's writer turn, without waiting long."""
+        yield
 
     def _embed_query(self, text: str) -> np.ndarray:
         return self.embedder.embed_query(text)
@@ -438,24 +695,13 @@ class Engine:
         if not pending:
             st.skipped += int(db.get_meta(WALK_SKIPPED) or 0)  # absent until a run of this kenning
         else:
-            known = db.files()
-            seen: set[str] = set()
-            for item in walk.walk(self.root, st.selection, index_dir_name=self._index_dir_name()):
-                if not isinstance(item, walk.FileEntry) or not storable_name(item.rel):
-                    # skipped by the walk (a secret by name, too large, a broken link) or for its name: never
-                    # stored, but `kenning index` counted it, and the two must agree
-                    st.skipped += 1
-                    continue
-                seen.add(item.rel)
-                row = known.get(item.rel)
-                if row is None:
-                    st.added += 1
-                elif (row.size, row.mtime_ns) != (item.size, item.mtime_ns):
-                    # the walk's read, which never blocks on a FIFO put in the file's place
-                    data = walk.read_bytes(item.abspath, follow=st.selection.follow)
-                    same = isinstance(data, bytes) and row.sha256 == sha256_bytes(data)
-                    st.modified += 0 if same else 1
-            st.deleted = sum(1 for path in known if path not in seen)
+            changes = self.changes()
+            st.skipped += changes.skipped
+            st.added, st.modified, st.deleted = (
+                len(changes.added),
+                len(changes.modified),
+                len(changes.deleted),
+            )
         return st
 
     def close(self) -> None:

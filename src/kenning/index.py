@@ -72,6 +72,8 @@ class IndexReport:
     passages: int = 0
     coverage: float = 1.0
     interrupted: bool = False
+    # passages this run left without a vector because its embedding budget ran out (a refresh before a search)
+    unembedded: int = 0
     elapsed: float = 0.0
     lexical_seconds: float = 0.0
     semantic_seconds: float = 0.0
@@ -119,6 +121,17 @@ class Scope:
         return self._matcher is None or self._matcher.matches(rel)
 
 
+@dataclass(frozen=True)
+class EmbedBudget:
+    """How much embedding a run may do: at most `passages` texts, and nothing that would end more than
+    `seconds` after the semantic pass starts or past `deadline` (time.monotonic()). Beyond that it embeds
+    nothing more and leaves the rest to the next full run."""
+
+    passages: int
+    seconds: float  # from the start of the semantic pass
+    deadline: float
+
+
 def storable_name(rel: str) -> bool:
     """False for a file name that is not UTF-8: it cannot be stored or printed faithfully, so it is skipped."""
     try:
@@ -152,11 +165,14 @@ def run_index(
     semantic: bool = True,
     progress: Progress | None = None,
     cancel: threading.Event | None = None,
+    budget: EmbedBudget | None = None,
 ) -> IndexReport:
     """Index `root` (or only the `scope` part of it) into `db`; the caller holds the writer lock.
 
     Setting `cancel` (from another thread) stops the run like Ctrl-C does: the unfinished batch is rolled back,
-    everything committed stays, and the report says `interrupted`.
+    everything committed stays, and the report says `interrupted`. With a `budget` the semantic pass embeds
+    only the passages of the scope's files, and only as many as the budget allows (`unembedded` says how many
+    it left).
     """
     progress = progress or NullProgress()
     scope = scope or Scope()
@@ -169,7 +185,10 @@ def run_index(
         report.lexical_seconds = time.perf_counter() - started
         if semantic:
             semantic_started = time.perf_counter()
-            _semantic_pass(db, embedder, progress, report, cancel)
+            if budget is None:
+                _semantic_pass(db, embedder, progress, report, cancel)
+            else:
+                _budgeted_semantic_pass(db, embedder, report, cancel, budget, scope.paths)
     except (KeyboardInterrupt, Interrupted):
         db.rollback()  # only the unfinished batch; every committed one stays
         report.restore_committed()  # and the summary speaks only of what was kept
@@ -399,3 +418,45 @@ def _semantic_pass(
     db.prune_embeddings()
     db.commit()
     progress.finish()
+
+
+# texts embedded before the embedder's speed is known: that one may overrun the budget
+BUDGET_FIRST_BATCH = 1
+BUDGET_BATCH = 16
+
+
+def _budgeted_semantic_pass(
+    db: Database,
+    embedder: Embedder,
+    report: IndexReport,
+    cancel: threading.Event | None,
+    budget: EmbedBudget,
+    paths: Sequence[str],
+) -> None:
+    """Embed the few passages a small edit made, within the budget: a refresh before a search must not turn
+    into an embedding run. Re-windowing and pruning are left to the next full run (they touch the whole index)."""
+    missing = db.missing_embeddings(paths) if paths else db.missing_embeddings()
+    if not missing:
+        return
+    if len(missing) > budget.passages:
+        report.unembedded = len(missing)
+        return
+    end = min(budget.deadline, time.monotonic() + budget.seconds)
+    done, spent = 0, 0.0
+    while done < len(missing):
+        _check(cancel)
+        size = BUDGET_FIRST_BATCH if not done else BUDGET_BATCH
+        batch = missing[done : done + size]
+        now = time.monotonic()
+        # the next batch at the speed seen so far must end within the budget; the first one is only a guess
+        if now >= end or (done and now + spent / done * len(batch) > end):
+            break
+        started = time.monotonic()
+        vectors = _embed(embedder, batch)
+        spent += time.monotonic() - started
+        db.begin()
+        db.add_embeddings([m[0] for m in batch], vectors)
+        db.commit()
+        done += len(batch)
+        report.embedded += len(batch)
+    report.unembedded = len(missing) - done

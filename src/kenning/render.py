@@ -2,7 +2,8 @@
 
 JSON Lines schema, version 1 (`kenning search --json`): one object per line.
 - `{"type": "hit", "schema": 1, "group": "Q1", "query": str, "rank": int, "path": str, "start_line": int,
-   "end_line": int, "score": float, "matched_by": "lexical"|"semantic"|"both", "stale": bool, "heading": str,
+   "end_line": int, "score": float, "matched_by": "lexical"|"semantic"|"both", "stale": bool,
+   "lexical_only": bool, "heading": str,
    "text": str|null, "text_start_line": int|null, "symbol": {"kind", "name", "scope", "signature", "doc"}|null, "defines": [...],
    "trace": {"lexical": {"rank", "score"}, "semantic": {"rank", "score"}, "symbol": {"rank", "score"}|null,
    "fused_rank", "demoted": float|null}|null}`
@@ -15,6 +16,9 @@ JSON Lines schema, version 1 (`kenning search --json`): one object per line.
   cut into pieces that each claim that line (`N-N`), so such a hit's `text` is one piece of line N; pieces of
   one line overlap, and the best-ranked one stands for the line.
   `demoted` is the factor a test file's fused score was multiplied by (null when it was not).
+  `stale` says the file changed since it was indexed (a search with `--refresh off`, or one whose refresh could
+  not run: the summary's notes say why); `lexical_only` that the passage has no vector yet (a refresh before
+  the search brought in its text but left embedding it to `kenning index`), so only its words could find it.
 - then one `{"type": "summary", "schema": 1, "root": str, "model": str, "mode": str, "coverage": float,
    "groups": [{"group", "query", "hits", "searched", "notes": [str]}], "hits": int, "elapsed_ms": float,
    "literal": bool}`; `literal` is true when the answer came from exhaustive search, not the index.
@@ -73,7 +77,7 @@ def preview_lines(hit: Hit, preview: Preview, query: str) -> list[tuple[int, str
 
 
 def hit_header(hit: Hit) -> str:
-    flags = "  stale" if hit.stale else ""
+    flags = ("  stale" if hit.stale else "") + ("  lexical-only" if hit.lexical_only else "")
     return f"{hit.path}:{hit.start_line}-{hit.end_line}  score {hit.score:.4f}  {hit.matched_by}{flags}"
 
 
@@ -175,6 +179,7 @@ def hit_json(hit: Hit, result: SearchResult, rank: int, preview: Preview) -> dic
         "score": hit.score,
         "matched_by": hit.matched_by,
         "stale": hit.stale,
+        "lexical_only": hit.lexical_only,
         "heading": hit.heading,
         "text": text,
         "text_start_line": first,

@@ -232,7 +232,11 @@ def execute(
     vectors: VectorIndex | None,
     embed_query: Callable[[str], np.ndarray] | None,
     root: Path,
+    *,
+    expect_vectors: bool = True,
 ) -> list[SearchResult]:
+    """Run the plan. `expect_vectors` is False for an index built --lexical-only, whose passages lack vectors
+    by choice; otherwise a hit without one says it was found by words only."""
     counts = db.cached_counts()
     allowed = allowed_passages(db, plan.filters)
     if allowed is not None and any(r.arm == "lexical" for g in plan.groups for r in g.routes):
@@ -253,7 +257,8 @@ def execute(
                         lambda q, d: index.search(embed(q), d, allowed), route.query, route.depth
                     )
     try:
-        return _run_groups(plan, db, semantic, allowed, searched, coverage, root)
+        flag = expect_vectors and plan.mode != "lexical"
+        return _run_groups(plan, db, semantic, allowed, searched, coverage, root, flag)
     finally:
         for future in semantic.values():
             future.cancel()  # an early error leaves no embedding running for nobody
@@ -280,6 +285,7 @@ def _run_groups(
     searched: int,
     coverage: float,
     root: Path,
+    flag_unembedded: bool,
 ) -> list[SearchResult]:
     results = []
     for group in plan.groups:
@@ -301,7 +307,7 @@ def _run_groups(
             if definitions:
                 ranked["symbol#d"] = definitions
         weights, tests = fusion_weights(plan, group.query), factor_for_tests(group.query)
-        hits, gone = _fuse(ranked, db, plan.limit, plan.trace, root, weights, tests)
+        hits, gone = _fuse(ranked, db, plan.limit, plan.trace, root, weights, tests, flag_unembedded)
         result = SearchResult(group.query, hits, searched, coverage, plan.mode, group.id)
         if gone:
             result.notes.append(
@@ -384,6 +390,7 @@ def _fuse(
     root: Path,
     weights: dict[str, float],
     factor: float,
+    flag_unembedded: bool = False,
 ) -> tuple[list[Hit], int]:
     """The hits, and in how many files hits were left out because the file no longer exists (no one could
     open them)."""
@@ -465,6 +472,7 @@ def _fuse(
                 hit_trace,
                 row.symbol,
                 row.defines,
+                flag_unembedded and not row.embedded,
             )
         )
         if len(hits) >= limit:

@@ -11,6 +11,10 @@ FileKind = Literal["code", "markdown", "rst", "text"]
 MatchedBy = Literal["lexical", "semantic", "both"]
 Preview = Literal["none", "short", "full"]
 Mode = Literal["hybrid", "lexical", "semantic"]
+# what a search does first about files changed since indexing: bring them in and then search, search at once
+# while a daemon brings them in, or search the index as it is
+Refresh = Literal["wait", "background", "off"]
+REFRESH_POLICIES: tuple[Refresh, ...] = ("wait", "background", "off")
 SymbolKind = Literal["module", "class", "interface", "function", "value", "alias"]
 SYMBOL_KINDS: tuple[SymbolKind, ...] = ("module", "class", "interface", "function", "value", "alias")
 
@@ -139,6 +143,8 @@ class Hit:
     trace: Trace | None = None
     symbol: Symbol | None = None
     defines: tuple[Symbol, ...] = ()  # symbols whose definitions start in the passage
+    # its passage has no vector yet (changed since the last full index run): only words can find it for now
+    lexical_only: bool = False
 
 
 @dataclass(slots=True)

@@ -27,10 +27,10 @@ from typing import Any
 
 from kenning.config import Config, load_config
 from kenning.embed import Embedder, create_embedder
-from kenning.engine import Engine, file_stamp
+from kenning.engine import REFRESH_LOCK_WAIT, Engine, file_stamp
 from kenning.errors import IndexBusy, Interrupted, KenningError
 from kenning.index import IndexReport, Progress
-from kenning.types import SearchResult, Selection
+from kenning.types import Refresh, SearchResult, Selection
 
 log = logging.getLogger("kenning.daemon")
 
@@ -65,28 +65,53 @@ class ResidentEngine(Engine):
     runtime: RootRuntime
     _read_lock: threading.RLock
 
-    def search(self, *args: Any, **kwargs: Any) -> list[SearchResult]:
+    def search(self, *args: Any, refresh: Refresh = "wait", **kwargs: Any) -> list[SearchResult]:
+        """The watcher's queue stands for the walk a direct search makes: "wait" waits (boundedly) for the
+        writer to apply it, and looks for changes itself only when the watcher cannot be trusted to have seen
+        them (not watching, or the writer behind); "background" and "off" search at once."""
         self.runtime.touch()
         self.runtime.follow_index(self)
-        fresh = self.runtime.fresh()
+        watcher = self.runtime.watcher
+        watching = watcher is not None and watcher.health.state == "watching"
+        refreshed: list[str] = []
+        if refresh == "wait":
+            fresh = self.runtime.fresh(timeout=min(self.runtime.refresh_wait, self.config.refresh_timeout))
+            if not (fresh and watching) and self.config.refresh_timeout > 0:
+                with self._read_lock:
+                    refreshed = self.refresh().notes
+                fresh = fresh or not refreshed
+        else:
+            fresh = self.runtime.fresh(
+                timeout=0.0
+            )  # hands the watcher's news to the writer, waits for nothing
         with self._read_lock:
-            results = super().search(*args, **kwargs)
+            results = super().search(*args, refresh="off", **kwargs)
         # say so when the answer may be older than the files, rather than answer from an older index silently
-        notes = (
+        notes = refreshed or (
             []
             if fresh
             else [
                 "recent file changes are still being indexed: hits from them may be missing or marked stale"
             ]
         )
-        watcher = self.runtime.watcher
-        if watcher is not None and watcher.health.state != "watching":
+        if watcher is not None and not watching:
             health = watcher.health
             state = f"{health.state} ({health.error})" if health.error else f"still {health.state}"
             notes.append(f"the file watcher is {state}: changes may be missed")
         for result in results:
             result.notes.extend(notes)
         return results
+
+    @contextlib.contextmanager
+    def _refresh_turn(self) -> Iterator[None]:
+        # the root's writer (a watcher refresh, a rebuild) may be in a long embedding pass: do not queue
+        if not self.runtime.write_lock.acquire(timeout=REFRESH_LOCK_WAIT):
+            raise IndexBusy(f"the daemon is writing the index of {self.root}")
+        try:
+            yield
+        finally:
+            self.runtime.write_lock.release()
+            self.runtime.indexed(self)
 
     def status(self, *, pending: bool = True) -> Any:
         self.runtime.touch()

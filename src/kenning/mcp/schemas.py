@@ -106,6 +106,15 @@ TEXT_SEARCH_INPUT: Schema = {
             "description": "Rank passages that define a symbol named like a word of the query higher "
             "(a query that is just an identifier already puts its definition first).",
         },
+        "refresh": {
+            "type": "string",
+            "enum": ["wait", "background", "off"],
+            "default": "wait",
+            "description": "Files changed since indexing: wait (the default) brings them into the index "
+            "first, within a few seconds, so hits show the current text at its current lines; background "
+            "searches at once while the kenning daemon catches up; off searches the index as it is (changed "
+            "files' hits are marked stale).",
+        },
     },
     "additionalProperties": False,
 }
@@ -126,6 +135,11 @@ _HIT: Schema = {
         "score": {"type": "number", "description": "Ranks hits within one answer; not a confidence."},
         "matched_by": {"type": "string", "enum": ["lexical", "semantic", "both"]},
         "stale": {"type": "boolean", "description": "The file changed since it was indexed."},
+        "lexical_only": {
+            "type": "boolean",
+            "description": "The passage has no embedding yet (it changed since the last full index run), so "
+            "only its words could find it.",
+        },
         "heading": {"type": "string"},
         "text": {"type": ["string", "null"], "description": "The passage as the preview level shows it."},
         "text_start_line": {"type": ["integer", "null"]},
@@ -455,8 +469,10 @@ or regex and want every occurrence.
 
 A query that spells an identifier (parse_config, RateLimiter.acquire) puts its definition first; \
 `symbol_types` keeps to functions, classes and so on. Read before you rely: open the file around path:start-end. A score only orders hits within one answer; it is not \
-a confidence, and the top hit may still be wrong. Narrow with `paths`, `globs` or `types`. A hit marked stale \
-changed since it was indexed (call text_index on it). An empty answer may mean the workspace (or that part of \
+a confidence, and the top hit may still be wrong. Narrow with `paths`, `globs` or `types`. Files edited since \
+indexing are brought into the index before the search (`refresh`, bounded to a few seconds; a note says when \
+it could not finish); a hit marked stale changed since it was indexed (call text_index on it), one marked \
+lexical_only was found by its words only until text_index embeds it. An empty answer may mean the workspace (or that part of \
 it) was never indexed: check index_status. Without an index the answer comes from literal matching and says so \
 at the top; text_index builds the index."""
 

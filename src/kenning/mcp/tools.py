@@ -27,7 +27,7 @@ from kenning.mcp import schemas
 from kenning.mcp.answers import Answer, index_json, index_text, next_step, search_answer
 from kenning.outline import SymbolLookup, file_outline, outline_json, outline_lines
 from kenning.search import Filters, parse_time
-from kenning.types import Mode, Preview, SearchResult, Selection
+from kenning.types import Mode, Preview, Refresh, SearchResult, Selection
 
 
 class McpProgress:
@@ -215,6 +215,7 @@ class Workspace:
                             filters=filters,
                             trace=bool(args.get("trace")),
                             prefer_symbol=bool(args.get("prefer_symbol")),
+                            refresh=cast(Refresh, args.get("refresh", "wait")),
                         )
                 except IndexMissing:
                     results = None  # a first index run has not committed yet: answer literally meanwhile

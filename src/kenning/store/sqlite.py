@@ -172,6 +172,7 @@ class PassageRow:
     mtime_ns: int
     symbol: Symbol | None = None
     defines: tuple[Symbol, ...] = ()
+    embedded: bool = True  # its text has a vector
 
 
 def _symbol(
@@ -238,7 +239,9 @@ def _id_batches(ids: Iterable[int]) -> Iterator[tuple[list[int], str]]:
 class Database:
     """One index's SQLite file. A writer calls the mutating methods inside `transaction()`."""
 
-    def __init__(self, path: Path, *, identity: str, readonly: bool = False) -> None:
+    def __init__(self, path: Path, *, identity: str, readonly: bool = False, immutable: bool = False) -> None:
+        """`immutable` (with `readonly`) reads a file nobody may write: a WAL database in a folder the reader
+        cannot write cannot be opened otherwise, since SQLite would need to create its shared-memory file."""
         self.path = path
         self.identity = identity
         self._next_id: int | None = None
@@ -248,8 +251,9 @@ class Database:
             )
         try:
             if readonly:
+                flags = "mode=ro&immutable=1" if immutable else "mode=ro"
                 self.conn = sqlite3.connect(
-                    f"file:{path}?mode=ro", uri=True, isolation_level=None, check_same_thread=False
+                    f"file:{path}?{flags}", uri=True, isolation_level=None, check_same_thread=False
                 )
             else:
                 # SQLite makes the file with the umask's mode, and its -wal and -shm with the file's: a file made
@@ -492,13 +496,17 @@ class Database:
 
     # -- embeddings -----------------------------------------------------------------------------------------
     @_guarded
-    def missing_embeddings(self) -> list[tuple[bytes, str, str, bool]]:
+    def missing_embeddings(self, paths: Sequence[str] = ()) -> list[tuple[bytes, str, str, bool]]:
         """(ehash, heading, text, is code) of each distinct passage text that has no vector yet; a text found in
-        code and in another kind of file counts as not code."""
+        code and in another kind of file counts as not code. `paths` (files) keeps to the passages of those."""
+        where, args = "", list(paths)
+        if paths:
+            where = f" AND f.path IN ({','.join('?' * len(paths))})"
         rows = self.conn.execute(
             "SELECT p.ehash, p.heading, p.text, MIN(f.kind = 'code') FROM passages p "
             "JOIN files f ON f.id = p.file_id LEFT JOIN embeddings e ON e.ehash = p.ehash "
-            "WHERE e.ehash IS NULL GROUP BY p.ehash"
+            f"WHERE e.ehash IS NULL{where} GROUP BY p.ehash",
+            args,
         )
         return [(bytes(r[0]), str(r[1]), str(r[2]), bool(r[3])) for r in rows]
 
@@ -610,12 +618,15 @@ class Database:
         for part, marks in _id_batches(ids):
             rows = self.conn.execute(
                 "SELECT p.id, f.path, p.start_line, p.end_line, p.heading, p.text, f.size, f.mtime_ns, "
-                "p.sym_kind, p.sym_name, p.sym_scope, p.sym_signature, p.sym_doc "
-                f"FROM passages p JOIN files f ON f.id = p.file_id WHERE p.id IN ({marks})",
+                "e.ehash IS NOT NULL, p.sym_kind, p.sym_name, p.sym_scope, p.sym_signature, p.sym_doc "
+                "FROM passages p JOIN files f ON f.id = p.file_id LEFT JOIN embeddings e ON e.ehash = p.ehash "
+                f"WHERE p.id IN ({marks})",
                 part,
             )
             for r in rows:
-                out[r[0]] = PassageRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], _symbol(*r[8:]))
+                out[r[0]] = PassageRow(
+                    r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], _symbol(*r[9:]), embedded=bool(r[8])
+                )
             defined: dict[int, list[Symbol]] = {}
             for pid, kind, name, scope in self.conn.execute(
                 f"SELECT passage_id, kind, name, scope FROM definitions WHERE passage_id IN ({marks}) "
