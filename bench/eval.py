@@ -89,7 +89,7 @@ def evaluate(name: str, model: str, work: Path, *, symbols: bool = True) -> dict
         run.parent.mkdir(parents=True, exist_ok=True)
         with run.open("w") as fh:
             for q in queries:
-                [result] = engine.search(q["text"], mode=mode, limit=DEPTH)  # type: ignore[arg-type]
+                [result] = engine.search(q["text"], mode=mode, limit=DEPTH, refresh="off")  # type: ignore[arg-type]
                 ranked = [f"corpus/{h.path}:{h.start_line}-{h.end_line}" for h in result.hits]
                 fh.write(json.dumps({"query_id": q["query_id"], "ranked": ranked}) + "\n")
         scores[mode] = score(qrels_path, run)

@@ -102,7 +102,7 @@ def collect(s: EvalSet, cache: Path, fresh: bool) -> Arms:
     try:
         db = engine._open()
         for row in s.query_rows():
-            engine.search(row["text"], mode="hybrid", limit=DEPTH)
+            engine.search(row["text"], mode="hybrid", limit=DEPTH, refresh="off")
             lists = dict(captured)
             terms = query_terms(row["text"])
             for w in COLUMN_WEIGHTS:

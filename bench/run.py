@@ -152,12 +152,12 @@ def bench_query(tree: Path, repeats: int) -> dict[str, float]:
     db.close()
     queries = [json.loads(line)["text"] for line in (EVAL / "scifact" / "queries.train.jsonl").open()][:60]
     engine = Engine(tree, config=Config())
-    engine.search(queries[0])
+    engine.search(queries[0], refresh="off")
     lat = {"hybrid": [], "lexical": []}
     for q in queries[1:]:
         for mode in lat:
             t = time.perf_counter()
-            engine.search(q, mode=mode)  # type: ignore[arg-type]
+            engine.search(q, mode=mode, refresh="off")  # type: ignore[arg-type]
             lat[mode].append((time.perf_counter() - t) * 1000)
     walls = []
     for q in queries[1 : 1 + repeats * 2]:

@@ -150,14 +150,14 @@ def run_config(
     out: dict[str, dict[str, Any]] = {}
     try:
         for mode in cfg.modes:
-            engine.search(queries[0]["text"], mode=mode, limit=DEPTH, **cfg.search)  # type: ignore[arg-type]  # warm-up
+            engine.search(queries[0]["text"], mode=mode, limit=DEPTH, refresh="off", **cfg.search)  # type: ignore[arg-type]  # warm-up
             name = f"kenning {mode}" if cfg is DEFAULT else f"kenning {mode} [{cfg.name}]"
             run = runs / f"{s.name}.{name.replace(' ', '_').replace('[', '').replace(']', '')}.jsonl"
             times = []
             with run.open("w") as fh:
                 for q in queries:
                     t = time.perf_counter()
-                    [result] = engine.search(q["text"], mode=mode, limit=DEPTH, **cfg.search)  # type: ignore[arg-type]
+                    [result] = engine.search(q["text"], mode=mode, limit=DEPTH, refresh="off", **cfg.search)  # type: ignore[arg-type]
                     times.append((time.perf_counter() - t) * 1000)
                     ranked = [f"corpus/{h.path}:{h.start_line}-{h.end_line}" for h in result.hits]
                     fh.write(json.dumps({"query_id": q["query_id"], "ranked": ranked}) + "\n")
