@@ -378,8 +378,12 @@ class Engine:
         fuse: bool = False,
         trace: bool = False,
         prefer_symbol: bool = False,
+        match_level: float | None = None,
     ) -> list[SearchResult]:
-        """Ranked passages, one SearchResult per query group (one group when `fuse`)."""
+        """Ranked passages, one SearchResult per query group (one group when `fuse`).
+
+        Each result's `confidence` says whether a passage matches well: holds an informative query term, or is
+        at least `match_level` similar to the query (raw cosine; default the embedder's calibrated level)."""
         qs = [queries] if isinstance(queries, str) else list(queries)
         plan = plan_search(
             qs,
@@ -400,7 +404,9 @@ class Engine:
         db = self._open()
         with db.snapshot():  # one snapshot for the whole search
             vectors = self._vector_index(db) if mode != "lexical" else None
-            return execute(plan, db, vectors, self._embed_query if mode != "lexical" else None, self.root)
+            level = self.embedder.match_level if match_level is None else match_level
+            embed = self._embed_query if mode != "lexical" else None
+            return execute(plan, db, vectors, embed, self.root, level)
 
     def _embed_query(self, text: str) -> np.ndarray:
         return self.embedder.embed_query(text)
