@@ -307,6 +307,13 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--trace", action="store_true", help="show each hit's rank and score in each arm")
     p.add_argument("--json", action="store_true", help="JSON Lines: one hit per line, then a summary")
     p.add_argument(
+        "--min-score",
+        default=None,
+        metavar="LEVEL",
+        help="exit 1 unless a passage matches well: holds a query word that is not a stop word, or is at least "
+        "LEVEL similar to the query (raw cosine, -1 to 1; `auto`: the model's calibrated level)",
+    )
+    p.add_argument(
         "--no-index",
         action="store_true",
         help="never build an index; without one, fall back to literal exhaustive search",
@@ -480,6 +487,29 @@ def _engine(root: Path, config: Config, model: str | None = None) -> Engine:
     return engine
 
 
+def _min_score(text: str | None) -> float | None:
+    """--min-score's level: None for the model's own (`auto`, or no flag)."""
+    if text is None or text.strip().lower() == "auto":
+        return None
+    try:
+        level = float(text)
+    except ValueError:
+        level = float("nan")
+    if not -1.0 <= level <= 1.0:  # NaN fails too
+        raise UsageError(
+            f"--min-score {text!r} is not a cosine similarity",
+            hint="give a number from -1 to 1, or `auto` for the model's calibrated level",
+        )
+    return level
+
+
+def _found(results: Sequence[Any], strict: bool) -> int:
+    """The exit code: 0 when something was found (with --min-score, something that matches well), else 1."""
+    from kenning.render import matches_well
+
+    return 0 if any(r.hits and (not strict or matches_well(r)) for r in results) else 1
+
+
 def _size(text: str | None) -> int | None:
     if text is None:
         return None
@@ -590,6 +620,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         config = load_config(found).with_overrides(preview=args.preview, limit=args.limit)
     preview = cast("Preview", config.preview)
     check_symbol_types(args.symbol_type or ())
+    level = _min_score(args.min_score)
     if found is None and args.no_index:
         return _literal(start, queries, config, args, started)
     # check every argument before any index is built: a typo must not cost a full indexing run
@@ -637,12 +668,13 @@ def cmd_search(args: argparse.Namespace) -> int:
         prefer_symbol=args.prefer_symbol,
         # the index was just built from the files as they are
         refresh="off" if found is None else args.refresh,
+        match_level=level,
     )
     if args.json:
         _out(render_json(results, preview, root=str(engine.root), model=engine.model_name, started=started))
     else:
         _out(render_text(results, preview))
-    return 0 if any(r.hits for r in results) else 1
+    return _found(results, args.min_score is not None)
 
 
 def _search_inputs(args: argparse.Namespace) -> tuple[list[str], str]:
@@ -692,7 +724,7 @@ def _literal(start: Path, queries: list[str], config: Any, args: argparse.Namesp
     else:
         _err(NOTE)
         _out(render_text(results, config.preview))
-    return 0 if any(r.hits for r in results) else 1
+    return _found(results, args.min_score is not None)
 
 
 def cmd_grep(args: argparse.Namespace) -> int:

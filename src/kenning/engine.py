@@ -451,6 +451,7 @@ class Engine:
         trace: bool = False,
         prefer_symbol: bool = False,
         refresh: Refresh = "wait",
+        match_level: float | None = None,
     ) -> list[SearchResult]:
         """Ranked passages, one SearchResult per query group (one group when `fuse`).
 
@@ -458,6 +459,9 @@ class Engine:
         show today's text at today's lines; "off" searches the index as it is, flagging hits from changed
         files `stale`; "background" is for a daemon, which refreshes on its own (here it searches as "off"
         does and says so). Notes on the results say what could not be refreshed.
+
+        Each result's `confidence` says whether a passage matches well: holds an informative query term, or is
+        at least `match_level` similar to the query (raw cosine; default the embedder's calibrated level).
         """
         if refresh not in REFRESH_POLICIES:
             raise UsageError(
@@ -492,12 +496,14 @@ class Engine:
         expect_vectors = not (self.manifest and self.manifest.lexical_only)
         with db.snapshot():  # one snapshot for the whole search
             vectors = self._vector_index(db) if mode != "lexical" else None
+            level = self.embedder.match_level if match_level is None else match_level
             results = execute(
                 plan,
                 db,
                 vectors,
                 self._embed_query if mode != "lexical" else None,
                 self.root,
+                level,
                 expect_vectors=expect_vectors,
             )
         for result in results:

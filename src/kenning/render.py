@@ -20,8 +20,16 @@ JSON Lines schema, version 1 (`kenning search --json`): one object per line.
   not run: the summary's notes say why); `lexical_only` that the passage has no vector yet (a refresh before
   the search brought in its text but left embedding it to `kenning index`), so only its words could find it.
 - then one `{"type": "summary", "schema": 1, "root": str, "model": str, "mode": str, "coverage": float,
-   "groups": [{"group", "query", "hits", "searched", "notes": [str]}], "hits": int, "elapsed_ms": float,
-   "literal": bool}`; `literal` is true when the answer came from exhaustive search, not the index.
+   "groups": [{"group", "query", "hits", "searched", "notes": [str], "match": MATCH}], "hits": int,
+   "elapsed_ms": float, "literal": bool, "good_match": bool}`; `literal` is true when the answer came from
+   exhaustive search, not the index.
+  A hit's `score` ranks it within its group only (the best is always near 1, whatever it is); how well the
+  best passage matches on an absolute scale is its group's `match`: `{"good": bool, "lexical": bool,
+  "similarity": float|null, "level": float|null}`. `good` is true when a passage holds a query term that is
+  not a stop word (`lexical`) or its raw cosine similarity to the query (`similarity`, the best passage's;
+  null without the semantic arm) reaches `level`, the model's calibrated level (or `--min-score`'s). When it
+  is false the text output says "no passage matches well; the closest are:" before the hits. `good_match` is
+  true when some group's `good` is.
 """
 
 from __future__ import annotations
@@ -32,11 +40,12 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from kenning.store.terms import query_terms
-from kenning.types import Hit, Preview, SearchResult
+from kenning.types import Confidence, Hit, Preview, SearchResult
 
 JSON_SCHEMA_VERSION = 1
 SHORT_LINES = 10
 CLIP = 160
+WEAK = "no passage matches well; the closest are:"
 
 
 def _clip(line: str, width: int = CLIP) -> str:
@@ -118,6 +127,8 @@ def render_text(
             yield f"{result.group}: {result.query}  ({len(result.hits)} hits)"
         for note in result.notes:
             yield f"note: {note}"
+        if result.hits and not matches_well(result):
+            yield WEAK
         if not result.hits and (result.searched or not result.notes):
             yield (
                 f"no passages matched among {result.searched} searched"
@@ -139,6 +150,16 @@ def render_text(
                 yield ""
         if grouped:
             yield ""
+
+
+def matches_well(result: SearchResult) -> bool:
+    return result.confidence is None or result.confidence.good
+
+
+def confidence_json(c: Confidence | None) -> dict[str, Any] | None:
+    if c is None:
+        return None
+    return {"good": c.good, "lexical": c.lexical, "similarity": c.similarity, "level": c.level}
 
 
 def hit_json(hit: Hit, result: SearchResult, rank: int, preview: Preview) -> dict[str, Any]:
@@ -217,12 +238,14 @@ def render_json(
                 "hits": len(r.hits),
                 "searched": r.searched,
                 "notes": r.notes,
+                "match": confidence_json(r.confidence),
             }
             for r in results
         ],
         "hits": total,
         "elapsed_ms": round((time.perf_counter() - started) * 1000, 1),
         "literal": literal,
+        "good_match": any(r.hits and matches_well(r) for r in results),
     }
     yield json.dumps(summary, ensure_ascii=False)
 

@@ -26,12 +26,24 @@ from kenning.errors import UsageError
 from kenning.store import Database, PassageRow, VectorIndex
 from kenning.store.terms import (
     fts_query,
+    informative_terms,
     is_identifier_query,
     query_identifiers,
     query_qualified,
     query_terms,
 )
-from kenning.types import SYMBOL_KINDS, ArmTrace, Hit, MatchedBy, Mode, SearchResult, Selection, Trace, within
+from kenning.types import (
+    SYMBOL_KINDS,
+    ArmTrace,
+    Confidence,
+    Hit,
+    MatchedBy,
+    Mode,
+    SearchResult,
+    Selection,
+    Trace,
+    within,
+)
 
 MIN_DEPTH = 100
 # Each arm's scores are min-max normalised between its best and its score at this rank (see fuse_scores), so
@@ -232,11 +244,13 @@ def execute(
     vectors: VectorIndex | None,
     embed_query: Callable[[str], np.ndarray] | None,
     root: Path,
+    match_level: float | None = None,
     *,
     expect_vectors: bool = True,
 ) -> list[SearchResult]:
-    """Run the plan. `expect_vectors` is False for an index built --lexical-only, whose passages lack vectors
-    by choice; otherwise a hit without one says it was found by words only."""
+    """Run the plan. `match_level` is the raw cosine similarity from which a passage matches well (see
+    `judge`). `expect_vectors` is False for an index built --lexical-only, whose passages lack vectors by
+    choice; otherwise a hit without one says it was found by words only."""
     counts = db.cached_counts()
     allowed = allowed_passages(db, plan.filters)
     if allowed is not None and any(r.arm == "lexical" for g in plan.groups for r in g.routes):
@@ -258,7 +272,7 @@ def execute(
                     )
     try:
         flag = expect_vectors and plan.mode != "lexical"
-        return _run_groups(plan, db, semantic, allowed, searched, coverage, root, flag)
+        return _run_groups(plan, db, semantic, allowed, searched, coverage, root, match_level, flag)
     finally:
         for future in semantic.values():
             future.cancel()  # an early error leaves no embedding running for nobody
@@ -285,6 +299,7 @@ def _run_groups(
     searched: int,
     coverage: float,
     root: Path,
+    match_level: float | None,
     flag_unembedded: bool,
 ) -> list[SearchResult]:
     results = []
@@ -309,6 +324,7 @@ def _run_groups(
         weights, tests = fusion_weights(plan, group.query), factor_for_tests(group.query)
         hits, gone = _fuse(ranked, db, plan.limit, plan.trace, root, weights, tests, flag_unembedded)
         result = SearchResult(group.query, hits, searched, coverage, plan.mode, group.id)
+        result.confidence = judge(ranked, group.query, match_level, lambda terms: _holds(db, terms, allowed))
         if gone:
             result.notes.append(
                 f"left out hits in {gone} file{'s' if gone > 1 else ''} deleted since indexing (run `kenning index`)"
@@ -319,6 +335,38 @@ def _run_groups(
             )
         results.append(result)
     return results
+
+
+def judge(
+    ranked: dict[str, list[tuple[int, float]]],
+    query: str,
+    level: float | None,
+    holds: Callable[[list[str]], bool],
+) -> Confidence:
+    """Whether the search found a passage that matches well: one holding an informative query term, or one
+    whose raw cosine similarity reaches `level`. Fused scores cannot tell: each arm is scaled to its own best,
+    so nonsense scores 1 too. `holds` answers whether any passage holds one of the terms, asked only when the
+    arms that ran cannot tell (a semantic search whose best is below the level)."""
+    informative = informative_terms(query)
+    best = [items[0][1] for key, items in ranked.items() if key.startswith("semantic#") and items]
+    similarity = round(float(max(best)), 4) if best else None
+    similar = similarity is not None and level is not None and similarity >= level
+    lexical = False
+    if informative:
+        # the lexical arm searched exactly these terms (query_terms keeps stop words only when nothing else is
+        # left), and a definition found by name holds its name
+        ran = [items for key, items in ranked.items() if key.startswith(("lexical#", "symbol#"))]
+        searched = any(k.startswith("lexical#") for k in ranked)
+        lexical = any(ran) or (not similar and not searched and holds(informative))
+    return Confidence(lexical or similar, lexical, similarity, level)
+
+
+def _holds(db: Database, terms: list[str], allowed: np.ndarray | None) -> bool:
+    if allowed is not None:
+        if allowed.size == 0:
+            return False
+        db.restrict_lexical(allowed)
+    return bool(db.lexical(fts_query(terms), 1, filtered=allowed is not None))
 
 
 _KIND_ORDER = {"class": 0, "interface": 0, "function": 1, "module": 2, "alias": 3, "value": 4}

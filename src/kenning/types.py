@@ -147,6 +147,17 @@ class Hit:
     lexical_only: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class Confidence:
+    """Whether any passage matches a query well, on an absolute scale: a hit's score only ranks it against the
+    others of its result, so the best of nothing scores as high as the best of a perfect match."""
+
+    good: bool  # a passage holds an informative query term, or is at least `level` similar to the query
+    lexical: bool  # some passage holds a query term that is not a stop word
+    similarity: float | None  # the best passage's raw cosine similarity to the query (None: no semantic arm)
+    level: float | None  # the similarity that counts as a good match (the embedder's calibrated level)
+
+
 @dataclass(slots=True)
 class SearchResult:
     """One query group's ranked hits plus what the caller needs to judge them."""
@@ -158,3 +169,4 @@ class SearchResult:
     mode: Mode
     group: str = "Q1"
     notes: list[str] = field(default_factory=list)
+    confidence: Confidence | None = None  # None only for results made by hand (tests, merges)

@@ -291,7 +291,7 @@ def build_app(daemon: Daemon, *, token: str, port: int, mcp_version: str) -> ASG
 def _search(daemon: Daemon, root: str, query: str, k: int) -> dict[str, Any]:
     import time
 
-    from kenning.render import hit_json
+    from kenning.render import confidence_json, hit_json
 
     started = time.perf_counter()
     runtime = daemon.runtime_for(root)
@@ -301,6 +301,7 @@ def _search(daemon: Daemon, root: str, query: str, k: int) -> dict[str, Any]:
         "query": query,
         "hits": [hit_json(h, result, i, "short") for i, h in enumerate(result.hits, 1)],
         "notes": result.notes,
+        "match": confidence_json(result.confidence),
         "coverage": result.coverage,
         "seconds": round(time.perf_counter() - started, 4),
     }

@@ -34,6 +34,11 @@ class Embedder(ABC):
     batch_size: int = 8
     #: True when texts leave this machine (an HTTP endpoint); used only on explicit opt-in.
     remote: bool = False
+    #: The raw cosine similarity from which a passage counts as matching a query well, when it holds no query
+    #: word (a search says so when none reaches it). Each model's similarities sit at their own level, so one
+    #: calibrated on real queries against random ones (bench/confidence.py) overrides this; 0.5 is a cautious
+    #: guess for a model never measured: most models put an unrelated pair well below it.
+    match_level: float = 0.5
     #: Told, in one line, of slow work a user would otherwise wait through in silence (a model built once).
     notify: Callable[[str], None] | None = None
 

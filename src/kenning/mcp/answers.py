@@ -14,9 +14,9 @@ from typing import Any
 from kenning.engine import Engine, Status
 from kenning.index import IndexReport
 from kenning.mcp import schemas
-from kenning.render import hit_header, hit_json, preview_lines, symbol_line, trace_line
+from kenning.render import WEAK, confidence_json, hit_header, hit_json, preview_lines, symbol_line, trace_line
 from kenning.report import index_summary_json
-from kenning.types import Hit, Mode, Preview, SearchResult
+from kenning.types import Confidence, Hit, Mode, Preview, SearchResult
 
 SHOW_SKIPPED = 100
 
@@ -43,6 +43,7 @@ def search_answer(
     groups: list[list[tuple[Engine, Hit]]] = []
     summaries: list[dict[str, Any]] = []
     group_notes: list[list[str]] = []
+    weak: list[bool] = []  # per group: it has hits, and none matches well
     searched = matched_files = 0
     coverages = [results[0].coverage for e, results in per_root if results and e.root not in literal]
     for i, query in enumerate(queries):
@@ -52,6 +53,7 @@ def search_answer(
         group_notes.append([n for _, results in per_root for n in results[i].notes])
         ranked = sum(r[i].searched for e, r in per_root if e.root not in literal)
         files = sum(r[i].searched for e, r in per_root if e.root in literal)
+        match = _merged_confidence([r[i].confidence for _, r in per_root])
         summaries.append(
             {
                 "group": f"Q{i + 1}",
@@ -59,8 +61,10 @@ def search_answer(
                 "searched": ranked or files,
                 "hits": len(merged[:k]),
                 "notes": group_notes[-1],
+                "match": confidence_json(match),
             }
         )
+        weak.append(bool(merged) and match is not None and not match.good)
         searched, matched_files = max(searched, ranked), max(matched_files, files)
     coverage = min(coverages) if coverages else 0.0
     # each group's best first, so the list is at least as long as the number of groups
@@ -85,9 +89,10 @@ def search_answer(
         lines.append(
             f"{len(queries)} query groups, {len(combined)} distinct hits (each group's best first); {found}"
         )
-        for s in summaries:
+        for s, poor in zip(summaries, weak, strict=True):
             lines.append(
                 f'  {s["group"]} "{_echo(s["query"])}": {s["hits"]} {"hit" if s["hits"] == 1 else "hits"}'
+                + ("; no passage matches well" if poor else "")
             )
     for i, these in enumerate(group_notes, 1):
         notes.extend(_echo(f"Q{i}: {n}" if len(queries) > 1 else n, 300) for n in these)
@@ -101,6 +106,8 @@ def search_answer(
             "rephrase, widen the filters, or use grep for an exact string"
         )
     lines.extend(f"note: {n}" for n in notes)
+    if len(queries) == 1 and weak[0]:
+        lines.append(WEAK)
     hits_json: list[dict[str, Any]] = []
     budget = schemas.MAX_OUTPUT_CHARS - sum(len(x) + 1 for x in lines) - 200
     truncated = budget <= 0
@@ -133,8 +140,24 @@ def search_answer(
         "hits": hits_json,
         "notes": notes,
         "truncated": truncated,
+        "good_match": any(s["hits"] and not poor for s, poor in zip(summaries, weak, strict=True)),
     }
     return Answer("\n".join(lines), structured)
+
+
+def _merged_confidence(found: list[Confidence | None]) -> Confidence | None:
+    """One group's confidence over the roots searched: a good match in any root is one."""
+    known = [c for c in found if c is not None]
+    if not known:
+        return None
+    similarities = [c.similarity for c in known if c.similarity is not None]
+    levels = [c.level for c in known if c.level is not None]
+    return Confidence(
+        any(c.good for c in known),
+        any(c.lexical for c in known),
+        max(similarities) if similarities else None,
+        levels[0] if levels else None,
+    )
 
 
 def _echo(query: str, limit: int = 200) -> str:

@@ -132,7 +132,11 @@ _HIT: Schema = {
         "root": {"type": "string"},
         "start_line": {"type": "integer", "minimum": 1},
         "end_line": {"type": "integer", "minimum": 1},
-        "score": {"type": "number", "description": "Ranks hits within one answer; not a confidence."},
+        "score": {
+            "type": "number",
+            "description": "Ranks hits within one group of one answer (the best is near 1 whatever it is); not a "
+            "confidence: see the group's match.",
+        },
         "matched_by": {"type": "string", "enum": ["lexical", "semantic", "both"]},
         "stale": {"type": "boolean", "description": "The file changed since it was indexed."},
         "lexical_only": {
@@ -181,6 +185,30 @@ _HIT: Schema = {
     "required": ["path", "root", "start_line", "end_line", "score", "matched_by", "stale", "text", "groups"],
 }
 
+_MATCH: Schema = {
+    "type": ["object", "null"],
+    "description": "How well the group's best passage matches, on an absolute scale (unlike score).",
+    "properties": {
+        "good": {
+            "type": "boolean",
+            "description": "A passage holds a query word that is not a stop word, or its similarity reaches level.",
+        },
+        "lexical": {
+            "type": "boolean",
+            "description": "Some passage holds a query word that is not a stop word.",
+        },
+        "similarity": {
+            "type": ["number", "null"],
+            "description": "The best passage's raw cosine similarity to the query (null without embeddings).",
+        },
+        "level": {
+            "type": ["number", "null"],
+            "description": "The similarity that counts as a good match for this model (calibrated).",
+        },
+    },
+    "required": ["good", "lexical", "similarity", "level"],
+}
+
 TEXT_SEARCH_OUTPUT: Schema = {
     "type": "object",
     "properties": {
@@ -201,8 +229,9 @@ TEXT_SEARCH_OUTPUT: Schema = {
                     "searched": {"type": "integer"},
                     "hits": {"type": "integer"},
                     "notes": {"type": "array", "items": {"type": "string"}},
+                    "match": _MATCH,
                 },
-                "required": ["group", "query", "searched", "hits", "notes"],
+                "required": ["group", "query", "searched", "hits", "notes", "match"],
             },
         },
         "hits": {"type": "array", "items": _HIT},
@@ -211,8 +240,23 @@ TEXT_SEARCH_OUTPUT: Schema = {
             "type": "boolean",
             "description": "Some hits were left out to bound the answer's size.",
         },
+        "good_match": {
+            "type": "boolean",
+            "description": "Some group has a passage that matches well (see each group's match). False: the "
+            "hits are only the closest there are; rephrase, or the workspace may not hold the answer.",
+        },
     },
-    "required": ["literal", "mode", "searched", "coverage", "groups", "hits", "notes", "truncated"],
+    "required": [
+        "literal",
+        "mode",
+        "searched",
+        "coverage",
+        "groups",
+        "hits",
+        "notes",
+        "truncated",
+        "good_match",
+    ],
 }
 
 TEXT_INDEX_INPUT: Schema = {
@@ -469,7 +513,9 @@ or regex and want every occurrence.
 
 A query that spells an identifier (parse_config, RateLimiter.acquire) puts its definition first; \
 `symbol_types` keeps to functions, classes and so on. Read before you rely: open the file around path:start-end. A score only orders hits within one answer; it is not \
-a confidence, and the top hit may still be wrong. Narrow with `paths`, `globs` or `types`. Files edited since \
+a confidence, and the top hit may still be wrong. When no passage matches well (none holds a query word and none \
+is close in meaning), the answer says so before the hits and good_match is false: rephrase, or the answer may \
+not be in the workspace. Narrow with `paths`, `globs` or `types`. Files edited since \
 indexing are brought into the index before the search (`refresh`, bounded to a few seconds; a note says when \
 it could not finish); a hit marked stale changed since it was indexed (call text_index on it), one marked \
 lexical_only was found by its words only until text_index embeds it. An empty answer may mean the workspace (or that part of \

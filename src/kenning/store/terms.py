@@ -131,6 +131,12 @@ def query_terms(text: str, *, stopwords: frozenset[str] = STOPWORDS, repeat: boo
     return kept if repeat else list(dict.fromkeys(kept))
 
 
+def informative_terms(text: str) -> list[str]:
+    """The query's terms that are not stop words: what a passage must hold to match it lexically (a query of
+    stop words alone has none, though the lexical arm still searches them)."""
+    return [t for t in query_terms(text) if t not in STOPWORDS]
+
+
 def fts_query(terms: list[str]) -> str:
     """An FTS5 MATCH expression: any of the terms (each quoted, so no term is read as syntax)."""
     return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
