@@ -10,12 +10,14 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from conftest import KEY_FILES, make_tree, run_cli, signal_in_phase, spawn_index
 from kenning.embed.hashing import HashEmbedder
+from kenning.engine import Engine
 
 
 def _big_tree(root: Path, n: int) -> Path:
@@ -338,3 +340,32 @@ def test_totals_after_a_killed_run_are_counted_live_not_left_stale(tmp_path: Pat
     out = run_cli("search", "--json", "--lexical", "handler", str(root), cwd=tmp_path)
     summary = json.loads(out.stdout.splitlines()[-1])
     assert summary["groups"][0]["searched"] == passages == 3000
+
+
+def test_regression_a_run_killed_before_it_wrote_the_vector_snapshot_left_searches_on_the_old_one(
+    tmp_path: Path, engine_factory: Callable[..., Engine], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Found by bench/reliability.py: killed after its last embedding commit and before the snapshot was
+    # written, the next `kenning index` found nothing to do and never wrote it; the semantic arm answered from
+    # the older snapshot (or, after a first build, from none), and status said ready.
+    from kenning import index as index_module
+
+    files = {f"m{i}.py": f"def f{i}():\n    return 'plain words number {i}'\n" for i in range(20)}
+    root = make_tree(tmp_path / "ws", files)
+    engine = engine_factory(root)
+    engine.index()
+    (root / "m1.py").write_text("def f1():\n    return 'zebra quokka marmot'\n")
+
+    def killed(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt  # the process ends here: everything before is committed, nothing after runs
+
+    monkeypatch.setattr(index_module, "write_vectors", killed)
+    with pytest.raises(KeyboardInterrupt):
+        engine.index()
+    monkeypatch.undo()
+    engine.close()
+    again = engine_factory(root)
+    report = again.index()
+    assert not (report.added or report.changed or report.embedded)  # nothing left to do but the snapshot
+    [result] = again.search("zebra quokka marmot", mode="semantic", refresh="off")
+    assert result.hits[0].path == "m1.py"

@@ -205,10 +205,9 @@ def run_index(
         elif not report.lexical_seconds:
             report.lexical_seconds = time.perf_counter() - started
         db.set_meta("last_indexed", str(time.time()))
-        if report.added or report.changed or report.removed or report.embedded or report.interrupted:
-            counts = publish(directory, db, embedder.dim)
-        else:
-            counts = db.save_counts()
+        changed = report.added or report.changed or report.removed or report.embedded or report.interrupted
+        behind = db.snapshot_behind()  # a run killed before it wrote the snapshot left it behind
+        counts = publish(directory, db, embedder.dim) if changed or behind else db.save_counts()
         report.files, report.passages = counts["files"], counts["passages"]
         report.coverage = counts["embedded"] / counts["passages"] if counts["passages"] else 1.0
         report.elapsed = time.perf_counter() - started

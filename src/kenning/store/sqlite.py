@@ -236,6 +236,10 @@ def _id_batches(ids: Iterable[int]) -> Iterator[tuple[list[int], str]]:
         yield part, ",".join("?" * len(part))
 
 
+#: meta key: "1" from a change to passages or vectors until the vector snapshot is written again
+SNAPSHOT_BEHIND = "snapshot_behind"
+
+
 class Database:
     """One index's SQLite file. A writer calls the mutating methods inside `transaction()`."""
 
@@ -409,6 +413,16 @@ class Database:
     def set_meta(self, key: str, value: str) -> None:
         self.conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
 
+    def _snapshot_behind(self) -> None:
+        # in the same transaction as the change: a writer killed after committing it and before writing the
+        # vector snapshot leaves this set, and the next run writes the snapshot even with nothing else to do
+        # (it found nothing to do and searches read the older snapshot, or none: bench/reliability.py)
+        self.conn.execute("INSERT OR REPLACE INTO meta VALUES (?, '1')", (SNAPSHOT_BEHIND,))
+
+    def snapshot_behind(self) -> bool:
+        """True when passages or vectors changed since the last vector snapshot was written."""
+        return self.get_meta(SNAPSHOT_BEHIND) == "1"
+
     def close(self) -> None:
         self.conn.close()
 
@@ -453,6 +467,7 @@ class Database:
 
     @_guarded
     def delete_passages(self, file_id: int) -> int:
+        self._snapshot_behind()
         self.conn.execute(
             "DELETE FROM definitions WHERE passage_id IN (SELECT id FROM passages WHERE file_id = ?)",
             (file_id,),
@@ -470,6 +485,7 @@ class Database:
         self, file_id: int, rows: Sequence[PassageValues], defined: Sequence[Definition] = ()
     ) -> None:
         """Store one file's passages as built by `passage_values`."""
+        self._snapshot_behind()
         # The FTS index is external-content over `passages` (the text is stored once). Rows enter it here, in
         # one executemany (an insert trigger measured 2.5x slower); a delete trigger keeps it in step. Ids are
         # assigned here, not by SQLite, so both inserts are batched: only the lock holder writes.
@@ -521,11 +537,13 @@ class Database:
 
     @_guarded
     def drop_embeddings(self, ehashes: Sequence[bytes]) -> None:
+        self._snapshot_behind()
         self.conn.executemany("DELETE FROM embeddings WHERE ehash = ?", ((h,) for h in ehashes))
 
     @_guarded
     def add_embeddings(self, ehashes: Sequence[bytes], vectors: Sequence[np.ndarray] | np.ndarray) -> None:
         """Store each text's vectors: one, or a ``(windows, dim)`` array when the model read it in windows."""
+        self._snapshot_behind()
         self.conn.executemany(
             "INSERT OR REPLACE INTO embeddings VALUES (?, ?)",
             (

@@ -181,6 +181,7 @@ def write_vectors(directory: Path, db: Database, dim: int) -> None:
         os.chmod(tvim, PRIVATE_FILE)  # turbovec makes it with the umask's mode
     # the generation is published only after every file is durable, so readers never pair it with half a file
     db.set_meta("vectors_generation", generation)
+    db.set_meta("snapshot_behind", "0")
     for old in directory.glob("vectors-*"):
         if not old.name.startswith(f"vectors-{generation}."):
             with contextlib.suppress(OSError):
