@@ -25,7 +25,14 @@ from kenning.errors import DaemonError
 # settings that change what a command does: a daemon started with others must not answer for this caller
 ENV_PREFIXES = ("KENNING_",)
 ENV_NAMES = ("HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "NO_COLOR")
-ENV_IGNORED = ("KENNING_MODE", "KENNING_LOG_LEVEL", "KENNING_LISTEN", "KENNING_HTTP_TIMEOUT")
+# settings that change how a daemon runs, or where it finds a file pinned by its hash, never what it answers
+ENV_IGNORED = (
+    "KENNING_MODE",
+    "KENNING_LOG_LEVEL",
+    "KENNING_LISTEN",
+    "KENNING_HTTP_TIMEOUT",
+    "KENNING_WEIGHTS_DIR",
+)
 
 # why a daemon running other kenning code declines a call; daemons from before the "reason" field send only this
 # text, and they are the first a version mismatch meets

@@ -9,7 +9,6 @@ outside them is refused.
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -115,7 +114,7 @@ class Workspace:
         """Where a path names something: an absolute path in the root holding it; a relative one in each served
         root where it exists (with one root, there even if it does not exist, e.g. a deleted file to forget)."""
         try:
-            p = Path(os.path.expanduser(path))
+            p = Path(path).expanduser()  # pathlib's, which refuses an unknown ~user: said below in words
         except RuntimeError:  # `~name` of a user who does not exist, or no home at all
             raise ArgumentError(
                 f"{path} names a home folder that cannot be found", hint="give the path without ~"
