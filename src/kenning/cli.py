@@ -275,7 +275,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         metavar="QUERY",
         help="a query group (repeatable; each ranked separately unless --fuse)",
     )
-    p.add_argument("--fuse", action="store_true", help="merge all query groups into one ranking")
+    p.add_argument(
+        "--fuse",
+        action="store_true",
+        help="merge all query groups into one ranking (each group's best hit first)",
+    )
     arm = p.add_mutually_exclusive_group()
     arm.add_argument("--lexical", action="store_true", help="BM25 only")
     arm.add_argument("--semantic", action="store_true", help="embeddings only")

@@ -1,0 +1,41 @@
+"""Regression tests for issue 19: small defects a user met in the CLI, the MCP server and the installer."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from conftest import make_tree, run_cli
+
+
+def _fuse_corpus(root: Path) -> Path:
+    files = {
+        "docs/errors.md": "# Errors\n\nregister error handler\n",
+        "docs/notfound.md": "# Not found\n\ncustom 404 page\n",
+    }
+    # passages holding a little of both queries, which the summed ranking put above each query's own best
+    for i in range(8):
+        files[f"docs/mixed{i}.md"] = (
+            f"# Topic {i}\n\nregister an error handler for a custom 404 page, variant {i}.\n"
+        )
+    for i in range(30):
+        files[f"docs/noise{i}.md"] = (
+            f"# Noise {i}\n\nunrelated words about cats and dogs number {i}, error.\n"
+        )
+    return make_tree(root, files)
+
+
+def test_regression_fuse_keeps_each_groups_best_hit(tmp_path: Path) -> None:
+    root = _fuse_corpus(tmp_path / "ws")
+    assert run_cli("index", ".", cwd=root).returncode == 0
+    queries = ("register error handler", "custom 404 page")
+    best = []
+    for q in queries:
+        alone = run_cli("search", "--json", "-k", "1", q, ".", cwd=root)
+        best.append(json.loads(alone.stdout.splitlines()[0])["path"])
+    assert best == ["docs/errors.md", "docs/notfound.md"]
+    out = run_cli("search", "--json", "-k", "5", "-q", queries[0], "-q", queries[1], "--fuse", ".", cwd=root)
+    assert out.returncode == 0, out.stderr
+    hits = [json.loads(line) for line in out.stdout.splitlines() if json.loads(line)["type"] == "hit"]
+    assert len(hits) == 5
+    assert {h["path"] for h in hits[:2]} == set(best)
