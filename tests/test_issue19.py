@@ -39,3 +39,18 @@ def test_regression_fuse_keeps_each_groups_best_hit(tmp_path: Path) -> None:
     hits = [json.loads(line) for line in out.stdout.splitlines() if json.loads(line)["type"] == "hit"]
     assert len(hits) == 5
     assert {h["path"] for h in hits[:2]} == set(best)
+
+
+def test_regression_mcp_grep_paths_say_files_not_passages(corpus: Path) -> None:
+    from mcp import Client
+
+    from test_mcp import drive
+
+    async def body(client: Client) -> None:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        grep = tools["grep"].input_schema["properties"]
+        assert "passage" not in json.dumps(grep).lower()  # grep reads lines of files: it has no passages
+        assert "files or directories" in grep["paths"]["description"]
+        assert "passages under" in tools["text_search"].input_schema["properties"]["paths"]["description"]
+
+    drive(body, corpus)
