@@ -54,3 +54,30 @@ def test_regression_mcp_grep_paths_say_files_not_passages(corpus: Path) -> None:
         assert "passages under" in tools["text_search"].input_schema["properties"]["paths"]["description"]
 
     drive(body, corpus)
+
+
+def test_regression_grep_count_and_files_with_matches(tmp_path: Path) -> None:
+    root = make_tree(
+        tmp_path / "ws",
+        {"src/a.py": "a = 'retry'\nb = 1\nretry(retry)\n", "c.txt": "retry once\n", "d.md": "# nothing\n"},
+    )
+    for flag in ("-c", "--count"):
+        out = run_cli("grep", flag, "retry", cwd=root)
+        assert (out.returncode, out.stdout, out.stderr) == (
+            0,
+            "c.txt:1\nsrc/a.py:2\n",
+            "",
+        )  # lines, not matches
+    for flag in ("-l", "--files-with-matches"):
+        out = run_cli("grep", flag, "-C", "2", "retry", cwd=root)  # context means nothing to a list of files
+        assert (out.returncode, out.stdout) == (0, "c.txt\nsrc/a.py\n")
+    assert run_cli("grep", "-l", "--engine", "python", "retry", "src", cwd=root).stdout == "src/a.py\n"
+    assert (
+        run_cli("grep", "-c", "-l", "retry", cwd=root).stdout == "c.txt:1\nsrc/a.py:2\n"
+    )  # -c wins, as in rg
+    for flag in ("-c", "-l"):
+        none = run_cli("grep", flag, "absent", cwd=root)
+        assert (none.returncode, none.stdout) == (1, "")
+        refused = run_cli("grep", flag, "--json", "retry", cwd=root)
+        assert refused.returncode == 2 and refused.stdout == ""
+        assert "cannot be combined with --json" in refused.stderr and len(refused.stderr.splitlines()) == 1

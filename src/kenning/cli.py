@@ -53,7 +53,8 @@ EXAMPLES = {
   kenning grep -F -C 2 "TODO(" src docs
   kenning grep --no-symbols "retry" .     without the `@ function name` lines
   kenning grep -w -e -v .                  a pattern starting with '-' goes after -e
-  kenning grep --json "retry" src          JSON Lines: one record per line, then a summary""",
+  kenning grep --json "retry" src          JSON Lines: one record per line, then a summary
+  kenning grep -c "retry" .                path:N per matching file (-l: only the paths)""",
     "status": """examples:
   kenning status .
   kenning status --check-ready . && echo ready
@@ -352,6 +353,15 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         default=None,
         metavar="SECONDS",
         help="stop after this long with partial results (default 30, `grep_timeout` in config; 0 = no limit)",
+    )
+    p.add_argument(
+        "-c",
+        "--count",
+        action="store_true",
+        help="print only each matching file and its count of matching lines, path:N (wins over -l, as in rg)",
+    )
+    p.add_argument(
+        "-l", "--files-with-matches", action="store_true", help="print only the paths of files with a match"
     )
     p.add_argument(
         "--no-symbols",
@@ -714,6 +724,13 @@ def cmd_grep(args: argparse.Namespace) -> int:
             patterns.append(args.pattern)
     if not patterns:
         raise UsageError("no pattern given", hint="kenning grep PATTERN [PATH...]")
+    if args.json and (args.count or args.files_with_matches):
+        flag = "--count" if args.count else "--files-with-matches"
+        raise UsageError(
+            f"{flag} cannot be combined with --json",
+            hint="drop one: --json already ends with a summary of files and matches, and its match records "
+            "name each file",
+        )
     here, start = _grep_start(paths)
     config = load_config(start)
     found_root = find_index_root(start, config)
@@ -769,13 +786,16 @@ def cmd_grep(args: argparse.Namespace) -> int:
 
     before = args.context if args.context is not None else args.before_context
     after = args.context if args.context is not None else args.after_context
+    listing = args.count or args.files_with_matches
     options = grep.GrepOptions(
         patterns=tuple(patterns),
         ignore_case=args.ignore_case,
         fixed=args.fixed_strings,
         word=args.word_regexp,
-        before=before,
-        after=after,
+        # a count or a list of files prints no lines, so context is moot, as in ripgrep; -l needs one match
+        before=0 if listing else before,
+        after=0 if listing else after,
+        max_count=1 if args.files_with_matches and not args.count else None,
     )
     found = False
     color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
@@ -803,18 +823,23 @@ def cmd_grep(args: argparse.Namespace) -> int:
             found = True
             yield dataclasses.replace(f, path=shown(f.path))
 
-    lookup = None
-    if not args.no_symbols:
-        from kenning.outline import SymbolLookup
-
-        lookup = SymbolLookup(here)  # the paths shown open from here
-    if args.json:
-        symbol = lookup.symbol if lookup is not None else None
-        _out(
-            grep.render_grep_json(tracked(), root=root, started=started, symbol_of=symbol, deadline=deadline)
-        )
+    if listing:
+        _out(grep.render_grep_files(tracked(), count=args.count, color=color))
     else:
-        _out(grep.render_grep(tracked(), color=color, symbol_of=lookup))
+        lookup = None
+        if not args.no_symbols:
+            from kenning.outline import SymbolLookup
+
+            lookup = SymbolLookup(here)  # the paths shown open from here
+        if args.json:
+            symbol = lookup.symbol if lookup is not None else None
+            _out(
+                grep.render_grep_json(
+                    tracked(), root=root, started=started, symbol_of=symbol, deadline=deadline
+                )
+            )
+        else:
+            _out(grep.render_grep(tracked(), color=color, symbol_of=lookup))
     if deadline.hit:
         _err(
             f"kenning: note: grep stopped after {timeout} s, so the results above are partial (narrow the "
