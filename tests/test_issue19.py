@@ -81,3 +81,46 @@ def test_regression_grep_count_and_files_with_matches(tmp_path: Path) -> None:
         refused = run_cli("grep", flag, "--json", "retry", cwd=root)
         assert refused.returncode == 2 and refused.stdout == ""
         assert "cannot be combined with --json" in refused.stderr and len(refused.stderr.splitlines()) == 1
+
+
+def _installed(tmp_path: Path, name: str, claude_json: str, *flags: str) -> tuple[Path, str]:
+    home = tmp_path / name
+    (home / ".claude").mkdir(parents=True)
+    (home / ".claude.json").write_text(claude_json, encoding="utf-8")
+    env = {
+        "HOME": str(home),
+        "XDG_STATE_HOME": str(tmp_path / f"{name}-state"),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "CODEX_HOME": "",
+        "CLAUDE_CONFIG_DIR": "",
+    }
+    out = run_cli("install", "--target", "claude", "--yes", *flags, cwd=tmp_path, env=env)
+    assert out.returncode == 0, out.stderr
+    return home, (home / ".claude.json").read_text(encoding="utf-8")
+
+
+def test_regression_install_keeps_the_claude_json_indentation_and_key_order(tmp_path: Path) -> None:
+    # 4 spaces, keys in no order, an escaped character and a number json.dumps would rewrite
+    spaces = (
+        '{\n    "zeta": true,\n    "mcpServers": {\n        "github": {"command": "gh-mcp", "args": []}\n    },\n'
+        '    "alpha": "caf\\u00e9",\n    "numStartups": 1.50\n}\n'
+    )
+    _, after = _installed(tmp_path, "spaces", spaces)
+    cut = spaces.index("\n    },")  # the end of the last server: kenning's entry goes after it
+    assert after.startswith(spaces[:cut]) and after.endswith(spaces[cut:])
+    added = after[cut : len(after) - len(spaces) + cut]
+    assert added.startswith(',\n        "kenning": {\n            "type": "stdio",\n')
+    assert added.endswith("\n        }") and "\t" not in added
+    assert json.loads(after)["mcpServers"]["kenning"]["type"] == "stdio"
+
+    # tabs, and no mcpServers yet: the whole object is added at the end, tab-indented
+    tabs = '{\n\t"projects": {\n\t\t"/src/x": {"allowedTools": []}\n\t},\n\t"b": 2,\n\t"a": 1\n}'
+    _, after = _installed(tmp_path, "tabs", tabs)
+    cut = tabs.rindex("\n}")
+    assert after.startswith(tabs[:cut]) and after.endswith(tabs[cut:])
+    added = after[cut : len(after) - len(tabs) + cut]
+    assert (
+        added.startswith(',\n\t"mcpServers": {\n\t\t"kenning": {\n\t\t\t"type": "stdio",\n')
+        and "  " not in added
+    )
+    assert list(json.loads(after)) == ["projects", "b", "a", "mcpServers"]
