@@ -124,3 +124,38 @@ def test_regression_install_keeps_the_claude_json_indentation_and_key_order(tmp_
         and "  " not in added
     )
     assert list(json.loads(after)) == ["projects", "b", "a", "mcpServers"]
+
+
+CART_TS = """export interface CartItem {
+  name: string;
+  price: number;
+  quantity: number;
+}
+
+export function cartTotal(items: CartItem[]): number {
+  return items.reduce((sum, item) => sum + item.price * item.quantity, 0);
+}
+"""
+
+
+def test_regression_symbol_type_hit_is_the_symbols_own_span(tmp_path: Path) -> None:
+    root = make_tree(tmp_path / "ws", {"web/cart.ts": CART_TS})
+    assert run_cli("index", ".", cwd=root).returncode == 0
+    query = "total price of the items in the cart"
+    packed = json.loads(run_cli("search", "--json", query, ".", cwd=root).stdout.splitlines()[0])
+    assert (packed["start_line"], packed["end_line"]) == (1, 9)  # the two small symbols are one passage
+    for kind, span, name in (("function", (7, 9), "cartTotal"), ("interface", (1, 5), "CartItem")):
+        out = run_cli("search", "--json", "--symbol-type", kind, query, ".", cwd=root)
+        hit = json.loads(out.stdout.splitlines()[0])
+        assert (hit["start_line"], hit["end_line"]) == span, hit
+        assert hit["symbol"]["kind"] == kind and hit["symbol"]["name"] == name
+        assert [d["name"] for d in hit["defines"]] == [name]
+        assert hit["text"] == "\n".join(CART_TS.splitlines()[span[0] - 1 : span[1]])
+        text = run_cli("search", "--symbol-type", kind, query, ".", cwd=root).stdout
+        assert text.startswith(f"web/cart.ts:{span[0]}-{span[1]}  ") and f"symbol: {kind} {name}" in text
+    # changed since indexing: its lines are no longer known, so a stale hit stays the whole passage (a search
+    # that refreshes the index first finds the moved function itself)
+    (root / "web/cart.ts").write_text("// moved\n" + CART_TS)
+    out = run_cli("search", "--json", "--symbol-type", "function", query, ".", cwd=root)
+    hit = json.loads(out.stdout.splitlines()[0])
+    assert (hit["start_line"], hit["end_line"]) == ((1, 9) if hit["stale"] else (8, 10))

@@ -32,7 +32,18 @@ from kenning.store.terms import (
     query_qualified,
     query_terms,
 )
-from kenning.types import SYMBOL_KINDS, ArmTrace, Hit, MatchedBy, Mode, SearchResult, Selection, Trace, within
+from kenning.types import (
+    SYMBOL_KINDS,
+    ArmTrace,
+    Hit,
+    MatchedBy,
+    Mode,
+    SearchResult,
+    Selection,
+    Symbol,
+    Trace,
+    within,
+)
 
 MIN_DEPTH = 100
 # Each arm's scores are min-max normalised between its best and its score at this rank (see fuse_scores), so
@@ -310,6 +321,8 @@ def _run_groups(
             ranked = _ranked(plan, db, group, semantic, allowed)
         weights, tests = fusion_weights(plan, group.query), factor_for_tests(group.query)
         hits, gone = _fuse(ranked, db, plan.limit, plan.trace, root, weights, tests, first=leaders)
+        if plan.filters.symbol_types:
+            hits = [_own_span(h, plan.filters.symbol_types, root, group.query) for h in hits]
         result = SearchResult(group.query, hits, searched, coverage, plan.mode, group.id)
         if gone:
             result.notes.append(
@@ -557,6 +570,59 @@ def _fuse(
         if len(hits) >= limit:
             break
     return hits, len(gone)
+
+
+# the heading a symbol's own passage gets from the chunker at the default max_chars (chunk.syntax.pack)
+_HEADER_CHARS = 250
+
+
+def _own_span(hit: Hit, kinds: Sequence[str], root: Path, query: str) -> Hit:
+    """A hit selected by symbol kind, narrowed to that symbol's own lines when its passage packs it with
+    others (`interface CartItem, function cartTotal` for `--symbol-type function`).
+
+    The index keeps which symbols a pack defines, not their lines: they come from the file's outline, read
+    only when the file is unchanged since indexing (a stale hit keeps the whole pack). Of several symbols of
+    those kinds in one pack, the one holding most of the query's terms stands for it.
+    """
+    if hit.stale or (hit.symbol is not None and hit.symbol.kind in kinds):
+        return hit  # inside a symbol of that kind already: its own span, or a window of it
+    wanted = {(d.kind, d.scope) for d in hit.defines if d.kind in kinds}
+    if not wanted:
+        return hit
+    from kenning.chunk.syntax.pack import header
+    from kenning.outline import file_outline
+
+    spans = file_outline(root / hit.path).symbols
+    inside = [
+        s for s in spans if hit.start_line <= s.start_line and s.end_line <= hit.end_line
+    ]  # what the pack holds, nested symbols included
+    own = [s for s in inside if (s.symbol.kind, s.symbol.scope) in wanted]
+    if not own:
+        return hit
+    lines = hit.text.split("\n")
+    terms = set(query_terms(query))
+
+    def text_of(start: int, end: int) -> str:
+        return "\n".join(lines[start - hit.start_line : end - hit.start_line + 1])
+
+    def holds(start: int, end: int) -> int:
+        words = set(query_terms(text_of(start, end)))
+        return len(terms & words)
+
+    best = max(own, key=lambda s: (holds(s.start_line, s.end_line), -s.start_line))
+    start, end = best.start_line, best.end_line
+    defines = tuple(
+        Symbol(s.symbol.kind, s.symbol.name, s.symbol.scope) for s in inside if start <= s.start_line <= end
+    )
+    return replace(
+        hit,
+        start_line=start,
+        end_line=end,
+        text=text_of(start, end),
+        heading=header(best.symbol, _HEADER_CHARS),
+        symbol=best.symbol,
+        defines=defines,
+    )
 
 
 def _with_piece(hit: Hit, row: PassageRow, arms: dict[str, tuple[int, float]]) -> Hit:
