@@ -159,3 +159,27 @@ def test_regression_symbol_type_hit_is_the_symbols_own_span(tmp_path: Path) -> N
     out = run_cli("search", "--json", "--symbol-type", "function", query, ".", cwd=root)
     hit = json.loads(out.stdout.splitlines()[0])
     assert (hit["start_line"], hit["end_line"]) == ((1, 9) if hit["stale"] else (8, 10))
+
+
+def test_regression_text_hit_on_a_big_symbol_shows_its_signature_and_members(tmp_path: Path) -> None:
+    methods = "".join(
+        f"    def method_{i}(self, request, nonce_{i}):\n"
+        + "".join(
+            f"        value_{j} = request.headers.get('x-digest-{i}-{j}', nonce_{i})\n" for j in range(6)
+        )
+        + "        return value_0\n\n"
+        for i in range(12)
+    )
+    root = make_tree(
+        tmp_path / "ws", {"auth.py": f"class Auth:\n    pass\n\n\nclass DigestAuth(Auth):\n{methods}"}
+    )
+    assert run_cli("index", ".", cwd=root).returncode == 0
+    out = run_cli("search", "--symbol-type", "class", "-k", "5", "digest auth", ".", cwd=root)
+    assert out.returncode == 0, out.stderr
+    block = out.stdout.split("auth.py:5-5  ")[1].split("\n\n")[0].splitlines()
+    # the outline passage's text is the class line alone: what locates it is its signature and members
+    assert block[1] == "  symbol: class DigestAuth(Auth)"
+    assert block[2].startswith("  contents: method_0, method_1, method_2") and len(block[2]) <= 124
+    assert block[3] == "  5  class DigestAuth(Auth):" and len(block) == 4
+    window = run_cli("search", "-k", "1", "x-digest-3-4 nonce_3", ".", cwd=root).stdout.splitlines()
+    assert window[1] == "  symbol: function DigestAuth.method_3(self, request, nonce_3)"

@@ -93,13 +93,31 @@ def trace_line(hit: Hit) -> str | None:
     )
 
 
+# how much of a signature or an outline's member list a text hit shows: one terminal line each
+_LABEL_CHARS = 120
+
+
 def symbol_line(hit: Hit) -> str | None:
-    """`symbol: function Outer.method` for code, `§ Guide > Install` for a document section."""
+    """`symbol: function Outer.method(self, x) -> str` for code, `§ Guide > Install` for a document section.
+
+    The signature tells where a passage sits when its text does not show it: a window in the middle of a
+    long function, or the outline passage of a class too big for one passage, whose text may be its first
+    line alone."""
     if hit.symbol is not None:
-        return f"symbol: {hit.symbol.kind} {hit.symbol.scope}"
+        s = hit.symbol
+        at = s.signature.find(s.name) if s.signature else -1
+        rest = s.signature[at + len(s.name) :] if at >= 0 else ""
+        return _clip(f"symbol: {s.kind} {s.scope}{rest}", _LABEL_CHARS)
     if hit.defines:
         return "symbols: " + ", ".join(f"{d.kind} {d.scope}" for d in hit.defines)
     return f"§ {hit.heading}" if hit.heading else None
+
+
+def contents_line(hit: Hit) -> str | None:
+    """`contents: a, b, c` for the outline passage of a symbol too big for one passage (the names inside it,
+    from its heading; see kenning.chunk.syntax.pack), else None."""
+    _, mark, names = hit.heading.partition(" | contents: ")
+    return _clip(f"contents: {names}", _LABEL_CHARS) if hit.symbol is not None and mark and names else None
 
 
 def render_text(
@@ -122,9 +140,9 @@ def render_text(
             )
         for hit in result.hits:
             yield hit_header(hit)
-            label = symbol_line(hit)
-            if label:
-                yield f"  {label}"
+            for label in (symbol_line(hit), contents_line(hit)):
+                if label:
+                    yield f"  {label}"
             width = len(str(hit.end_line))
             for number, text in preview_lines(hit, preview, result.query):
                 yield f"  {number:>{width}}  {text}"
