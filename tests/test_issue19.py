@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from pathlib import Path
 
 from conftest import make_tree, run_cli
@@ -183,3 +185,87 @@ def test_regression_text_hit_on_a_big_symbol_shows_its_signature_and_members(tmp
     assert block[3] == "  5  class DigestAuth(Auth):" and len(block) == 4
     window = run_cli("search", "-k", "1", "x-digest-3-4 nonce_3", ".", cwd=root).stdout.splitlines()
     assert window[1] == "  symbol: function DigestAuth.method_3(self, request, nonce_3)"
+
+
+BILL_PY = (
+    "def load_rows(path):\n"
+    + "".join(f"    row_{i} = read_line(path, {i})  # the {i}th row of the sheet\n" for i in range(14))
+    + "    return row_0\n\n\ndef compute_invoice_total(items):\n    return sum(i.price for i in items)\n\n\n"
+    + "def unrelated(values):\n"
+    + "".join(f"    value_{i} = values.get('key_{i}', {i})  # a default for key {i}\n" for i in range(14))
+    + "    return value_0\n"
+)
+LINES = BILL_PY.splitlines()
+
+
+def test_regression_search_context_lines_around_each_hit(tmp_path: Path) -> None:
+    root = make_tree(tmp_path / "ws", {"bill.py": BILL_PY})
+    assert run_cli("index", ".", cwd=root).returncode == 0
+
+    def search(*flags: str) -> subprocess.CompletedProcess[str]:
+        return run_cli("search", "-k", "1", *flags, "compute_invoice_total", ".", cwd=root)
+
+    plain = search().stdout
+    assert plain.splitlines()[2:] == [
+        "  19  def compute_invoice_total(items):",
+        "  20      return sum(i.price for i in items)",
+        "",
+    ]
+    out = search("-C", "2")
+    assert out.returncode == 0, out.stderr
+    # the passage's own lines as without -C, its neighbours marked `N-` (an empty one with nothing trailing)
+    assert out.stdout.splitlines()[2:] == [
+        "  17-",
+        "  18-",
+        "  19  def compute_invoice_total(items):",
+        "  20      return sum(i.price for i in items)",
+        "  21-",
+        "  22-",
+        "",
+    ]
+    wide = search("-B", "3", "-A", "3").stdout.splitlines()[2:]
+    assert (wide[0], wide[-2]) == ("  16-     return row_0", "  23- def unrelated(values):")
+    assert search("-A", "0").stdout == plain
+    # a short preview shows the first 10 lines of a long passage: the context follows what it shows
+    long = run_cli("search", "-k", "1", "-A", "1", "unrelated values", ".", cwd=root).stdout.splitlines()
+    assert long[0].startswith("bill.py:23-38 ") and long[-3:-1] == [
+        "  32  " + LINES[31],
+        "  33- " + LINES[32],
+    ]
+
+    def hit(*flags: str) -> dict[str, object]:
+        found = search("--json", *flags)
+        assert found.returncode == 0, found.stderr
+        record: dict[str, object] = json.loads(found.stdout.splitlines()[0])
+        return record
+
+    assert "context_before" not in hit()  # the default record is unchanged
+    record = hit("-B", "30", "-A", "1")
+    assert record["context_before"] == [{"line": n, "text": t} for n, t in enumerate(LINES[:18], 1)]
+    assert record["context_after"] == [{"line": 21, "text": ""}] and record["context_note"] is None
+    assert hit("-A", "50")["context_after"][-1] == {"line": 38, "text": "    return value_0"}  # to the end
+
+    # the same size and mtime but other bytes: the stat cannot tell, the stored sha256 can, and the lines
+    # around line 19 are no longer the passage's neighbours
+    path = root / "bill.py"
+    before = path.stat()
+    path.write_text(BILL_PY.replace("return row_0", "return row_1"))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    record = hit("-C", "2")
+    assert (record["stale"], record["context_before"], record["context_after"]) == (False, [], [])
+    assert "changed since indexing" in str(record["context_note"])
+    text = search("-C", "2").stdout.splitlines()
+    assert (
+        text[2].startswith("  note: the file changed since indexing") and text[3:] == plain.splitlines()[2:]
+    )
+    path.write_text(BILL_PY + "# edited\n")  # and one the stat tells, unless the search re-indexed it first
+    record = hit("-C", "1")
+    if record["stale"]:
+        assert record["context_after"] == [] and "changed since indexing" in str(record["context_note"])
+    else:
+        assert record["context_after"] == [{"line": 21, "text": ""}]
+
+    for flag in ("-A", "-B", "-C"):
+        bad = search(flag, "-1")
+        assert bad.returncode == 2 and bad.stdout == "" and len(bad.stderr.splitlines()) == 1
+        assert f"{flag} -1 is negative" in bad.stderr

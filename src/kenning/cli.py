@@ -310,6 +310,13 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     )
     p.add_argument("--preview", choices=("none", "short", "full"), default=None, help="passage text shown")
     p.add_argument("--trace", action="store_true", help="show each hit's rank and score in each arm")
+    p.add_argument(
+        "-A", "--after-context", type=int, default=0, metavar="N", help="N lines of the file after each hit"
+    )
+    p.add_argument(
+        "-B", "--before-context", type=int, default=0, metavar="N", help="N lines of the file before each hit"
+    )
+    p.add_argument("-C", "--context", type=int, default=None, metavar="N", help="N lines before and after")
     p.add_argument("--json", action="store_true", help="JSON Lines: one hit per line, then a summary")
     p.add_argument(
         "--no-index",
@@ -596,6 +603,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         config = load_config(found).with_overrides(preview=args.preview, limit=args.limit)
     preview = cast("Preview", config.preview)
     check_symbol_types(args.symbol_type or ())
+    before, after = _context_lines(args)
     if found is None and args.no_index:
         return _literal(start, queries, config, args, started)
     # check every argument before any index is built: a typo must not cost a full indexing run
@@ -642,11 +650,23 @@ def cmd_search(args: argparse.Namespace) -> int:
         trace=args.trace,
         prefer_symbol=args.prefer_symbol,
     )
+    if before or after:
+        results = engine.with_context(results, preview=preview, before=before, after=after)
     if args.json:
         _out(render_json(results, preview, root=str(engine.root), model=engine.model_name, started=started))
     else:
         _out(render_text(results, preview))
     return 0 if any(r.hits for r in results) else 1
+
+
+def _context_lines(args: argparse.Namespace) -> tuple[int, int]:
+    """Lines of context before and after each hit: -C sets both, as in `kenning grep`."""
+    for flag, value in (("-C", args.context), ("-B", args.before_context), ("-A", args.after_context)):
+        if value is not None and value < 0:
+            raise UsageError(f"{flag} {value} is negative; pass 0 or more lines")
+    if args.context is not None:
+        return args.context, args.context
+    return args.before_context, args.after_context
 
 
 def _search_inputs(args: argparse.Namespace) -> tuple[list[str], str]:

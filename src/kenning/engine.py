@@ -59,7 +59,7 @@ from kenning.store.layout import (
     writer_active,
     writer_lock,
 )
-from kenning.types import Mode, SearchResult, Selection, within
+from kenning.types import Mode, Preview, SearchResult, Selection, within
 from kenning.userpath import resolve_user_path, user_path
 
 __all__ = ["Engine", "Status", "find_index_root"]
@@ -401,6 +401,18 @@ class Engine:
         with db.snapshot():  # one snapshot for the whole search
             vectors = self._vector_index(db) if mode != "lexical" else None
             return execute(plan, db, vectors, self._embed_query if mode != "lexical" else None, self.root)
+
+    def with_context(
+        self, results: Sequence[SearchResult], *, preview: Preview, before: int, after: int
+    ) -> list[SearchResult]:
+        """The results with the lines around each hit's shown ones (`search -B/-A/-C`), read only from files
+        whose bytes are the indexed ones (see kenning.context)."""
+        from kenning.context import add_context
+
+        db = self._open()
+        with db.snapshot():
+            digests = db.file_digests(h.path for r in results for h in r.hits)
+        return add_context(results, self.root, digests, preview=preview, before=before, after=after)
 
     def _embed_query(self, text: str) -> np.ndarray:
         return self.embedder.embed_query(text)

@@ -15,6 +15,10 @@ JSON Lines schema, version 1 (`kenning search --json`): one object per line.
   cut into pieces that each claim that line (`N-N`), so such a hit's `text` is one piece of line N; pieces of
   one line overlap, and the best-ranked one stands for the line.
   `demoted` is the factor a test file's fused score was multiplied by (null when it was not).
+  With `-B/-A/-C N` a hit also has `"context_before": [{"line": int, "text": str}]`, `"context_after"` (the
+  same) and `"context_note": str|null`: up to N lines of the file before the first and after the last line
+  `text` shows (around the whole passage with `--preview none`), clipped as `text` is. They are read from the
+  file only while its bytes are the indexed ones; otherwise both lists are empty and `context_note` says why.
 - then one `{"type": "summary", "schema": 1, "root": str, "model": str, "mode": str, "coverage": float,
    "groups": [{"group", "query", "hits", "searched", "notes": [str]}], "hits": int, "elapsed_ms": float,
    "literal": bool}`; `literal` is true when the answer came from exhaustive search, not the index.
@@ -120,6 +124,12 @@ def contents_line(hit: Hit) -> str | None:
     return _clip(f"contents: {names}", _LABEL_CHARS) if hit.symbol is not None and mark and names else None
 
 
+def _context_text(text: str, preview: Preview) -> str:
+    """A context line after its `N-` mark: clipped as a short preview clips its own lines, and an empty line
+    left without the space that would trail it."""
+    return f" {_clip(text) if preview == 'short' else text}" if text else ""
+
+
 def render_text(
     results: Sequence[SearchResult], preview: Preview, *, literal_note: str | None = None
 ) -> Iterator[str]:
@@ -143,13 +153,21 @@ def render_text(
             for label in (symbol_line(hit), contents_line(hit)):
                 if label:
                     yield f"  {label}"
-            width = len(str(hit.end_line))
+            if hit.context_note:
+                yield f"  note: {hit.context_note}"
+            before, after = hit.context_before or (), hit.context_after or ()
+            width = len(str(max(hit.end_line, after[-1][0] if after else 0)))
+            # context lines are marked `N-` and the passage's own `N ` (grep's `N-` and `N:`), in one column
+            for number, text in before:
+                yield f"  {number:>{width}}-{_context_text(text, preview)}"
             for number, text in preview_lines(hit, preview, result.query):
                 yield f"  {number:>{width}}  {text}"
+            for number, text in after:
+                yield f"  {number:>{width}}-{_context_text(text, preview)}"
             line = trace_line(hit)
             if line:
                 yield f"  {line}"
-            if preview != "none":
+            if preview != "none" or before or after:
                 yield ""
         if grouped:
             yield ""
@@ -181,7 +199,7 @@ def hit_json(hit: Hit, result: SearchResult, rank: int, preview: Preview) -> dic
     if hit.symbol is not None:
         s = hit.symbol
         symbol = {"kind": s.kind, "name": s.name, "scope": s.scope, "signature": s.signature, "doc": s.doc}
-    return {
+    record = {
         "type": "hit",
         "schema": JSON_SCHEMA_VERSION,
         "group": result.group,
@@ -200,6 +218,17 @@ def hit_json(hit: Hit, result: SearchResult, rank: int, preview: Preview) -> dic
         "defines": [{"kind": d.kind, "name": d.name, "scope": d.scope} for d in hit.defines],
         "trace": trace,
     }
+    if hit.context_before is not None or hit.context_after is not None:
+
+        def lines(pairs: tuple[tuple[int, str], ...] | None) -> list[dict[str, Any]]:
+            return [{"line": n, "text": _clip(t) if preview == "short" else t} for n, t in pairs or ()]
+
+        record.update(
+            context_before=lines(hit.context_before),
+            context_after=lines(hit.context_after),
+            context_note=hit.context_note,
+        )
+    return record
 
 
 def render_json(

@@ -139,6 +139,11 @@ class Hit:
     trace: Trace | None = None
     symbol: Symbol | None = None
     defines: tuple[Symbol, ...] = ()  # symbols whose definitions start in the passage
+    # (line number, text) of the lines around the shown ones (`search -B/-A`), read from the file on disk;
+    # None when no context was asked for
+    context_before: tuple[tuple[int, str], ...] | None = None
+    context_after: tuple[tuple[int, str], ...] | None = None
+    context_note: str | None = None  # why context was asked for but none is shown
 
 
 @dataclass(slots=True)
