@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import tempfile
 from pathlib import Path
 
-from conftest import make_tree, run_cli
+import pytest
+
+from conftest import git, make_tree, run_cli
 
 
 def _fuse_corpus(root: Path) -> Path:
@@ -269,3 +272,56 @@ def test_regression_search_context_lines_around_each_hit(tmp_path: Path) -> None
         bad = search(flag, "-1")
         assert bad.returncode == 2 and bad.stdout == "" and len(bad.stderr.splitlines()) == 1
         assert f"{flag} -1 is negative" in bad.stderr
+
+
+def test_regression_a_root_that_looks_like_no_project_is_served_and_indexed_with_a_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = make_tree(tmp_path / "home", {"notes.md": "# Notes\n\nbuy milk\n"})
+    project = make_tree(tmp_path / "proj", {"pyproject.toml": "[project]\nname = 'p'\n", "app.py": "x = 1\n"})
+    git(project, "init", "-q")
+    plain = make_tree(tmp_path / "plain", {"notes.md": "# Plain\n\njust notes\n"})
+    temp = Path(tempfile.gettempdir())
+    env = {"HOME": str(home), "KENNING_INDEX_DIR": str(tmp_path / "indexes")}
+
+    check = run_cli("mcp", "--check", cwd=temp, env=env)  # an agent started in /tmp
+    assert check.returncode == 0 and f"ready to serve {temp.resolve()} " in check.stdout
+    assert check.stderr == (
+        f"kenning mcp: warning: {temp.resolve()} looks like no project (a temp folder): start kenning mcp in "
+        "your project's folder or pass --root DIR\n"
+    )
+    served = run_cli("mcp", cwd=home, env=env, input="")  # the server itself warns before it serves
+    assert (served.returncode, served.stdout) == (0, "")
+    assert f"{home} looks like no project (your home folder)" in served.stderr
+    assert len(served.stderr.splitlines()) == 1
+    for folder in (project, plain):
+        quiet = run_cli("mcp", "--check", "--root", str(folder), cwd=tmp_path, env=env)
+        assert quiet.returncode == 0 and quiet.stderr == ""
+
+    indexed = run_cli("index", ".", cwd=home, env=env)  # warned, not refused
+    assert indexed.returncode == 0, indexed.stderr
+    warning = [line for line in indexed.stderr.splitlines() if "looks like no project" in line]
+    assert warning == [
+        f"kenning: warning: {home} looks like no project (your home folder): indexing it anyway; to index a "
+        "project, run `kenning index` in its folder or pass it"
+    ]
+    assert run_cli("search", "--json", "milk", ".", cwd=home, env=env).returncode == 0
+    assert "looks like no project" not in run_cli("index", ".", cwd=plain, env=env).stderr
+
+    # the one rule both use
+    from kenning.project import looks_like_no_project
+
+    monkeypatch.setenv("HOME", str(home))
+    assert looks_like_no_project(home) == "your home folder"
+    assert looks_like_no_project(temp) == looks_like_no_project("/tmp") == "a temp folder"
+    assert looks_like_no_project("/") == "the filesystem root"
+    assert looks_like_no_project(project) is None and looks_like_no_project(plain) is None
+    assert looks_like_no_project(temp / "some-project") is None  # only the temp folder itself
+
+    # the guidance an install writes points the agent at the project root, not at wherever it started
+    installed, _ = _installed(tmp_path, "agent", "{}\n")
+    for rel in (".claude/CLAUDE.md", ".claude/skills/kenning-search/SKILL.md"):
+        text = (installed / rel).read_text(encoding="utf-8")
+        assert 'text_index(paths=["."])' not in text and 'kenning search "QUERY" .' not in text
+        assert "git rev-parse --show-toplevel" in text and "pyproject.toml, package.json, go.mod" in text
+        assert "--root PROJECT" in text

@@ -550,6 +550,14 @@ def cmd_index(args: argparse.Namespace) -> int:
         else:
             _err(f"removed {len(removed)} file(s) from the index")
         return 0
+    from kenning.project import looks_like_no_project
+
+    what = looks_like_no_project(root)
+    if what:
+        _err(
+            f"kenning: warning: {root} looks like no project ({what}): indexing it anyway; to index a project, "
+            "run `kenning index` in its folder or pass it"
+        )
     base = Selection() if args.reset_selection or engine.manifest is None else engine.manifest.selection
     selection = _selection(args, base)
     if selection is None and args.reset_selection:
