@@ -53,7 +53,8 @@ EXAMPLES = {
   kenning grep -F -C 2 "TODO(" src docs
   kenning grep --no-symbols "retry" .     without the `@ function name` lines
   kenning grep -w -e -v .                  a pattern starting with '-' goes after -e
-  kenning grep --json "retry" src          JSON Lines: one record per line, then a summary""",
+  kenning grep --json "retry" src          JSON Lines: one record per line, then a summary
+  kenning grep -c "retry" .                path:N per matching file (-l: only the paths)""",
     "status": """examples:
   kenning status .
   kenning status --check-ready . && echo ready
@@ -275,7 +276,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         metavar="QUERY",
         help="a query group (repeatable; each ranked separately unless --fuse)",
     )
-    p.add_argument("--fuse", action="store_true", help="merge all query groups into one ranking")
+    p.add_argument(
+        "--fuse",
+        action="store_true",
+        help="merge all query groups into one ranking (each group's best hit first)",
+    )
     arm = p.add_mutually_exclusive_group()
     arm.add_argument("--lexical", action="store_true", help="BM25 only")
     arm.add_argument("--semantic", action="store_true", help="embeddings only")
@@ -305,6 +310,13 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     )
     p.add_argument("--preview", choices=("none", "short", "full"), default=None, help="passage text shown")
     p.add_argument("--trace", action="store_true", help="show each hit's rank and score in each arm")
+    p.add_argument(
+        "-A", "--after-context", type=int, default=0, metavar="N", help="N lines of the file after each hit"
+    )
+    p.add_argument(
+        "-B", "--before-context", type=int, default=0, metavar="N", help="N lines of the file before each hit"
+    )
+    p.add_argument("-C", "--context", type=int, default=None, metavar="N", help="N lines before and after")
     p.add_argument("--json", action="store_true", help="JSON Lines: one hit per line, then a summary")
     p.add_argument(
         "--min-score",
@@ -363,6 +375,15 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         default=None,
         metavar="SECONDS",
         help="stop after this long with partial results (default 30, `grep_timeout` in config; 0 = no limit)",
+    )
+    p.add_argument(
+        "-c",
+        "--count",
+        action="store_true",
+        help="print only each matching file and its count of matching lines, path:N (wins over -l, as in rg)",
+    )
+    p.add_argument(
+        "-l", "--files-with-matches", action="store_true", help="print only the paths of files with a match"
     )
     p.add_argument(
         "--no-symbols",
@@ -567,6 +588,14 @@ def cmd_index(args: argparse.Namespace) -> int:
         else:
             _err(f"removed {len(removed)} file(s) from the index")
         return 0
+    from kenning.project import looks_like_no_project
+
+    what = looks_like_no_project(root)
+    if what:
+        _err(
+            f"kenning: warning: {root} looks like no project ({what}): indexing it anyway; to index a project, "
+            "run `kenning index` in its folder or pass it"
+        )
     base = Selection() if args.reset_selection or engine.manifest is None else engine.manifest.selection
     selection = _selection(args, base)
     if selection is None and args.reset_selection:
@@ -621,6 +650,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     preview = cast("Preview", config.preview)
     check_symbol_types(args.symbol_type or ())
     level = _min_score(args.min_score)
+    before, after = _context_lines(args)
     if found is None and args.no_index:
         return _literal(start, queries, config, args, started)
     # check every argument before any index is built: a typo must not cost a full indexing run
@@ -670,11 +700,23 @@ def cmd_search(args: argparse.Namespace) -> int:
         refresh="off" if found is None else args.refresh,
         match_level=level,
     )
+    if before or after:
+        results = engine.with_context(results, preview=preview, before=before, after=after)
     if args.json:
         _out(render_json(results, preview, root=str(engine.root), model=engine.model_name, started=started))
     else:
         _out(render_text(results, preview))
     return _found(results, args.min_score is not None)
+
+
+def _context_lines(args: argparse.Namespace) -> tuple[int, int]:
+    """Lines of context before and after each hit: -C sets both, as in `kenning grep`."""
+    for flag, value in (("-C", args.context), ("-B", args.before_context), ("-A", args.after_context)):
+        if value is not None and value < 0:
+            raise UsageError(f"{flag} {value} is negative; pass 0 or more lines")
+    if args.context is not None:
+        return args.context, args.context
+    return args.before_context, args.after_context
 
 
 def _search_inputs(args: argparse.Namespace) -> tuple[list[str], str]:
@@ -752,6 +794,13 @@ def cmd_grep(args: argparse.Namespace) -> int:
             patterns.append(args.pattern)
     if not patterns:
         raise UsageError("no pattern given", hint="kenning grep PATTERN [PATH...]")
+    if args.json and (args.count or args.files_with_matches):
+        flag = "--count" if args.count else "--files-with-matches"
+        raise UsageError(
+            f"{flag} cannot be combined with --json",
+            hint="drop one: --json already ends with a summary of files and matches, and its match records "
+            "name each file",
+        )
     here, start = _grep_start(paths)
     config = load_config(start)
     found_root = find_index_root(start, config)
@@ -807,13 +856,16 @@ def cmd_grep(args: argparse.Namespace) -> int:
 
     before = args.context if args.context is not None else args.before_context
     after = args.context if args.context is not None else args.after_context
+    listing = args.count or args.files_with_matches
     options = grep.GrepOptions(
         patterns=tuple(patterns),
         ignore_case=args.ignore_case,
         fixed=args.fixed_strings,
         word=args.word_regexp,
-        before=before,
-        after=after,
+        # a count or a list of files prints no lines, so context is moot, as in ripgrep; -l needs one match
+        before=0 if listing else before,
+        after=0 if listing else after,
+        max_count=1 if args.files_with_matches and not args.count else None,
     )
     found = False
     color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
@@ -841,18 +893,23 @@ def cmd_grep(args: argparse.Namespace) -> int:
             found = True
             yield dataclasses.replace(f, path=shown(f.path))
 
-    lookup = None
-    if not args.no_symbols:
-        from kenning.outline import SymbolLookup
-
-        lookup = SymbolLookup(here)  # the paths shown open from here
-    if args.json:
-        symbol = lookup.symbol if lookup is not None else None
-        _out(
-            grep.render_grep_json(tracked(), root=root, started=started, symbol_of=symbol, deadline=deadline)
-        )
+    if listing:
+        _out(grep.render_grep_files(tracked(), count=args.count, color=color))
     else:
-        _out(grep.render_grep(tracked(), color=color, symbol_of=lookup))
+        lookup = None
+        if not args.no_symbols:
+            from kenning.outline import SymbolLookup
+
+            lookup = SymbolLookup(here)  # the paths shown open from here
+        if args.json:
+            symbol = lookup.symbol if lookup is not None else None
+            _out(
+                grep.render_grep_json(
+                    tracked(), root=root, started=started, symbol_of=symbol, deadline=deadline
+                )
+            )
+        else:
+            _out(grep.render_grep(tracked(), color=color, symbol_of=lookup))
     if deadline.hit:
         _err(
             f"kenning: note: grep stopped after {timeout} s, so the results above are partial (narrow the "

@@ -62,7 +62,7 @@ from kenning.store.layout import (
     writer_active,
     writer_lock,
 )
-from kenning.types import REFRESH_POLICIES, Mode, Refresh, SearchResult, Selection, within
+from kenning.types import REFRESH_POLICIES, Mode, Preview, Refresh, SearchResult, Selection, within
 from kenning.userpath import resolve_user_path, user_path
 
 __all__ = ["Changes", "Engine", "Refreshed", "Status", "find_index_root"]
@@ -665,6 +665,18 @@ class Engine:
         """Held around a refresh's write: nothing here (the file lock is enough); a daemon's resident Engine
         takes its root's writer turn, without waiting long."""
         yield
+
+    def with_context(
+        self, results: Sequence[SearchResult], *, preview: Preview, before: int, after: int
+    ) -> list[SearchResult]:
+        """The results with the lines around each hit's shown ones (`search -B/-A/-C`), read only from files
+        whose bytes are the indexed ones (see kenning.context)."""
+        from kenning.context import add_context
+
+        db = self._open()
+        with db.snapshot():
+            digests = db.file_digests(h.path for r in results for h in r.hits)
+        return add_context(results, self.root, digests, preview=preview, before=before, after=after)
 
     def _embed_query(self, text: str) -> np.ndarray:
         return self.embedder.embed_query(text)

@@ -1,8 +1,8 @@
 """`kenning grep`: exhaustive, index-free regex search over exactly the files kenning would index.
 
 This module owns the grep pattern dialect and its validation, the two matchers (ripgrep driven through
-``rg --json``, and RE2), the deadline, context merging, the rg-like ``--heading`` text rendering and the JSON
-Lines rendering of ``kenning grep --json``.
+``rg --json``, and RE2), the deadline, context merging, the rg-like ``--heading`` text rendering (and that of
+``--count`` and ``--files-with-matches``) and the JSON Lines rendering of ``kenning grep --json``.
 
 It does not choose or decode files. :func:`kenning.walk.walk` chooses them, so ignore rules, secrets and junk
 are excluded exactly as for indexing, and :func:`kenning.walk.read_text` decides which of them are text and
@@ -30,6 +30,8 @@ lines in line order.
   "partial": bool}`: the project's root folder, absolute (PATHs narrow the search inside it), how many files
   and matching lines were printed, the time taken, and whether the search stopped at its deadline (`--timeout`)
   before it had searched every file.
+`--count` and `--files-with-matches` print lines of text only (`path:N`, or the path): with `--json` they are
+refused, since the match records name each file and the summary counts files and matches.
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ from kenning.walk import check_root, read_bytes, screen, walk
 
 __all__ = [
     "GREP_JSON_SCHEMA", "MAX_LINE_CHARS", "GrepFile", "GrepLine", "GrepOptions", "grep", "render_grep",
-    "render_grep_json", "rg_available", "scope_of",
+    "render_grep_files", "render_grep_json", "rg_available", "scope_of",
 ]  # fmt: skip
 
 Engine = Literal["auto", "rg", "python"]
@@ -195,6 +197,13 @@ def render_grep(
             else:
                 number = f"{_LINE_COLOR}{item.line}{_RESET}" if color else str(item.line)
                 yield f"{number}{':' if item.match else '-'}{clip_line(item.text)}"
+
+
+def render_grep_files(files: Iterable[GrepFile], *, count: bool, color: bool = False) -> Iterator[str]:
+    """Lines like ``rg --count`` (``path:N``, N matching lines) or ``rg --files-with-matches`` (the path)."""
+    for found in files:
+        path = f"{_PATH_COLOR}{found.path}{_RESET}" if color else found.path
+        yield f"{path}:{sum(ln.match for ln in found.lines)}" if count else path
 
 
 def render_grep_json(

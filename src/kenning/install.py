@@ -4,7 +4,8 @@ This module owns every change kenning makes to an agent's user-level configurati
 the guidance (a skill file, or a block in an AGENTS.md-style file) and, with ``--gate``, Claude Code's
 PreToolUse hook. Everything it writes is a managed block it can find again: text between
 ``kenning:begin``/``kenning:end`` marker lines (Markdown, TOML), the single entry under kenning's key in a
-JSON file, or a whole file carrying kenning's mark (skills). Nothing outside those blocks is touched.
+JSON file (spliced into its text by kenning.jsonedit, in the indentation the file uses), or a whole file
+carrying kenning's mark (skills). Nothing outside those blocks is touched, byte for byte.
 
 For each file it changes, the bytes from before the first install are kept under
 ``$XDG_STATE_HOME/kenning/install/`` (default ``~/.local/state``); uninstall puts them back exactly while
@@ -31,6 +32,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, TextIO
 
+from kenning import jsonedit
 from kenning.config import state_dir
 from kenning.errors import ConfigError, UsageError
 from kenning.targets import AGENTS
@@ -236,7 +238,18 @@ def _edit_json(e: Edit, text: str | None, install: bool) -> str | None:
             _prune(obj, ("hooks", "PreToolUse"))
     if obj == before:
         return text
-    return json.dumps(obj, indent=2, ensure_ascii=False) + "\n"
+    if text is None or not text.strip():
+        return json.dumps(obj, indent=2, ensure_ascii=False) + "\n"
+    # the user's file keeps its bytes (indentation, key order, escapes, numbers) outside kenning's entry
+    try:
+        out = jsonedit.edited(text, before, obj)
+        if json.dumps(json.loads(out)) == json.dumps(obj):
+            return out
+    except ValueError:
+        pass
+    doc = jsonedit.JsonText(text)  # cannot fail: json.loads read it
+    end = "\n" if text.endswith("\n") else ""
+    return json.dumps(obj, indent=doc.unit, ensure_ascii=False).replace("\n", doc.newline) + end
 
 
 def _toml(e: Edit, text: str, fix: str, now: bool = True) -> dict[str, Any]:

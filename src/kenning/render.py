@@ -19,6 +19,10 @@ JSON Lines schema, version 1 (`kenning search --json`): one object per line.
   `stale` says the file changed since it was indexed (a search with `--refresh off`, or one whose refresh could
   not run: the summary's notes say why); `lexical_only` that the passage has no vector yet (a refresh before
   the search brought in its text but left embedding it to `kenning index`), so only its words could find it.
+  With `-B/-A/-C N` a hit also has `"context_before": [{"line": int, "text": str}]`, `"context_after"` (the
+  same) and `"context_note": str|null`: up to N lines of the file before the first and after the last line
+  `text` shows (around the whole passage with `--preview none`), clipped as `text` is. They are read from the
+  file only while its bytes are the indexed ones; otherwise both lists are empty and `context_note` says why.
 - then one `{"type": "summary", "schema": 1, "root": str, "model": str, "mode": str, "coverage": float,
    "groups": [{"group", "query", "hits", "searched", "notes": [str], "match": MATCH}], "hits": int,
    "elapsed_ms": float, "literal": bool, "good_match": bool}`; `literal` is true when the answer came from
@@ -106,13 +110,37 @@ def trace_line(hit: Hit) -> str | None:
     )
 
 
+# how much of a signature or an outline's member list a text hit shows: one terminal line each
+_LABEL_CHARS = 120
+
+
 def symbol_line(hit: Hit) -> str | None:
-    """`symbol: function Outer.method` for code, `§ Guide > Install` for a document section."""
+    """`symbol: function Outer.method(self, x) -> str` for code, `§ Guide > Install` for a document section.
+
+    The signature tells where a passage sits when its text does not show it: a window in the middle of a
+    long function, or the outline passage of a class too big for one passage, whose text may be its first
+    line alone."""
     if hit.symbol is not None:
-        return f"symbol: {hit.symbol.kind} {hit.symbol.scope}"
+        s = hit.symbol
+        at = s.signature.find(s.name) if s.signature else -1
+        rest = s.signature[at + len(s.name) :] if at >= 0 else ""
+        return _clip(f"symbol: {s.kind} {s.scope}{rest}", _LABEL_CHARS)
     if hit.defines:
         return "symbols: " + ", ".join(f"{d.kind} {d.scope}" for d in hit.defines)
     return f"§ {hit.heading}" if hit.heading else None
+
+
+def contents_line(hit: Hit) -> str | None:
+    """`contents: a, b, c` for the outline passage of a symbol too big for one passage (the names inside it,
+    from its heading; see kenning.chunk.syntax.pack), else None."""
+    _, mark, names = hit.heading.partition(" | contents: ")
+    return _clip(f"contents: {names}", _LABEL_CHARS) if hit.symbol is not None and mark and names else None
+
+
+def _context_text(text: str, preview: Preview) -> str:
+    """A context line after its `N-` mark: clipped as a short preview clips its own lines, and an empty line
+    left without the space that would trail it."""
+    return f" {_clip(text) if preview == 'short' else text}" if text else ""
 
 
 def render_text(
@@ -137,16 +165,24 @@ def render_text(
             )
         for hit in result.hits:
             yield hit_header(hit)
-            label = symbol_line(hit)
-            if label:
-                yield f"  {label}"
-            width = len(str(hit.end_line))
+            for label in (symbol_line(hit), contents_line(hit)):
+                if label:
+                    yield f"  {label}"
+            if hit.context_note:
+                yield f"  note: {hit.context_note}"
+            before, after = hit.context_before or (), hit.context_after or ()
+            width = len(str(max(hit.end_line, after[-1][0] if after else 0)))
+            # context lines are marked `N-` and the passage's own `N ` (grep's `N-` and `N:`), in one column
+            for number, text in before:
+                yield f"  {number:>{width}}-{_context_text(text, preview)}"
             for number, text in preview_lines(hit, preview, result.query):
                 yield f"  {number:>{width}}  {text}"
+            for number, text in after:
+                yield f"  {number:>{width}}-{_context_text(text, preview)}"
             line = trace_line(hit)
             if line:
                 yield f"  {line}"
-            if preview != "none":
+            if preview != "none" or before or after:
                 yield ""
         if grouped:
             yield ""
@@ -188,7 +224,7 @@ def hit_json(hit: Hit, result: SearchResult, rank: int, preview: Preview) -> dic
     if hit.symbol is not None:
         s = hit.symbol
         symbol = {"kind": s.kind, "name": s.name, "scope": s.scope, "signature": s.signature, "doc": s.doc}
-    return {
+    record = {
         "type": "hit",
         "schema": JSON_SCHEMA_VERSION,
         "group": result.group,
@@ -208,6 +244,17 @@ def hit_json(hit: Hit, result: SearchResult, rank: int, preview: Preview) -> dic
         "defines": [{"kind": d.kind, "name": d.name, "scope": d.scope} for d in hit.defines],
         "trace": trace,
     }
+    if hit.context_before is not None or hit.context_after is not None:
+
+        def lines(pairs: tuple[tuple[int, str], ...] | None) -> list[dict[str, Any]]:
+            return [{"line": n, "text": _clip(t) if preview == "short" else t} for n, t in pairs or ()]
+
+        record.update(
+            context_before=lines(hit.context_before),
+            context_after=lines(hit.context_after),
+            context_note=hit.context_note,
+        )
+    return record
 
 
 def render_json(

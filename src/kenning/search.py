@@ -3,7 +3,8 @@
 Each query group runs a lexical route (BM25 over FTS5) and a semantic route (cosine over the vector index) on the
 same text, both restricted to the filtered passages *before* ranking. Routes are fused by a weighted sum of their
 min-max normalised scores (a convex combination, which keeps how far apart an arm's candidates are, where
-reciprocal rank keeps only their order); definitions of names the query spells add a bonus by rank. Overlapping
+reciprocal rank keeps only their order); definitions of names the query spells add a bonus by rank. A fused group
+(`--fuse`) sums the routes of all its queries, after giving each query's own best hit a place first. Overlapping
 passages of one file are collapsed to the best; hits whose file changed since it was indexed are flagged stale.
 """
 
@@ -41,6 +42,7 @@ from kenning.types import (
     Mode,
     SearchResult,
     Selection,
+    Symbol,
     Trace,
     within,
 )
@@ -88,6 +90,8 @@ class Group:
     id: str
     query: str
     routes: tuple[Route, ...]
+    # a fused group's queries, each its own group: each one's best hit is given a place before the rest
+    parts: tuple[Group, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -132,7 +136,8 @@ def plan_search(
     arms = ("lexical", "semantic") if mode == "hybrid" else (mode,)
     groups = [Group(f"Q{i}", q, tuple(Route(a, q, depth) for a in arms)) for i, q in enumerate(cleaned, 1)]
     if fuse and len(groups) > 1:
-        groups = [Group("Q1", " | ".join(cleaned), tuple(r for g in groups for r in g.routes))]
+        merged = tuple(r for g in groups for r in g.routes)
+        groups = [Group("Q1", " | ".join(cleaned), merged, tuple(groups))]
     check_symbol_types(filters.symbol_types)
     plan = Plan(tuple(groups), limit, mode, filters, trace, prefer_symbol=prefer_symbol)
     if prefer_symbol:
@@ -304,25 +309,41 @@ def _run_groups(
 ) -> list[SearchResult]:
     results = []
     for group in plan.groups:
-        ranked: dict[str, list[tuple[int, float]]] = {}
-        for n, route in enumerate(group.routes):
-            key = f"{route.arm}#{n}"
-            if allowed is not None and allowed.size == 0:
-                ranked[key] = []
-            elif route.arm == "lexical":
-                terms = query_terms(route.query)
-                ranked[key] = (
-                    db.lexical(fts_query(terms), route.depth, filtered=allowed is not None) if terms else []
-                )
-            else:
-                found = semantic.get((route.query, route.depth))
-                ranked[key] = found.result() if found is not None else []
-        if plan.mode != "semantic":
-            definitions = _definitions(db, group.query, allowed, loose=plan.prefer_symbol)
-            if definitions:
-                ranked["symbol#d"] = definitions
+        leaders: list[int] = []
+        if group.parts:
+            ranked: dict[str, list[tuple[int, float]]] = {}
+            for part in group.parts:
+                alone = _ranked(plan, db, part, semantic, allowed)
+                # each query's best, as that query alone ranks it, is given a place before the merged ranking
+                # fills the rest: summed over every query, passages that match all of them a little crowded out
+                # the one each query matches best
+                best = _best(alone, db, root, fusion_weights(plan, part.query), factor_for_tests(part.query))
+                if best is not None and best not in leaders:
+                    leaders.append(best)
+                for key, items in alone.items():
+                    arm, _, _ = key.partition("#")
+                    if arm != "symbol":
+                        ranked[f"{arm}#{len(ranked)}"] = items
+            if plan.mode != "semantic":
+                definitions = _definitions(db, group.query, allowed, loose=plan.prefer_symbol)
+                if definitions:
+                    ranked["symbol#d"] = definitions
+        else:
+            ranked = _ranked(plan, db, group, semantic, allowed)
         weights, tests = fusion_weights(plan, group.query), factor_for_tests(group.query)
-        hits, gone = _fuse(ranked, db, plan.limit, plan.trace, root, weights, tests, flag_unembedded)
+        hits, gone = _fuse(
+            ranked,
+            db,
+            plan.limit,
+            plan.trace,
+            root,
+            weights,
+            tests,
+            first=leaders,
+            flag_unembedded=flag_unembedded,
+        )
+        if plan.filters.symbol_types:
+            hits = [_own_span(h, plan.filters.symbol_types, root, group.query) for h in hits]
         result = SearchResult(group.query, hits, searched, coverage, plan.mode, group.id)
         result.confidence = judge(ranked, group.query, match_level, lambda terms: _holds(db, terms, allowed))
         if gone:
@@ -367,6 +388,34 @@ def _holds(db: Database, terms: list[str], allowed: np.ndarray | None) -> bool:
             return False
         db.restrict_lexical(allowed)
     return bool(db.lexical(fts_query(terms), 1, filtered=allowed is not None))
+
+
+def _ranked(
+    plan: Plan,
+    db: Database,
+    group: Group,
+    semantic: dict[tuple[str, int], Future[list[tuple[int, float]]]],
+    allowed: np.ndarray | None,
+) -> dict[str, list[tuple[int, float]]]:
+    """Each route's ranked candidates, keyed `arm#n`, and the definitions the group's query names."""
+    ranked: dict[str, list[tuple[int, float]]] = {}
+    for n, route in enumerate(group.routes):
+        key = f"{route.arm}#{n}"
+        if allowed is not None and allowed.size == 0:
+            ranked[key] = []
+        elif route.arm == "lexical":
+            terms = query_terms(route.query)
+            ranked[key] = (
+                db.lexical(fts_query(terms), route.depth, filtered=allowed is not None) if terms else []
+            )
+        else:
+            found = semantic.get((route.query, route.depth))
+            ranked[key] = found.result() if found is not None else []
+    if plan.mode != "semantic":
+        definitions = _definitions(db, group.query, allowed, loose=plan.prefer_symbol)
+        if definitions:
+            ranked["symbol#d"] = definitions
+    return ranked
 
 
 _KIND_ORDER = {"class": 0, "interface": 0, "function": 1, "module": 2, "alias": 3, "value": 4}
@@ -430,18 +479,22 @@ def fuse_scores(ranked: dict[str, list[tuple[int, float]]], weights: dict[str, f
     return fused
 
 
-def _fuse(
+@dataclass
+class _Order:
+    fused: dict[int, float]
+    arm_rank: dict[int, dict[str, tuple[int, float]]]  # pid -> arm -> its best (rank, score) there
+    order: list[int]  # best first
+    rows: dict[int, PassageRow]  # of the leading candidates
+    demoted: set[int]
+
+
+def _order(
     ranked: dict[str, list[tuple[int, float]]],
     db: Database,
     limit: int,
-    trace: bool,
-    root: Path,
     weights: dict[str, float],
     factor: float,
-    flag_unembedded: bool = False,
-) -> tuple[list[Hit], int]:
-    """The hits, and in how many files hits were left out because the file no longer exists (no one could
-    open them)."""
+) -> _Order:
     fused = fuse_scores(ranked, weights)
     arm_rank: dict[int, dict[str, tuple[int, float]]] = {}
     for key, items in ranked.items():
@@ -466,6 +519,53 @@ def _fuse(
         demoted = _demote_leading_tests(fused, order, rows, db, factor, want, named)
         order.sort(key=rank_key)
         missing = [pid for pid in order[:want] if pid not in rows]
+        if missing:
+            rows.update(db.passages_by_id(missing))
+    return _Order(fused, arm_rank, order, rows, demoted)
+
+
+def _best(
+    ranked: dict[str, list[tuple[int, float]]],
+    db: Database,
+    root: Path,
+    weights: dict[str, float],
+    factor: float,
+) -> int | None:
+    """The passage a search of these lists alone would show first (one whose file is still there)."""
+    ordered = _order(ranked, db, 1, weights, factor)
+    for pid in ordered.order:
+        row = ordered.rows.get(pid)
+        if row is not None and os.path.lexists(os.path.join(root, row.path)):
+            return pid
+    return None
+
+
+def _fuse(
+    ranked: dict[str, list[tuple[int, float]]],
+    db: Database,
+    limit: int,
+    trace: bool,
+    root: Path,
+    weights: dict[str, float],
+    factor: float,
+    *,
+    first: Sequence[int] = (),
+    flag_unembedded: bool = False,
+) -> tuple[list[Hit], int]:
+    """The hits, and in how many files hits were left out because the file no longer exists (no one could
+    open them). Passages in `first` come first, in their order of score, then the rest."""
+    ordered = _order(ranked, db, limit, weights, factor)
+    fused, arm_rank, order, rows, demoted = (
+        ordered.fused,
+        ordered.arm_rank,
+        ordered.order,
+        ordered.rows,
+        ordered.demoted,
+    )
+    if first:
+        lead = [pid for pid in order if pid in first]
+        order = lead + [pid for pid in order if pid not in first]
+        missing = [pid for pid in lead if pid not in rows]
         if missing:
             rows.update(db.passages_by_id(missing))
     hits: list[Hit] = []
@@ -526,6 +626,59 @@ def _fuse(
         if len(hits) >= limit:
             break
     return hits, len(gone)
+
+
+# the heading a symbol's own passage gets from the chunker at the default max_chars (chunk.syntax.pack)
+_HEADER_CHARS = 250
+
+
+def _own_span(hit: Hit, kinds: Sequence[str], root: Path, query: str) -> Hit:
+    """A hit selected by symbol kind, narrowed to that symbol's own lines when its passage packs it with
+    others (`interface CartItem, function cartTotal` for `--symbol-type function`).
+
+    The index keeps which symbols a pack defines, not their lines: they come from the file's outline, read
+    only when the file is unchanged since indexing (a stale hit keeps the whole pack). Of several symbols of
+    those kinds in one pack, the one holding most of the query's terms stands for it.
+    """
+    if hit.stale or (hit.symbol is not None and hit.symbol.kind in kinds):
+        return hit  # inside a symbol of that kind already: its own span, or a window of it
+    wanted = {(d.kind, d.scope) for d in hit.defines if d.kind in kinds}
+    if not wanted:
+        return hit
+    from kenning.chunk.syntax.pack import header
+    from kenning.outline import file_outline
+
+    spans = file_outline(root / hit.path).symbols
+    inside = [
+        s for s in spans if hit.start_line <= s.start_line and s.end_line <= hit.end_line
+    ]  # what the pack holds, nested symbols included
+    own = [s for s in inside if (s.symbol.kind, s.symbol.scope) in wanted]
+    if not own:
+        return hit
+    lines = hit.text.split("\n")
+    terms = set(query_terms(query))
+
+    def text_of(start: int, end: int) -> str:
+        return "\n".join(lines[start - hit.start_line : end - hit.start_line + 1])
+
+    def holds(start: int, end: int) -> int:
+        words = set(query_terms(text_of(start, end)))
+        return len(terms & words)
+
+    best = max(own, key=lambda s: (holds(s.start_line, s.end_line), -s.start_line))
+    start, end = best.start_line, best.end_line
+    defines = tuple(
+        Symbol(s.symbol.kind, s.symbol.name, s.symbol.scope) for s in inside if start <= s.start_line <= end
+    )
+    return replace(
+        hit,
+        start_line=start,
+        end_line=end,
+        text=text_of(start, end),
+        heading=header(best.symbol, _HEADER_CHARS),
+        symbol=best.symbol,
+        defines=defines,
+    )
 
 
 def _with_piece(hit: Hit, row: PassageRow, arms: dict[str, tuple[int, float]]) -> Hit:

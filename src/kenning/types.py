@@ -145,6 +145,11 @@ class Hit:
     defines: tuple[Symbol, ...] = ()  # symbols whose definitions start in the passage
     # its passage has no vector yet (changed since the last full index run): only words can find it for now
     lexical_only: bool = False
+    # (line number, text) of the lines around the shown ones (`search -B/-A`), read from the file on disk;
+    # None when no context was asked for
+    context_before: tuple[tuple[int, str], ...] | None = None
+    context_after: tuple[tuple[int, str], ...] | None = None
+    context_note: str | None = None  # why context was asked for but none is shown
 
 
 @dataclass(frozen=True, slots=True)

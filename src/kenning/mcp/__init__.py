@@ -39,6 +39,16 @@ def main(roots: Sequence[str], *, model: str | None = None, check: bool = False)
             f"kenning mcp: cannot start: the embedder failed to load ({type(exc).__name__}: {exc})\n"
         )
         return 2
+    from kenning.project import looks_like_no_project
+
+    for engine in workspace.engines:
+        what = looks_like_no_project(engine.root)
+        if what:
+            # stderr, the one channel besides the protocol: a client logs it, `--check` shows it
+            sys.stderr.write(
+                f"kenning mcp: warning: {engine.root} looks like no project ({what}): start kenning mcp in "
+                "your project's folder or pass --root DIR\n"
+            )
     if check:
         names = ", ".join(
             f"{e.root} ({'indexed' if e.exists() else 'not indexed'})" for e in workspace.engines

@@ -31,10 +31,13 @@ def _strings(what: str, *, max_items: int = MAX_LIST_ITEMS, max_chars: int = MAX
     }
 
 
-_PATHS = _strings(
-    "Only passages under these files or directories (relative to the workspace root, or to each served root "
-    'that has them when there are several; or absolute inside one). Example: ["src/auth", "docs/setup.md"].'
+_WHERE = (
+    "these files or directories (relative to the workspace root, or to each served root that has them when "
+    'there are several; or absolute inside one). Example: ["src/auth", "docs/setup.md"].'
 )
+_SEARCH_PATHS = _strings(f"Only passages under {_WHERE}")
+# grep reads files line by line: it has no passages
+_GREP_PATHS = _strings(f"Search only {_WHERE} Default: the whole workspace.")
 
 TEXT_SEARCH_INPUT: Schema = {
     "type": "object",
@@ -62,7 +65,7 @@ TEXT_SEARCH_INPUT: Schema = {
             "default": 10,
             "description": "Passages to return (per group).",
         },
-        "paths": _PATHS,
+        "paths": _SEARCH_PATHS,
         "globs": _strings('ripgrep-style globs on the path; \'!\' excludes. Example: ["*.py", "!tests/**"].'),
         "types": _strings('File types by ripgrep name. Example: ["py", "md"].', max_items=32, max_chars=64),
         "mode": {
@@ -273,7 +276,7 @@ TEXT_INDEX_INPUT: Schema = {
             "type": "string",
             "minLength": 1,
             "maxLength": MAX_ITEM_CHARS,
-            "description": 'Only files under paths that match this glob, e.g. "**/*.md".',
+            "description": 'Only the files under these paths whose path matches this glob, e.g. "**/*.md".',
         },
         "forget": {
             "type": "boolean",
@@ -394,7 +397,7 @@ GREP_INPUT: Schema = {
             "description": "A regular expression (RE2 syntax, which ripgrep reads the same way: no look-around "
             "or backreferences; \\b is an ASCII word boundary), or a literal string with fixed=true.",
         },
-        "paths": _PATHS,
+        "paths": _GREP_PATHS,
         "fixed": {
             "type": "boolean",
             "default": False,

@@ -435,6 +435,17 @@ class Database:
         return {r[1]: FileRow(*r) for r in rows}
 
     @_guarded
+    def file_digests(self, paths: Iterable[str]) -> dict[str, str | None]:
+        """The sha256 each of these files had when it was indexed (paths not in the index are left out)."""
+        wanted = list(dict.fromkeys(paths))
+        out: dict[str, str | None] = {}
+        for start in range(0, len(wanted), 500):  # SQLite bounds a statement's parameters
+            part = wanted[start : start + 500]
+            marks = ",".join("?" * len(part))
+            out.update(self.conn.execute(f"SELECT path, sha256 FROM files WHERE path IN ({marks})", part))
+        return out
+
+    @_guarded
     def upsert_file(
         self,
         path: str,
