@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import os
 import shutil
 import threading
@@ -78,7 +79,10 @@ REFRESH_LOCK_WAIT = 0.5
 # same incremental run without checking every walked file against a long list of paths
 REFRESH_SCOPED_FILES = 200
 COARSE_CLOCK_S = 0.05
-FORGOT_AT = "forgot_at"  # meta key: when paths were last forgotten (a refresh does not bring them back)
+# meta key: the paths `kenning index --forget` removed, as JSON, until an index run covers them again: a refresh
+# before a search never brings them back (a time since the forget could not tell them from files made in the
+# same clock tick, and brought them back on a fast machine)
+FORGOTTEN = "forgotten"
 
 
 @dataclass
@@ -135,6 +139,14 @@ class Changes:
     @property
     def paths(self) -> list[str]:
         return sorted({*self.added, *self.modified, *self.deleted})
+
+
+def _forgotten(db: Database) -> list[str]:
+    try:
+        paths = json.loads(db.get_meta(FORGOTTEN) or "[]")
+    except ValueError:
+        return []
+    return [p for p in paths if isinstance(p, str)] if isinstance(paths, list) else []
 
 
 @dataclass
@@ -329,6 +341,9 @@ class Engine:
                     progress=progress,
                     cancel=cancel,
                 )
+                # what this run covered is the index's again: forgotten no more
+                kept = [p for p in _forgotten(db) if part.paths and not within(p, part.paths)]
+                db.set_meta(FORGOTTEN, json.dumps(kept))
             finally:
                 db.close()
             self._vectors = None
@@ -352,7 +367,8 @@ class Engine:
                     if within(path, rels):
                         db.delete_file(row.id)
                         removed.append(path)
-                db.set_meta(FORGOT_AT, str(time.time()))
+                forgotten = set(_forgotten(db)) | set(rels)
+                db.set_meta(FORGOTTEN, json.dumps(sorted(forgotten)))
                 db.commit()
                 publish(self.directory, db, self.embedder.dim)
             finally:
@@ -567,13 +583,16 @@ class Engine:
         return done
 
     def _new_since_last_run(self, added: list[str]) -> list[str]:
-        """The unindexed files created (or moved in) since the last index run or forget. An older one was
-        forgotten on purpose (`kenning index --forget`), or could not be read by that run: a search must not
-        bring the one back, nor try the other again and again."""
+        """The unindexed files created (or moved in) since the last index run, and not forgotten since. One
+        forgotten (`kenning index --forget`) was removed on purpose, and an older one could not be read by that
+        run: a search must not bring the one back, nor try the other again and again."""
         db = self._open()
-        since = max(float(db.get_meta("last_indexed") or 0), float(db.get_meta(FORGOT_AT) or 0))
+        since = float(db.get_meta("last_indexed") or 0)
+        forgotten = _forgotten(db)
         new = []
         for rel in added:
+            if forgotten and within(rel, forgotten):
+                continue
             try:
                 st = os.lstat(self.root / rel)
             except OSError:
