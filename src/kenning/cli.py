@@ -1015,9 +1015,12 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 def _install_default_model(config: Config) -> int:
     from kenning.config import cache_dir
+    from kenning.embed import create_embedder
     from kenning.embed.minilm import MiniLMEmbedder
 
-    embedder = MiniLMEmbedder(cache_dir(config))
+    # the configured variant (minilm:fp32) when the configured model is MiniLM; the default one otherwise
+    configured = create_embedder(config.model, config)
+    embedder = configured if isinstance(configured, MiniLMEmbedder) else MiniLMEmbedder(cache_dir(config))
     embedder.notify = lambda message: _err(f"kenning: {message}")
     embedder.load()  # fetches the weights when they are not here, then builds the model when it is not built
     _err(f"kenning: the default model {embedder.name} is ready ({embedder.model_dir()})")

@@ -268,7 +268,8 @@ class Engine:
         if self.manifest is None and self.manifest_error is None:
             # another process may have built it since this Engine was made (a long-lived one: MCP, the daemon)
             self.reload_manifest()
-        return self.manifest is not None and self.db_path.is_file()
+        # exists, not is_file: a folder in its place is a damaged index to report, not a missing one
+        return self.manifest is not None and self.db_path.exists()
 
     def _index_dir_name(self) -> str:
         # the walk must never index the index: name it when it lives inside the root

