@@ -30,9 +30,7 @@ def test_time_left_follows_the_work_when_items_grow_longer() -> None:
     lengths = [100 + 4 * i for i in range(1000)]
     clock = FakeClock()
     meter = RateMeter(sum(lengths), window=20.0, clock=clock)
-    by_count = RateMeter(len(lengths), window=20.0, clock=FakeClock())
-    by_count._clock = clock  # same time line
-    by_count._samples[0] = (clock.now, 0.0)
+    by_count = RateMeter(len(lengths), window=20.0, clock=clock)  # the same run, counted in items
     remaining = float(sum(lengths))
     errors, count_errors = [], []
     for i, n in enumerate(lengths):

@@ -219,3 +219,17 @@ def test_redaction_replaces_only_the_value_and_keeps_every_line() -> None:
         assert out.split("\n")[0] == 'İstanbul office: aWs_Secret_Key = "[secret redacted]"'
     plain = "no secrets here\n"
     assert redact(plain, plain.encode()) is plain
+
+
+def test_regression_search_context_lines_showed_a_token_the_index_had_redacted(tmp_path: Path) -> None:
+    # -C read the file's lines with the plain decoder, not the secret rule: the line after a hit gave the
+    # GitHub token in full
+    token = _token_secrets()["github"]
+    lines = [f"# setting {i}: retry backoff jitter\n" for i in range(6)]
+    lines[3] = f'GITHUB_TOKEN = "{token}"\n'
+    root = make_tree(tmp_path / "ws", {"settings.py": "".join(lines)})
+    assert run_cli("index", ".", cwd=root).returncode == 0
+    out = run_cli("search", "-C", "5", "--json", "retry backoff jitter", ".", cwd=root)
+    assert out.returncode == 0, out.stderr
+    assert token not in out.stdout
+    assert "[secret redacted]" in out.stdout

@@ -75,7 +75,7 @@ def _indexed_lines(root: Path, hit: Hit, digest: str | None) -> list[str] | str:
     # the stat said unchanged, but an edit within the clock's grain keeps size and mtime: the bytes decide
     if digest is not None and sha256_bytes(data) != digest:
         return CHANGED
-    text = walk.decode(data)
+    text = walk.screen(data)  # the one secret rule: a context line shows no more than the index holds
     if not isinstance(text, str):
         return f"no context lines: the file is {text.reason} now"
     lines = text.split("\n")
