@@ -710,7 +710,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def _context_lines(args: argparse.Namespace) -> tuple[int, int]:
-    """Lines of context before and after each hit: -C sets both, as in `kenning grep`."""
+    """Lines of context before and after each hit (search) or match (grep): -C sets both."""
     for flag, value in (("-C", args.context), ("-B", args.before_context), ("-A", args.after_context)):
         if value is not None and value < 0:
             raise UsageError(f"{flag} {value} is negative; pass 0 or more lines")
@@ -854,8 +854,7 @@ def cmd_grep(args: argparse.Namespace) -> int:
                 return text.rstrip("/") + "/" + rest if text and rest else text or rest
         return rel
 
-    before = args.context if args.context is not None else args.before_context
-    after = args.context if args.context is not None else args.after_context
+    before, after = _context_lines(args)
     listing = args.count or args.files_with_matches
     options = grep.GrepOptions(
         patterns=tuple(patterns),
