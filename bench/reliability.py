@@ -878,8 +878,9 @@ def _as_kenning(argv: list[str]) -> int:
     kill lands mid-batch) and both passes commit far more often, so a kill falls among many committed
     transactions. What is stored is unchanged: batching does not change a hash vector."""
     delay = float(os.environ.get("RELIABILITY_SLOW_EMBED", "0.03"))
-    from kenning import cli, index
+    from kenning import cli
     from kenning.embed.hashing import HashEmbedder
+    from kenning.engine import index
 
     real = HashEmbedder.embed_batch
 

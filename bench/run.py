@@ -197,7 +197,7 @@ def bench_chunking(repeats: int) -> dict[str, float]:
     over a real repository (the `rich` package of the code eval set) and the CoSQA functions."""
     from codeset import ensure_codeset
     from kenning.chunk import chunk_text
-    from kenning.chunkpool import Job, Settings, prepare_all
+    from kenning.engine.pool import Job, Settings, prepare_all
 
     rich = sorted((ensure_codeset(WORK / "sets") / "corpus").rglob("*.py"))
     cosqa = sorted((EVAL / "cosqa" / "corpus").glob("*.py"))[:3000]

@@ -748,7 +748,7 @@ def test_an_edit_to_any_module_is_another_version_to_the_daemon(
     assert _search(harness, root, "retry").returncode == 0  # the daemon's code again
     # and so is an edited one
     newest = max(p.stat().st_mtime_ns for p in package.rglob("*.py"))
-    os.utime(package / "engine.py", ns=(newest + 10**9, newest + 10**9))
+    os.utime(package / "engine" / "__init__.py", ns=(newest + 10**9, newest + 10**9))
     out = _search(harness, root, "retry")
     assert (out.returncode, out.stderr.splitlines()) == (2, [OTHER_VERSION_ERROR])
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from conftest import run_cli
-from kenning import gate
+from kenning.agents import gate
 from kenning.engine import find_index_root
 
 SESSION = "4b1e0c2a-7d3f-4e8a-9c61-2f0d5a8b9e17"

@@ -12,7 +12,15 @@ import pytest
 
 from conftest import KEY_BODY, KEY_FILES, NOT_KEY_FILES, make_tree
 from kenning.errors import UsageError
-from kenning.grep import MAX_LINE_CHARS, GrepFile, GrepLine, GrepOptions, grep, render_grep, rg_available
+from kenning.search.grep import (
+    MAX_LINE_CHARS,
+    GrepFile,
+    GrepLine,
+    GrepOptions,
+    grep,
+    render_grep,
+    rg_available,
+)
 from kenning.types import Selection, Skip
 
 CONTEXT_FILE = "".join(f"line {i}{' needle' if i in (3, 5, 12, 20) else ''}\n" for i in range(1, 21))
@@ -142,7 +150,7 @@ def test_rg_engine_hands_each_plain_text_file_to_rg_with_its_encoding(
         calls.append(list(args))
         return real_run(args, **kw)
 
-    monkeypatch.setattr(subprocess, "run", spy)  # kenning.grep calls subprocess.run through the module
+    monkeypatch.setattr(subprocess, "run", spy)  # kenning.search.grep calls subprocess.run through the module
     run(ws, "rg", "needle")
     files_by_encoding = {}
     for args in calls:

@@ -15,7 +15,7 @@ import pytest
 
 import kenning
 from conftest import make_tree, run_cli
-from kenning.grep import rg_available
+from kenning.search.grep import rg_available
 
 SRC = str(Path(kenning.__file__).resolve().parents[1])  # the kenning under test, wherever PYTHONPATH found it
 HANG_S = 60  # a hang shows as a timeout; fixed, each run takes about a second
@@ -61,7 +61,7 @@ def test_regression_prepare_of_a_fifo_skips_it_instead_of_blocking(tmp_path: Pat
     os.mkfifo(tmp_path / "pipe.md")
     done = run_python(
         f"""
-        from kenning.chunkpool import Job, Settings, prepare
+        from kenning.engine.pool import Job, Settings, prepare
         p = prepare(Job({str(tmp_path / "pipe.md")!r}, "markdown", None, None), Settings(800, 100, True))
         print(p.sha, p.skip)
         """,
@@ -100,7 +100,7 @@ def test_regression_a_file_turned_into_a_fifo_during_grep_does_not_hang_it(
     done = run_python(
         SWAP_TO_FIFO
         + f"""
-from kenning import grep as G
+from kenning.search import grep as G
 G.walk = W.walk
 from kenning.cli import main
 sys.exit(main(["grep", "--engine", {engine!r}, "needle", {str(root)!r}]))
@@ -219,7 +219,7 @@ def test_regression_grep_stops_at_its_deadline_with_a_note_that_results_are_part
     done = run_python(
         f"""
         import sys, time
-        from kenning import grep as G
+        from kenning.search import grep as G
         real_walk = G.walk
         def slow(*args, **kw):
             for item in real_walk(*args, **kw):

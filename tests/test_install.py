@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_cli
-from kenning import install
+from kenning.agents import install
 from kenning.errors import ConfigError
 
 CREATED = [

@@ -309,7 +309,7 @@ def test_regression_a_root_that_looks_like_no_project_is_served_and_indexed_with
     assert "looks like no project" not in run_cli("index", ".", cwd=plain, env=env).stderr
 
     # the one rule both use
-    from kenning.project import looks_like_no_project
+    from kenning.agents.project import looks_like_no_project
 
     monkeypatch.setenv("HOME", str(home))
     assert looks_like_no_project(home) == "your home folder"

@@ -9,10 +9,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from conftest import make_tree
+from kenning.commands.progress import LineProgress, RateMeter
 from kenning.embed.base import Vectors
 from kenning.embed.hashing import HashEmbedder
 from kenning.engine import Engine
-from kenning.progress import LineProgress, RateMeter
 
 
 class FakeClock:

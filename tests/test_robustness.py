@@ -348,7 +348,7 @@ def test_regression_a_run_killed_before_it_wrote_the_vector_snapshot_left_search
     # Found by bench/reliability.py: killed after its last embedding commit and before the snapshot was
     # written, the next `kenning index` found nothing to do and never wrote it; the semantic arm answered from
     # the older snapshot (or, after a first build, from none), and status said ready.
-    from kenning import index as index_module
+    from kenning.engine import index as index_module
 
     files = {f"m{i}.py": f"def f{i}():\n    return 'plain words number {i}'\n" for i in range(20)}
     root = make_tree(tmp_path / "ws", files)

@@ -199,7 +199,7 @@ def test_regression_token_shaped_secrets_were_indexed_and_handed_to_agents(tmp_p
 
 def test_redaction_replaces_only_the_value_and_keeps_every_line() -> None:
     # imported here, so the regression tests above also run against a kenning without the module
-    from kenning.redact import redact
+    from kenning.walk.redaction import redact
 
     key = "wJalrXUtnFEMI/K7MDENG/" + "bPxRfiCYEXAMPLEKEY"
     text = (

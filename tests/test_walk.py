@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from conftest import KEY_BODY, KEY_FILES, NOT_KEY_FILES, armor, git, make_tree
+from kenning.engine.index import Scope
 from kenning.errors import RootError, UsageError
-from kenning.index import Scope
 from kenning.types import FileEntry, Selection, Skip
 from kenning.walk import (
     INDEX_DIR_NAME,

@@ -17,8 +17,8 @@ from kenning._lazy import exports
 
 if TYPE_CHECKING:
     from kenning.engine import Engine, Status, find_index_root
+    from kenning.engine.index import IndexReport
     from kenning.errors import KenningError
-    from kenning.index import IndexReport
     from kenning.search import Filters
     from kenning.types import Hit, Passage, SearchResult, Selection
 
@@ -26,7 +26,7 @@ _WHERE = {
     "Engine": "kenning.engine",
     "Filters": "kenning.search",
     "Hit": "kenning.types",
-    "IndexReport": "kenning.index",
+    "IndexReport": "kenning.engine.index",
     "KenningError": "kenning.errors",
     "Passage": "kenning.types",
     "SearchResult": "kenning.types",

@@ -14,8 +14,8 @@ import time
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO, cast
 
+from kenning.agents.targets import AGENTS
 from kenning.errors import Interrupted, KenningError, UsageError
-from kenning.targets import AGENTS
 
 if TYPE_CHECKING:  # only what annotations need: a search through the daemon pays for every import here
     import threading
@@ -393,7 +393,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     p.add_argument(
         "--json",
         action="store_true",
-        help="JSON Lines: one record per match (and context) line, then a summary (schema in kenning/grep.py)",
+        help="JSON Lines: one record per match (and context) line, then a summary (schema in kenning/search/grep.py)",
     )
     _selection_args(p, index=True)
 
@@ -588,7 +588,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         else:
             _err(f"removed {len(removed)} file(s) from the index")
         return 0
-    from kenning.project import looks_like_no_project
+    from kenning.agents.project import looks_like_no_project
 
     what = looks_like_no_project(root)
     if what:
@@ -614,13 +614,13 @@ def _confirm_drop(root: Path | str) -> bool:
 
 
 def _run_index(engine: Any, selection: Any, rebuild: bool, semantic: bool, wait: float, as_json: bool) -> int:
-    from kenning.progress import make_progress
+    from kenning.commands.progress import make_progress
 
     with make_progress(_stderr()) as progress:
         report = engine.index(
             selection, rebuild=rebuild, semantic=semantic, progress=progress, wait=wait, cancel=CANCEL.get()
         )
-    from kenning.report import index_summary, index_summary_json
+    from kenning.commands.report import index_summary, index_summary_json
 
     if as_json:
         _out([json.dumps(index_summary_json(report))])
@@ -680,7 +680,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     plan_search(queries, mode=mode, limit=config.limit, filters=filters, fuse=args.fuse)
     if found is None:
         _err(f"no index for {start} yet: building one first (use --no-index to skip)")
-        from kenning.progress import make_progress
+        from kenning.commands.progress import make_progress
 
         with make_progress(_stderr()) as progress:
             report = engine.index(None, progress=progress, cancel=CANCEL.get())
@@ -735,8 +735,8 @@ def _search_inputs(args: argparse.Namespace) -> tuple[list[str], str]:
 
 
 def _literal(start: Path, queries: list[str], config: Any, args: argparse.Namespace, started: float) -> int:
-    from kenning.literal import NOTE, literal_results
     from kenning.render import render_json, render_text
+    from kenning.search.literal import NOTE, literal_results
     from kenning.types import Selection
 
     selection = Selection(
@@ -778,8 +778,8 @@ def cmd_grep(args: argparse.Namespace) -> int:
     import dataclasses
     from pathlib import Path
 
-    from kenning import grep
     from kenning.config import load_config
+    from kenning.search import grep
     from kenning.store.layout import find_index_root  # not via kenning.engine, which costs ~0.1 s to import
     from kenning.types import Selection, Skip
     from kenning.walk import PathFilter, is_secret
@@ -897,7 +897,7 @@ def cmd_grep(args: argparse.Namespace) -> int:
     else:
         lookup = None
         if not args.no_symbols:
-            from kenning.outline import SymbolLookup
+            from kenning.search.outline import SymbolLookup
 
             lookup = SymbolLookup(here)  # the paths shown open from here
         if args.json:
@@ -929,8 +929,8 @@ def _grep_start(paths: Sequence[str]) -> tuple[Path, Path]:
     """
     from pathlib import Path
 
-    from kenning.userpath import resolve_user_path
     from kenning.walk import check_root
+    from kenning.walk.userpath import resolve_user_path
 
     try:
         cwd: Path | None = Path.cwd()
@@ -974,9 +974,9 @@ def _holds_key(path: Path) -> bool:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    from kenning.commands.report import status_lines
     from kenning.config import load_config
     from kenning.engine import find_index_root
-    from kenning.report import status_lines
     from kenning.walk import check_root
 
     start = check_root(args.root)
@@ -1029,7 +1029,7 @@ def _install_default_model(config: Config) -> int:
 def cmd_symbols(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from kenning.outline import file_outline, outline_json, outline_lines
+    from kenning.search.outline import file_outline, outline_json, outline_lines
 
     code = 0
     for i, given in enumerate(args.paths):
@@ -1055,7 +1055,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
 
 def cmd_install(args: argparse.Namespace) -> int:
-    from kenning import install
+    from kenning.agents import install
 
     return install.run(
         args.target or ["all"],
@@ -1092,7 +1092,7 @@ def cmd_daemon(args: argparse.Namespace) -> int:
 
 
 def cmd_gate(args: argparse.Namespace) -> int:
-    from kenning import gate
+    from kenning.agents import gate
 
     return gate.main(sys.stdin, sys.stdout, budget=args.budget, window_minutes=args.window)
 
@@ -1236,7 +1236,7 @@ def _relative_setting() -> str | None:
 def _portable(args: argparse.Namespace) -> dict[str, Any] | None:
     """The arguments with every path made absolute (the daemon does not share our working directory), or None
     when the command must run here (a root that does not exist gets its error from the direct path)."""
-    from kenning.userpath import user_path
+    from kenning.walk.userpath import user_path
 
     if _relative_setting():
         return None  # relative to our working directory, which the daemon does not share

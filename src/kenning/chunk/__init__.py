@@ -10,7 +10,7 @@ exactly the text ``"\\n".join(lines[start-1:end])`` of the source, blank lines b
 included, never a blank first or last line; the one exception is a line longer than ``max_chars``, cut
 into pieces that each claim that line alone and concatenate back to it. Lines dropped by triage are
 walls: no passage spans them. No passage is longer than ``max_chars``. Lines end at CRLF, CR or LF
-only, as in ``kenning.grep`` and ripgrep (``source.split_lines``), so line numbers agree with theirs.
+only, as in ``kenning.search.grep`` and ripgrep (``source.split_lines``), so line numbers agree with theirs.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ def split_lines(text: str) -> list[str]:
     """The text's lines, terminators dropped: CRLF, CR and LF each end a line, and nothing else does.
 
     Not ``str.splitlines()``, which also breaks at \\v, \\f, \\x1c-\\x1e, \\x85, \\u2028 and \\u2029:
-    editors, ripgrep and ``kenning.grep`` do not, so in a file holding one of those (a form feed in an
+    editors, ripgrep and ``kenning.search.grep`` do not, so in a file holding one of those (a form feed in an
     old C or Python source) every line number after it would disagree with theirs. A final line end
     closes the last line; it does not open an empty one.
     """

@@ -28,8 +28,8 @@ from typing import Any
 from kenning.config import Config, load_config
 from kenning.embed import Embedder, create_embedder
 from kenning.engine import REFRESH_LOCK_WAIT, Engine, file_stamp
+from kenning.engine.index import IndexReport, Progress
 from kenning.errors import IndexBusy, Interrupted, KenningError
-from kenning.index import IndexReport, Progress
 from kenning.types import Refresh, SearchResult, Selection
 
 log = logging.getLogger("kenning.daemon")

@@ -23,8 +23,8 @@ from kenning.config import Config
 from kenning.daemon.client import code_identity, relevant_env
 from kenning.daemon.runtime import Job, ModelPool, RootRuntime
 from kenning.engine import Engine
+from kenning.engine.index import IndexReport
 from kenning.errors import OutsideRoot
-from kenning.index import IndexReport
 from kenning.types import Selection
 
 log = logging.getLogger("kenning.daemon")

@@ -12,7 +12,7 @@ A passage longer than the model's 256 tokens is read in windows (``windows``): t
 truncation would cut it, each later one the passage's heading and the next stretch of its text, and a search
 scores the passage by its best window (``kenning.store.vectors``). Before, the rest went unread: 18% of
 celery's passages lost their ends. The index pass asks for windows for prose and markup only (see
-``kenning.index``).
+``kenning.engine.index``).
 
 Each text runs alone, so its vector depends on its text only. The int8 graph quantises activations with one
 scale per run: in a padded batch a text's vector moved with its batch mates (two builds of one corpus measured

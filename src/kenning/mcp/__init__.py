@@ -39,7 +39,7 @@ def main(roots: Sequence[str], *, model: str | None = None, check: bool = False)
             f"kenning mcp: cannot start: the embedder failed to load ({type(exc).__name__}: {exc})\n"
         )
         return 2
-    from kenning.project import looks_like_no_project
+    from kenning.agents.project import looks_like_no_project
 
     for engine in workspace.engines:
         what = looks_like_no_project(engine.root)

@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kenning.commands.report import index_summary_json
 from kenning.engine import Engine, Status
-from kenning.index import IndexReport
+from kenning.engine.index import IndexReport
 from kenning.mcp import schemas
 from kenning.render import WEAK, confidence_json, hit_header, hit_json, preview_lines, symbol_line, trace_line
-from kenning.report import index_summary_json
 from kenning.types import Confidence, Hit, Mode, Preview, SearchResult
 
 SHOW_SKIPPED = 100

@@ -16,16 +16,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from kenning import grep as grep_mod
 from kenning import walk
 from kenning.engine import Engine
+from kenning.engine.index import Progress
 from kenning.errors import ArgumentError, IndexMissing, OutsideRoot, UsageError
-from kenning.index import Progress
-from kenning.literal import literal_results
 from kenning.mcp import schemas
 from kenning.mcp.answers import Answer, index_json, index_text, next_step, search_answer
-from kenning.outline import SymbolLookup, file_outline, outline_json, outline_lines
 from kenning.search import Filters, parse_time
+from kenning.search import grep as grep_mod
+from kenning.search.literal import literal_results
+from kenning.search.outline import SymbolLookup, file_outline, outline_json, outline_lines
 from kenning.types import Mode, Preview, Refresh, SearchResult, Selection
 
 

@@ -29,7 +29,7 @@ from filelock import FileLock, Timeout
 
 from kenning.errors import IndexBusy, IndexCorrupt, IndexMismatch
 from kenning.types import Selection
-from kenning.userpath import resolve_user_path
+from kenning.walk.userpath import resolve_user_path
 
 if TYPE_CHECKING:
     from kenning.config import Config

@@ -18,15 +18,16 @@ from typing import Protocol
 
 import numpy as np
 
-from kenning import chunk, redact, walk
-from kenning.changes import GitState, git_state
-from kenning.chunkpool import Job, Prepared, Settings, prepare_all, workers_for
+from kenning import chunk, walk
 from kenning.config import Config
 from kenning.embed import Embedder
+from kenning.engine.pool import Job, Prepared, Settings, prepare_all, workers_for
 from kenning.errors import Interrupted
 from kenning.store import Database, FileRow, write_vectors
 from kenning.store.terms import TERMS_VERSION
 from kenning.types import FileEntry, Selection, Skip, embed_text, within
+from kenning.walk import redaction as redact
+from kenning.walk.changes import GitState, git_state
 
 COMMIT_EVERY_S = 1.0
 WINDOWING = "windowing"  # meta key: how long prose passages were embedded (Embedder.windowing)

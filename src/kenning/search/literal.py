@@ -19,8 +19,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from kenning import grep, walk
-from kenning.outline import SymbolLookup, file_outline
+from kenning import walk
+from kenning.search import grep
+from kenning.search.outline import SymbolLookup, file_outline
 from kenning.store.terms import identifier_parts, informative_terms, query_identifiers, query_terms
 from kenning.types import Confidence, Hit, SearchResult, Selection, Symbol
 

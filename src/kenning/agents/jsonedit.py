@@ -7,7 +7,7 @@ adds or takes out; the new text follows the indentation the document already use
 indented line, tabs included; two spaces in a document without one) and its line ends.
 
 Only plain JSON is read (no comments). The caller checks the result parses to the object it meant and keeps a
-re-serialised fallback for anything this cannot place (see `kenning.install`).
+re-serialised fallback for anything this cannot place (see `kenning.agents.install`).
 """
 
 from __future__ import annotations

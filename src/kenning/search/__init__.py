@@ -646,7 +646,7 @@ def _own_span(hit: Hit, kinds: Sequence[str], root: Path, query: str) -> Hit:
     if not wanted:
         return hit
     from kenning.chunk.syntax.pack import header
-    from kenning.outline import file_outline
+    from kenning.search.outline import file_outline
 
     spans = file_outline(root / hit.path).symbols
     inside = [

@@ -26,19 +26,9 @@ from typing import Any
 import numpy as np
 
 from kenning import walk
-from kenning.changes import sha256_bytes
 from kenning.config import Config, load_config
 from kenning.embed import Embedder, create_embedder
-from kenning.errors import (
-    IndexBusy,
-    IndexCorrupt,
-    IndexError_,
-    IndexMissing,
-    IndexOutdated,
-    RootError,
-    UsageError,
-)
-from kenning.index import (
+from kenning.engine.index import (
     WALK_SKIPPED,
     EmbedBudget,
     IndexReport,
@@ -48,6 +38,15 @@ from kenning.index import (
     publish,
     run_index,
     storable_name,
+)
+from kenning.errors import (
+    IndexBusy,
+    IndexCorrupt,
+    IndexError_,
+    IndexMissing,
+    IndexOutdated,
+    RootError,
+    UsageError,
 )
 from kenning.search import Filters, execute, plan_search
 from kenning.store import Database, VectorIndex, load_vectors
@@ -64,7 +63,8 @@ from kenning.store.layout import (
     writer_lock,
 )
 from kenning.types import REFRESH_POLICIES, Mode, Preview, Refresh, SearchResult, Selection, within
-from kenning.userpath import resolve_user_path, user_path
+from kenning.walk.changes import sha256_bytes
+from kenning.walk.userpath import resolve_user_path, user_path
 
 __all__ = ["Changes", "Engine", "Refreshed", "Status", "find_index_root"]
 
@@ -690,8 +690,8 @@ class Engine:
         self, results: Sequence[SearchResult], *, preview: Preview, before: int, after: int
     ) -> list[SearchResult]:
         """The results with the lines around each hit's shown ones (`search -B/-A/-C`), read only from files
-        whose bytes are the indexed ones (see kenning.context)."""
-        from kenning.context import add_context
+        whose bytes are the indexed ones (see kenning.render.context)."""
+        from kenning.render.context import add_context
 
         db = self._open()
         with db.snapshot():

@@ -13,9 +13,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from kenning import walk
-from kenning.changes import sha256_bytes
 from kenning.render import preview_lines
 from kenning.types import Hit, Preview, SearchResult
+from kenning.walk.changes import sha256_bytes
 
 CHANGED = "the file changed since indexing, so no context lines are shown (run `kenning index`)"
 

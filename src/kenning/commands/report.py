@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from kenning.engine import Status
-from kenning.index import IndexReport
+from kenning.engine.index import IndexReport
 from kenning.render import human_size
 
 SHOW_SKIPPED = 20

@@ -21,9 +21,9 @@ from pathspec import GitIgnoreSpec
 from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern
 
 from kenning.errors import RootError, UsageError
-from kenning.globs import expand_braces
-from kenning.redact import redact
 from kenning.types import FileEntry, FileKind, Selection, Skip
+from kenning.walk.globs import expand_braces
+from kenning.walk.redaction import redact
 
 __all__ = [  # FileEntry, Selection and Skip are re-exported: callers use walk.FileEntry
     "INDEX_DIR_NAME", "TYPES", "FileEntry", "NotText", "PathFilter", "Selection", "SelectionMatcher", "Skip",
@@ -793,7 +793,7 @@ def screen(data: bytes) -> str | NotText:
     the daemon and MCP, which call them) gets its text here, so none can show what another refuses.
 
     A file holding a private key gives no text at all (NotText(SECRET_CONTENT)); any other is decoded
-    (:func:`decode`) and its token-shaped secrets are replaced (:func:`kenning.redact.redact`), line
+    (:func:`decode`) and its token-shaped secrets are replaced (:func:`kenning.walk.redaction.redact`), line
     numbers unchanged.
     """
     if holds_private_key(data):

@@ -50,10 +50,10 @@ from typing import Literal
 import re2
 
 from kenning.errors import KenningError, UsageError
-from kenning.redact import MARK
 from kenning.types import FileEntry, Selection, Skip, Symbol
-from kenning.userpath import resolve_user_path
 from kenning.walk import check_root, read_bytes, screen, walk
+from kenning.walk.redaction import MARK
+from kenning.walk.userpath import resolve_user_path
 
 __all__ = [
     "GREP_JSON_SCHEMA", "MAX_LINE_CHARS", "GrepFile", "GrepLine", "GrepOptions", "grep", "render_grep",

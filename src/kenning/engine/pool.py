@@ -25,11 +25,11 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 
 from kenning import chunk, walk
-from kenning.changes import sha256_bytes
 from kenning.errors import KenningError
 from kenning.store.sqlite import Definition, PassageValues, passage_values
 from kenning.store.terms import identifier_parts
 from kenning.types import FileKind
+from kenning.walk.changes import sha256_bytes
 
 POOL_MIN_BYTES = 4 << 20  # below this much changed source a pool costs more than it saves
 IN_FLIGHT_PER_WORKER = 4  # batches queued per worker

@@ -4,7 +4,7 @@ This module owns every change kenning makes to an agent's user-level configurati
 the guidance (a skill file, or a block in an AGENTS.md-style file) and, with ``--gate``, Claude Code's
 PreToolUse hook. Everything it writes is a managed block it can find again: text between
 ``kenning:begin``/``kenning:end`` marker lines (Markdown, TOML), the single entry under kenning's key in a
-JSON file (spliced into its text by kenning.jsonedit, in the indentation the file uses), or a whole file
+JSON file (spliced into its text by kenning.agents.jsonedit, in the indentation the file uses), or a whole file
 carrying kenning's mark (skills). Nothing outside those blocks is touched, byte for byte.
 
 For each file it changes, the bytes from before the first install are kept under
@@ -32,10 +32,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, TextIO
 
-from kenning import jsonedit
+from kenning.agents import jsonedit
+from kenning.agents.targets import AGENTS
 from kenning.config import state_dir
 from kenning.errors import ConfigError, UsageError
-from kenning.targets import AGENTS
 
 SKILL_NAME = "kenning-search"
 GATE_MATCHER = "Grep|Bash|mcp__kenning__text_search"
