@@ -177,7 +177,9 @@ def render(results: dict[str, Any], machine: str, command: str) -> str:
         "(every question weighs the same); the best of each column in bold. Distinct files: how many different files "
         "the first 10 results cover (issue 18, item 1). semble 0.7.0 runs with a static model distilled here from "
         "kenning's MiniLM (its own potion models cannot be downloaded), `alpha` auto; its BM25-plus-ranking row "
-        "uses `alpha=0`.",
+        "uses `alpha=0`. Index time: kenning's is the full build (both passes, default MiniLM) recorded when its "
+        "cached index was made (`bench/codeset_multi.py --index`, niced, on a machine shared with other work), the "
+        "peers' are measured in the run; query p50 is the median over repositories of each one's warm p50.",
         "",
         "### Overall",
         "",
@@ -215,7 +217,7 @@ def write_block(path: Path, block: str) -> None:
     pattern = re.compile(re.escape(START) + r".*?" + re.escape(END) + r"\n?", re.S)
     if pattern.search(text):
         text = pattern.sub(lambda _: block, text, count=1)
-    else:
+    else:  # a new section; its heading is inside the markers, so that bench/run.py carries it over
         text = text.rstrip("\n") + "\n\n" + block
     path.write_text(text)
 
