@@ -25,7 +25,11 @@ from kenning.config import Config
 from kenning.engine import Engine
 
 HERE = Path(__file__).resolve().parent
-EVAL = HERE.parent.parent / "shared" / "eval"
+# ../shared/eval next to the checkout; from a git worktree one level deeper (wt/<name>/), the nearest one above
+EVAL = next(
+    (p / "shared" / "eval" for p in HERE.parents[1:] if (p / "shared" / "eval" / "score.py").is_file()),
+    HERE.parent.parent / "shared" / "eval",
+)
 SETS = {
     "scifact": ("scifact", "queries.train.jsonl", "qrels.train.jsonl"),
     "cosqa": ("cosqa", "queries.dev.jsonl", "qrels.dev.jsonl"),

@@ -4,7 +4,8 @@
                                 [--configs prefer-symbol,windows|none] [--config NAME=key=value,...]
                                 [--quick] [--fresh] [--cache ~/.cache/kenning-bench] [--report-only]
 
-For each set (any folder in the layout of ../shared/eval, the `rich` code set, the `celery-faq` FAQ set): index
+For each set (any folder in the layout of ../shared/eval, the `rich` code set, the `celery-faq` FAQ set, the issue 18
+code sets `cs-*`, all of them as `--sets codeset`, scored by file and by line span): index
 the corpus with kenning (`kenning.Engine`, default settings unless a configuration names others), run every query
 in every mode, write one run file per system, and score it with ../shared/eval/score.py; then run the peers
 (semble, ripgrep, bm25s) on the same corpus and queries, each in its own virtual environment under --cache. The
@@ -37,6 +38,7 @@ from kenning_run import CONFIGS, DEFAULT, DEFAULT_CONFIGS, KConfig, parse_config
 from peer_run import PEERS, run_peer  # noqa: E402
 from report import render, write_block  # noqa: E402
 
+from codeset_multi import set_names  # noqa: E402
 from eval import score, subset  # noqa: E402
 from sets import CODE_SETS, DEV_SETS, EvalSet, quick, resolve  # noqa: E402
 
@@ -78,6 +80,8 @@ def scored(s: EvalSet, run: Path) -> dict[str, Any]:
             ids = {r["query_id"] for r in rows if r.get("kind") == kind}
             q = subset(s.qrels, ids, run.with_suffix(f".{kind}.qrels"))
             out["kinds"][kind] = score(q, subset(run, ids, run.with_suffix(f".{kind}.jsonl")))["nDCG@10"]
+    if s.spans is not None:  # the same run judged by line span (score.py --match span, from the keys)
+        out["span"] = score(s.spans, run, per_query=run.with_suffix(".span.per-query.tsv"))
     return out
 
 
@@ -114,6 +118,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--configs", default=",".join(DEFAULT_CONFIGS), help="'none' for none")
     parser.add_argument("--config", action="append", default=[], help="NAME=key=value,... (repeatable)")
     parser.add_argument("--quick", action="store_true", help="~25 queries and ~300 other files per set")
+    parser.add_argument(
+        "--work-name",
+        default="full",
+        help="folder under bench/.work/quality for results.json and runs (default: %(default)s; the issue 18 "
+        "code set uses 'codeset' with --out pointing elsewhere, see bench/quality/codeset_report.py)",
+    )
     parser.add_argument("--fresh", action="store_true", help="rebuild kenning's cached indexes")
     parser.add_argument("--cache", default=str(Path.home() / ".cache" / "kenning-bench"))
     parser.add_argument("--out", default=str(ROOT / "BENCHMARKS.md"))
@@ -131,7 +141,7 @@ def main(argv: list[str] | None = None) -> None:
     configs = [CONFIGS[c] for c in args.configs.split(",") if c and c != "none"]
     configs += [parse_config(spec) for spec in args.config]
     cache = Path(args.cache).expanduser()
-    work = WORK / ("quick" if args.quick else "full")
+    work = WORK / ("quick" if args.quick else args.work_name)
     runs = work / "runs"
     runs.mkdir(parents=True, exist_ok=True)
     command = "python bench/quality/run.py" + "".join(
@@ -140,7 +150,8 @@ def main(argv: list[str] | None = None) -> None:
     results_path = work / "results.json"
     results: dict[str, Any] = json.loads(results_path.read_text()) if results_path.is_file() else {}
 
-    for spec in [] if args.report_only else args.sets.split(","):
+    specs = [n for spec in args.sets.split(",") for n in (set_names() if spec == "codeset" else [spec])]
+    for spec in [] if args.report_only else specs:
         s = resolve(spec, HERE.parent / ".work")
         if args.quick:
             s = quick(s, work)

@@ -17,11 +17,13 @@ from pathlib import Path
 from faqset import SOURCES as FAQ_SOURCES
 from faqset import ensure_faqset
 
+import codeset_multi
 from eval import SETS as EVAL_SETS
 from eval import read_queries, set_folder, subset
 
 DEV_SETS = ("scifact", "cosqa", "cranfield", "cisi", "medline", "rich", "celery-faq")
-CODE_SETS = ("cosqa", "rich", "celery-faq")  # sets with source code, where code_symbols matters
+# sets with source code, where code_symbols matters
+CODE_SETS = ("cosqa", "rich", "celery-faq", *codeset_multi.set_names())
 SPAN = re.compile(r":\d+(-\d+)?$")
 
 
@@ -31,10 +33,13 @@ class EvalSet:
     corpus: Path
     queries: Path
     qrels: Path
+    spans: Path | None = None  # span-level qrels next to the file-level ones (the issue 18 code sets)
 
     @property
     def judged_by_span(self) -> bool:
         """Relevance given as line spans (not whole documents): peers must rank passages, not files."""
+        if self.spans is not None:
+            return True
         return any(SPAN.search(k) for row in read_queries(self.qrels) for k in row["relevant"])
 
     def query_rows(self) -> list[dict[str, str]]:
@@ -51,6 +56,11 @@ def resolve(spec: str, work: Path) -> EvalSet:
         if not (base / "corpus").is_dir() or len(found_q) != 1 or len(found_r) != 1:
             raise SystemExit(f"{base}: expected corpus/, one queries*.jsonl and one qrels*.jsonl")
         return EvalSet(name, base / "corpus", found_q[0], found_r[0])
+    if name in codeset_multi.set_names():
+        base = codeset_multi.ensure(work / "sets", name)
+        return EvalSet(
+            name, base / "corpus", base / "queries.jsonl", base / "qrels.jsonl", base / "spans.jsonl"
+        )
     if name in FAQ_SOURCES:
         base = ensure_faqset(work / "sets", name)
         return EvalSet(name, base / "corpus", base / "queries.jsonl", base / "qrels.jsonl")
