@@ -101,7 +101,8 @@ class Store(ABC):
 
     @abstractmethod
     def rollback(self) -> None:
-        """Undo every write since `begin()`, ids handed out included; nothing happens outside a transaction."""
+        """Undo every write since `begin()` (the store writes on afterwards as if they had never been made);
+        nothing happens outside a transaction."""
 
     @abstractmethod
     def snapshot(self) -> AbstractContextManager[None]:
