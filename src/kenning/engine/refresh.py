@@ -52,8 +52,7 @@ def forgotten(db: Store) -> list[str]:
 
 
 def find_changes(engine: Engine, *, deadline: float | None = None) -> Changes:
-    """Files added, modified and deleted since indexing: one walk, size and mtime first, a content hash
-    only for a file whose stat differs. Stops at `deadline` (time.monotonic()) with `complete` False."""
+    """`Engine.changes`: one walk, size and mtime first, a content hash only for a file whose stat differs."""
     found = Changes()
     selection = engine.stored_selection()
     known = engine._open().files()
@@ -81,11 +80,7 @@ def find_changes(engine: Engine, *, deadline: float | None = None) -> Changes:
 
 
 def refresh_before_search(engine: Engine, *, timeout: float | None = None) -> Refreshed:
-    """Bring files changed since indexing into the index, within `timeout` seconds (the config's
-    `refresh_timeout` by default; 0 does nothing): their text at once, their vectors when that is quick
-    (`REFRESH_EMBED_PASSAGES`, `REFRESH_EMBED_SECONDS`). It never waits long for another writer, never
-    writes an index it may not write, and never changes the stored file selection; what it could not do
-    is in the notes of what it returns, and the index stays searchable either way."""
+    """`Engine.refresh`: the changed files within the time bound, or notes saying why not."""
     started = time.monotonic()
     bound = engine.config.refresh_timeout if timeout is None else timeout
     deadline = started + bound

@@ -36,8 +36,8 @@ class LexicalPart(Connected):
         try:
             rows = self.conn.execute(sql, (query, limit)).fetchall()
         except sqlite3.OperationalError as exc:
-            if (getattr(exc, "sqlite_errorcode", 1) & 0xFF) != SQLITE_ERROR:  # FTS5 refused the query
+            if (getattr(exc, "sqlite_errorcode", 1) & 0xFF) != SQLITE_ERROR:
                 raise  # a full disk, a lost table: not "no match"
-            return []  # a query with no usable term
+            return []  # SQLITE_ERROR is FTS5 refusing the query: it has no usable term
         # FTS5's bm25() is negative, lower is better: the contract's scores are higher-is-better
         return [(int(r[0]), -float(r[1])) for r in rows]
