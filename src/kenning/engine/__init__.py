@@ -6,22 +6,21 @@
         print(f"{hit.path}:{hit.start_line}-{hit.end_line}", hit.score)
 
 Errors are raised as kenning.errors exceptions; the adapters (CLI, MCP, daemon) turn them into their channel's
-form.
+form. The Engine opens its index's store (`kenning.store.base.Store`) in one place, `_connect`, and holds the
+writer lock through `self.writer`; the work lives beside it: `index` (an index run), `refresh` (a refresh
+before a search), `status` (what it reports) and `pool` (chunking in worker processes).
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import os
 import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -30,15 +29,23 @@ from kenning.config import Config, load_config
 from kenning.embed import Embedder, create_embedder
 from kenning.engine.index import (
     WALK_SKIPPED,
-    EmbedBudget,
     IndexReport,
     Progress,
     Scope,
     index_settings,
     publish,
     run_index,
-    storable_name,
 )
+from kenning.engine.refresh import (
+    FORGOTTEN,
+    REFRESH_EMBED_PASSAGES,
+    REFRESH_EMBED_SECONDS,
+    REFRESH_LOCK_WAIT,
+    find_changes,
+    forgotten,
+    refresh_before_search,
+)
+from kenning.engine.status import Changes, Refreshed, Status
 from kenning.errors import (
     IndexBusy,
     IndexCorrupt,
@@ -49,7 +56,7 @@ from kenning.errors import (
     UsageError,
 )
 from kenning.search import Filters, execute, plan_search
-from kenning.store import Database, VectorIndex, load_vectors
+from kenning.store import FileWriterLock, SqliteStore, Store, VectorIndex, WriterLock, load_vectors
 from kenning.store.layout import (
     KEPT_BY_DROP,
     REBUILD_HINT,
@@ -59,127 +66,22 @@ from kenning.store.layout import (
     private_dir,
     read_manifest,
     write_manifest,
-    writer_active,
-    writer_lock,
 )
+from kenning.store.vectors import StoreVectors
 from kenning.types import REFRESH_POLICIES, Mode, Preview, Refresh, SearchResult, Selection, within
-from kenning.walk.changes import sha256_bytes
 from kenning.walk.userpath import resolve_user_path, user_path
 
-__all__ = ["Changes", "Engine", "Refreshed", "Status", "find_index_root"]
-
-# A refresh before a search embeds the passages of a small edit, and no more: past either bound their text is
-# searchable by its words at once and waits for `kenning index` (or the daemon) for its vectors. A few dozen
-# passages take well under a second with the default model on one core.
-REFRESH_EMBED_PASSAGES = 48
-REFRESH_EMBED_SECONDS = 2.0
-# another writer (a `kenning index`, the daemon) may hold the lock for minutes: a search does not queue behind it
-REFRESH_LOCK_WAIT = 0.5
-# more changed files than this (a checkout, a pull) are looked at by a run over the whole root, which is the
-# same incremental run without checking every walked file against a long list of paths
-REFRESH_SCOPED_FILES = 200
-COARSE_CLOCK_S = 0.05
-# meta key: the paths `kenning index --forget` removed, as JSON, until an index run covers them again: a refresh
-# before a search never brings them back (a time since the forget could not tell them from files made in the
-# same clock tick, and brought them back on a fast machine)
-FORGOTTEN = "forgotten"
-
-
-@dataclass
-class Status:
-    root: str
-    index_dir: str
-    exists: bool
-    model: str
-    identity: str
-    files: int = 0
-    passages: int = 0
-    embedded: int = 0
-    # files left out: those stored as skipped (binary, a private key inside) and those the walk skips (a secret
-    # by name, a format, the size limit), counted by a fresh walk when pending is, else as of the last index run
-    skipped: int = 0
-    size_bytes: int = 0
-    last_indexed: float | None = None
-    added: int = 0
-    modified: int = 0
-    deleted: int = 0
-    selection: Selection = dataclasses.field(default_factory=Selection)
-    other_models: list[str] = dataclasses.field(default_factory=list)
-    rechunk: bool = False  # built with other chunking settings (an older kenning, or changed config)
-
-    @property
-    def coverage(self) -> float:
-        return self.embedded / self.passages if self.passages else 1.0
-
-    @property
-    def pending(self) -> int:
-        return self.added + self.modified + self.deleted
-
-    @property
-    def ready(self) -> bool:
-        return self.exists and self.pending == 0 and self.embedded == self.passages and not self.rechunk
-
-    def to_json(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
-        data.update(coverage=round(self.coverage, 4), pending=self.pending, ready=self.ready)
-        return data
-
-
-@dataclass
-class Changes:
-    """Files added, modified and deleted since indexing (root-relative), as a walk of the root finds them.
-    `complete` is False when the walk was stopped at a deadline: then what it found is only a part."""
-
-    added: list[str] = dataclasses.field(default_factory=list)
-    modified: list[str] = dataclasses.field(default_factory=list)
-    deleted: list[str] = dataclasses.field(default_factory=list)
-    skipped: int = 0  # files the walk leaves out (see Status.skipped)
-    complete: bool = True
-
-    @property
-    def paths(self) -> list[str]:
-        return sorted({*self.added, *self.modified, *self.deleted})
-
-
-def _forgotten(db: Database) -> list[str]:
-    try:
-        paths = json.loads(db.get_meta(FORGOTTEN) or "[]")
-    except ValueError:
-        return []
-    return [p for p in paths if isinstance(p, str)] if isinstance(paths, list) else []
-
-
-@dataclass
-class Refreshed:
-    """What a refresh before a search did, and what the search must say about it."""
-
-    pending: int = 0  # files found changed since indexing
-    added: list[str] = dataclasses.field(default_factory=list)
-    changed: list[str] = dataclasses.field(default_factory=list)
-    removed: list[str] = dataclasses.field(default_factory=list)
-    embedded: int = 0
-    unembedded: int = 0  # passages of changed files left without a vector, found by words only for now
-    skipped: str | None = None  # why the index was searched without refreshing (one line)
-    timed_out: bool = False  # the refresh stopped at its time bound; what it committed stays
-    elapsed: float = 0.0
-
-    @property
-    def notes(self) -> list[str]:
-        notes = []
-        if self.skipped:
-            notes.append(self.skipped)
-        elif self.timed_out:
-            notes.append(
-                f"refreshing {self.pending} changed file{'s' if self.pending != 1 else ''} took longer than "
-                f"the {self.elapsed:.1f} s allowed: searched what was indexed by then (hits from the rest are "
-                "marked stale; run `kenning index`)"
-            )
-        if self.unembedded:
-            notes.append(
-                f"{self.unembedded} changed passage{'s have' if self.unembedded != 1 else ' has'} no embedding "
-                "yet: found by words only for now (marked lexical-only) until `kenning index`"
-            )
-        return notes
+__all__ = [
+    "REFRESH_EMBED_PASSAGES",
+    "REFRESH_EMBED_SECONDS",
+    "REFRESH_LOCK_WAIT",
+    "Changes",
+    "Engine",
+    "Refreshed",
+    "Status",
+    "file_stamp",
+    "find_index_root",
+]
 
 
 def file_stamp(path: Path) -> tuple[int, int, int] | None:
@@ -211,6 +113,7 @@ class Engine:
         self.root = walk.check_root(root)
         self.config = config if config is not None else load_config(self.root)
         self.home = index_home(self.root, self.config.index_dir)
+        self.writer: WriterLock = FileWriterLock(self.home)
         # an unreadable manifest must not block the commands that repair it (--rebuild, --drop)
         self.manifest: Manifest | None = None
         self.manifest_error: IndexError_ | None = None
@@ -226,7 +129,7 @@ class Engine:
                 else self.config.model
             )
             self.embedder = embedders(self.model_name, self.config)
-        self._db: Database | None = None
+        self._db: Store | None = None
         self._db_file: tuple[int, int] | None = None  # (device, inode) of the open database
         self._vectors: VectorIndex | None = None
         self._vectors_generation: str | None = None
@@ -307,7 +210,7 @@ class Engine:
         part = Scope(tuple(self.relative(p) for p in scope), scope_glob)  # and a bad glob or path
         if self.manifest_error is not None and not rebuild:
             raise self.manifest_error
-        with writer_lock(self.home, wait=wait, operation="index"):
+        with self.writer.hold(wait=wait, operation="index"):
             if rebuild and self.manifest_error:
                 manifest_path = self.home / "kenning.json"
                 if manifest_path.is_dir():
@@ -327,7 +230,7 @@ class Engine:
             manifest = Manifest(str(self.root), self.model_name, chosen, created, lexical_only=not semantic)
             write_manifest(self.home, manifest)
             self.manifest = manifest
-            db = Database(self.db_path, identity=self.embedder.identity)
+            db = self._connect()
             try:
                 report = run_index(
                     self.root,
@@ -343,7 +246,7 @@ class Engine:
                     cancel=cancel,
                 )
                 # what this run covered is the index's again: forgotten no more
-                kept = [p for p in _forgotten(db) if part.paths and not within(p, part.paths)]
+                kept = [p for p in forgotten(db) if part.paths and not within(p, part.paths)]
                 db.set_meta(FORGOTTEN, json.dumps(kept))
             finally:
                 db.close()
@@ -359,8 +262,8 @@ class Engine:
             )
         if not self.exists():
             raise IndexMissing(f"no index at {self.home}", hint=f"run `kenning index {self.root}` first")
-        with writer_lock(self.home, wait=wait, operation="forget"):
-            db = Database(self.db_path, identity=self.embedder.identity)
+        with self.writer.hold(wait=wait, operation="forget"):
+            db = self._connect()
             try:
                 removed = []
                 db.begin()
@@ -368,8 +271,8 @@ class Engine:
                     if within(path, rels):
                         db.delete_file(row.id)
                         removed.append(path)
-                forgotten = set(_forgotten(db)) | set(rels)
-                db.set_meta(FORGOTTEN, json.dumps(sorted(forgotten)))
+                now_forgotten = set(forgotten(db)) | set(rels)
+                db.set_meta(FORGOTTEN, json.dumps(sorted(now_forgotten)))
                 db.commit()
                 publish(self.directory, db, self.embedder.dim)
             finally:
@@ -388,7 +291,7 @@ class Engine:
         if not self.home.exists():
             return False
         existed = False
-        with writer_lock(self.home, wait=wait, operation="drop"):
+        with self.writer.hold(wait=wait, operation="drop"):
             for child in self.home.iterdir():
                 if child.name in KEPT_BY_DROP:
                     continue
@@ -401,7 +304,14 @@ class Engine:
         return existed
 
     # -- reading ---------------------------------------------------------------------------------------------
-    def _open(self) -> Database:
+    def _connect(self, *, readonly: bool = False, immutable: bool = False) -> Store:
+        """Open this index's store: the one place that names its backend. A writer (not `readonly`) holds
+        `self.writer` and gets a store it may migrate; see `SqliteStore` for `immutable`."""
+        return SqliteStore(
+            self.db_path, identity=self.embedder.identity, readonly=readonly, immutable=immutable
+        )
+
+    def _open(self) -> Store:
         if self.manifest_error is not None:
             raise self.manifest_error
         if not self.exists():
@@ -420,21 +330,21 @@ class Engine:
                 # built by an older kenning: its migrations are quick (new columns and tables), so run them
                 # now rather than fail a search; a writer already at work migrates it on its own open
                 try:
-                    with writer_lock(self.home, wait=5.0, operation="upgrade"):
-                        Database(self.db_path, identity=self.embedder.identity).close()
+                    with self.writer.hold(wait=5.0, operation="upgrade"):
+                        self._connect().close()
                 except IndexBusy:
                     pass
-                self._db = Database(self.db_path, identity=self.embedder.identity, readonly=True)
+                self._db = self._connect(readonly=True)
         return self._db
 
-    def _open_readonly(self) -> Database:
+    def _open_readonly(self) -> Store:
         try:
-            return Database(self.db_path, identity=self.embedder.identity, readonly=True)
+            return self._connect(readonly=True)
         except IndexMissing:
-            if writer_active(self.home):
+            if self.writer.active():
                 raise  # a first run is creating it
             try:  # the run may have committed between the two looks
-                return Database(self.db_path, identity=self.embedder.identity, readonly=True)
+                return self._connect(readonly=True)
             except IndexMissing:
                 pass
         except IndexError_ as exc:
@@ -442,7 +352,7 @@ class Engine:
                 raise
             # a folder this user cannot write (another user's index, a read-only mount): SQLite cannot make the
             # file it shares with writers there, so it reads the database as a file nobody changes meanwhile
-            return Database(self.db_path, identity=self.embedder.identity, readonly=True, immutable=True)
+            return self._connect(readonly=True, immutable=True)
         # a database without its schema that nobody is writing: a first run that died, or a damaged file
         raise IndexCorrupt(
             f"the index at {self.directory} is damaged: its database holds no index, and no kenning process "
@@ -450,7 +360,9 @@ class Engine:
             hint=REBUILD_HINT,
         )
 
-    def _vector_index(self, db: Database) -> VectorIndex:
+    def _vector_index(self, db: Store) -> VectorIndex:
+        if db.features.indexes_vectors:
+            return StoreVectors(db)
         generation = db.get_meta("vectors_generation")
         if self._vectors is None or generation != self._vectors_generation:
             self._vectors = load_vectors(self.directory, db, self.embedder.dim)
@@ -527,34 +439,11 @@ class Engine:
             result.notes[:0] = notes
         return results
 
-    # -- refreshing before a search --------------------------------------------------------------------------
+    # -- refreshing before a search (kenning.engine.refresh) ----------------------------------------------------
     def changes(self, *, deadline: float | None = None) -> Changes:
         """Files added, modified and deleted since indexing: one walk, size and mtime first, a content hash
         only for a file whose stat differs. Stops at `deadline` (time.monotonic()) with `complete` False."""
-        found = Changes()
-        selection = self.stored_selection()
-        known = self._open().files()
-        seen: set[str] = set()
-        for item in walk.walk(self.root, selection, index_dir_name=self._index_dir_name()):
-            if deadline is not None and time.monotonic() > deadline:
-                found.complete = False
-                return found
-            if not isinstance(item, walk.FileEntry) or not storable_name(item.rel):
-                # skipped by the walk (a secret by name, too large, a broken link) or for its name: never
-                # stored, but `kenning index` counted it, and the two must agree
-                found.skipped += 1
-                continue
-            seen.add(item.rel)
-            row = known.get(item.rel)
-            if row is None:
-                found.added.append(item.rel)
-            elif (row.size, row.mtime_ns) != (item.size, item.mtime_ns):
-                # the walk's read, which never blocks on a FIFO put in the file's place
-                data = walk.read_bytes(item.abspath, follow=selection.follow)
-                if not (isinstance(data, bytes) and row.sha256 == sha256_bytes(data)):
-                    found.modified.append(item.rel)
-        found.deleted = [path for path in known if path not in seen]
-        return found
+        return find_changes(self, deadline=deadline)
 
     def refresh(self, *, timeout: float | None = None) -> Refreshed:
         """Bring files changed since indexing into the index, within `timeout` seconds (the config's
@@ -562,115 +451,7 @@ class Engine:
         (`REFRESH_EMBED_PASSAGES`, `REFRESH_EMBED_SECONDS`). It never waits long for another writer, never
         writes an index it may not write, and never changes the stored file selection; what it could not do
         is in the notes of what it returns, and the index stays searchable either way."""
-        started = time.monotonic()
-        bound = self.config.refresh_timeout if timeout is None else timeout
-        deadline = started + bound
-        done = Refreshed()
-        if bound <= 0 or self.manifest_error is not None or not self.exists():
-            return done  # the search itself says what is wrong with the index
-        try:
-            changes = self.changes(deadline=deadline)
-        except IndexMissing:
-            return done  # a first run has not committed yet
-        paths = sorted({*self._new_since_last_run(changes.added), *changes.modified, *changes.deleted})
-        done.pending = len(paths)
-        try:
-            if not changes.complete:
-                done.timed_out = True
-            elif paths:
-                self._refresh_paths(paths, deadline, done)
-        finally:
-            done.elapsed = time.monotonic() - started
-        return done
-
-    def _new_since_last_run(self, added: list[str]) -> list[str]:
-        """The unindexed files created (or moved in) since the last index run, and not forgotten since. One
-        forgotten (`kenning index --forget`) was removed on purpose, and an older one could not be read by that
-        run: a search must not bring the one back, nor try the other again and again."""
-        db = self._open()
-        since = float(db.get_meta("last_indexed") or 0)
-        forgotten = _forgotten(db)
-        new = []
-        for rel in added:
-            if forgotten and within(rel, forgotten):
-                continue
-            try:
-                st = os.lstat(self.root / rel)
-            except OSError:
-                continue
-            # file times come from the kernel's coarse clock, up to a tick behind time.time()
-            if max(st.st_ctime, st.st_mtime) >= since - COARSE_CLOCK_S:
-                new.append(rel)
-        return new
-
-    def _refresh_paths(self, paths: list[str], deadline: float, done: Refreshed) -> None:
-        files = f"{len(paths)} changed file{'s' if len(paths) != 1 else ''}"
-        if self._open().get_meta("settings") != index_settings(self.config):
-            done.skipped = (
-                f"searched without refreshing {files}: the index was built with other chunking settings, so "
-                f"every file must be read again (run `kenning index {self.root}`)"
-            )
-            return
-        if not self._writable():
-            done.skipped = (
-                f"the index at {self.home} is read-only here: searched it without refreshing {files} "
-                "(their hits are marked stale)"
-            )
-            return
-        try:
-            with (
-                self._refresh_turn(),
-                writer_lock(self.home, wait=REFRESH_LOCK_WAIT, operation="search --refresh"),
-            ):
-                report = self._refresh_locked(paths, deadline)
-        except IndexBusy as exc:
-            done.skipped = (
-                f"{exc.message}: searched it without refreshing {files} (their hits are marked stale)"
-            )
-            return
-        except (PermissionError, IndexError_) as exc:
-            if isinstance(exc, IndexError_) and type(exc) is not IndexError_:
-                raise  # damaged, another model's: the search says so
-            # writable by its modes, and yet not (a read-only mount, an ACL, a full disk)
-            done.skipped = (
-                f"the index at {self.home} cannot be written here ({exc}): searched it without refreshing "
-                f"{files} (their hits are marked stale)"
-            )
-            return
-        done.added, done.changed, done.removed = report.added, report.changed, report.removed
-        done.embedded, done.unembedded = report.embedded, report.unembedded
-        done.timed_out = report.interrupted
-
-    def _refresh_locked(self, paths: list[str], deadline: float) -> IndexReport:
-        # the manifest as it is now, under the lock: another writer may have changed it since it was read
-        manifest = read_manifest(self.home)
-        selection = manifest.selection if manifest else Selection()
-        semantic = not (manifest and manifest.lexical_only)  # a --lexical-only index stays so
-        scope = Scope(paths) if len(paths) <= REFRESH_SCOPED_FILES else Scope()
-        cancel = threading.Event()
-        # the lexical pass commits about once a second: cancelled at the bound, it keeps what it committed
-        timer = threading.Timer(max(0.0, deadline - time.monotonic()), cancel.set)
-        timer.daemon = True
-        timer.start()
-        db = Database(self.db_path, identity=self.embedder.identity)
-        try:
-            return run_index(
-                self.root,
-                self.directory,
-                db,
-                self.embedder,
-                self.config,
-                selection,
-                index_dir_name=self._index_dir_name(),
-                scope=scope,
-                semantic=semantic,
-                cancel=cancel,
-                budget=EmbedBudget(REFRESH_EMBED_PASSAGES, REFRESH_EMBED_SECONDS, deadline),
-            )
-        finally:
-            timer.cancel()
-            db.close()
-            self._vectors = None
+        return refresh_before_search(self, timeout=timeout)
 
     def _writable(self) -> bool:
         """Whether this process may write the index: its lock, its folder and its database."""

@@ -23,7 +23,8 @@ from kenning.config import Config
 from kenning.embed import Embedder
 from kenning.engine.pool import Job, Prepared, Settings, prepare_all, workers_for
 from kenning.errors import Interrupted
-from kenning.store import Database, FileRow, write_vectors
+from kenning.store import FileRow, Store, write_vectors
+from kenning.store.base import SNAPSHOT_BEHIND
 from kenning.store.terms import TERMS_VERSION
 from kenning.types import FileEntry, Selection, Skip, embed_text, within
 from kenning.walk import redaction as redact
@@ -147,16 +148,20 @@ def _check(cancel: threading.Event | None) -> None:
         raise Interrupted("indexing cancelled; finished work is kept")
 
 
-def publish(directory: Path, db: Database, dim: int) -> dict[str, int]:
-    """After a change to passages or vectors: a fresh vector snapshot and the totals searches read."""
-    write_vectors(directory, db, dim)
+def publish(directory: Path, db: Store, dim: int) -> dict[str, int]:
+    """After a change to passages or vectors: a fresh vector snapshot (unless the store indexes its vectors
+    itself) and the totals searches read."""
+    if db.features.indexes_vectors:
+        db.set_meta(SNAPSHOT_BEHIND, "0")  # its own index is up to date with every commit
+    else:
+        write_vectors(directory, db, dim)
     return db.save_counts()
 
 
 def run_index(
     root: Path,
     directory: Path,
-    db: Database,
+    db: Store,
     embedder: Embedder,
     config: Config,
     selection: Selection,
@@ -217,7 +222,7 @@ def run_index(
 
 def _lexical_pass(
     root: Path,
-    db: Database,
+    db: Store,
     config: Config,
     selection: Selection,
     index_dir_name: str,
@@ -304,7 +309,7 @@ def _lexical_pass(
 class _Committer:
     """Commit about once a second: a crash or Ctrl-C loses at most that much, and the summary knows what stayed."""
 
-    def __init__(self, db: Database, report: IndexReport) -> None:
+    def __init__(self, db: Store, report: IndexReport) -> None:
         self.db, self.report = db, report
         self.last = time.monotonic()
 
@@ -317,7 +322,7 @@ class _Committer:
 
 
 def _same_by_stat(
-    db: Database, entry: FileEntry, row: FileRow, git: GitState | None, report: IndexReport
+    db: Store, entry: FileEntry, row: FileRow, git: GitState | None, report: IndexReport
 ) -> bool:
     if row.size == entry.size and row.mtime_ns == entry.mtime_ns:
         _unchanged(row, report)
@@ -331,7 +336,7 @@ def _same_by_stat(
 
 
 def _store(
-    db: Database,
+    db: Store,
     entry: FileEntry,
     row: FileRow | None,
     p: Prepared,
@@ -378,7 +383,7 @@ def _embed(embedder: Embedder, batch: list[tuple[bytes, str, str, bool]]) -> lis
     return [next(code) if is_code else next(prose) for *_, is_code in batch]
 
 
-def _rewindow(db: Database, embedder: Embedder) -> None:
+def _rewindow(db: Store, embedder: Embedder) -> None:
     """Vectors made under other windowing (a kenning from before windows, or `embed_windows` switched) are
     dropped for just the prose passages windowing changes, those longer than the model reads, so that the
     pass below embeds them again. Until then searches use the old vectors: nothing stops working."""
@@ -395,7 +400,7 @@ def _rewindow(db: Database, embedder: Embedder) -> None:
 
 
 def _semantic_pass(
-    db: Database, embedder: Embedder, progress: Progress, report: IndexReport, cancel: threading.Event | None
+    db: Store, embedder: Embedder, progress: Progress, report: IndexReport, cancel: threading.Event | None
 ) -> None:
     _rewindow(db, embedder)
     missing = db.missing_embeddings()
@@ -426,7 +431,7 @@ BUDGET_BATCH = 16
 
 
 def _budgeted_semantic_pass(
-    db: Database,
+    db: Store,
     embedder: Embedder,
     report: IndexReport,
     cancel: threading.Event | None,

@@ -6,7 +6,7 @@ re-run the caller's main module in each worker, which breaks any script that cal
 `__main__` guard. Forking is unsafe once a native inference runtime (onnxruntime, torch) has started its
 threads, so a process that has loaded one chunks in process instead; so do platforms other than Linux. Results
 come back in file order, with a bounded number in flight, so memory does not grow with the tree; the caller
-writes them to SQLite in one thread.
+writes them to the store in one thread.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from kenning import chunk, walk
 from kenning.errors import KenningError
-from kenning.store.sqlite import Definition, PassageValues, passage_values
+from kenning.store.rows import Definition, PassageValues, passage_values
 from kenning.store.terms import identifier_parts
 from kenning.types import FileKind
 from kenning.walk.changes import sha256_bytes

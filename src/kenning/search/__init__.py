@@ -24,7 +24,7 @@ import numpy as np
 
 from kenning import walk
 from kenning.errors import UsageError
-from kenning.store import Database, PassageRow, VectorIndex
+from kenning.store import PassageRow, Store, VectorIndex
 from kenning.store.terms import (
     fts_query,
     informative_terms,
@@ -211,7 +211,7 @@ def parse_time(value: str) -> float:
     return moment.timestamp()
 
 
-def allowed_passages(db: Database, filters: Filters) -> np.ndarray | None:
+def allowed_passages(db: Store, filters: Filters) -> np.ndarray | None:
     """Passage ids that pass the filters (None when there are no filters)."""
     if not filters.active():
         return None
@@ -245,7 +245,7 @@ def allowed_passages(db: Database, filters: Filters) -> np.ndarray | None:
 
 def execute(
     plan: Plan,
-    db: Database,
+    db: Store,
     vectors: VectorIndex | None,
     embed_query: Callable[[str], np.ndarray] | None,
     root: Path,
@@ -298,7 +298,7 @@ def _embedding_pool() -> ThreadPoolExecutor:
 
 def _run_groups(
     plan: Plan,
-    db: Database,
+    db: Store,
     semantic: dict[tuple[str, int], Future[list[tuple[int, float]]]],
     allowed: np.ndarray | None,
     searched: int,
@@ -382,7 +382,7 @@ def judge(
     return Confidence(lexical or similar, lexical, similarity, level)
 
 
-def _holds(db: Database, terms: list[str], allowed: np.ndarray | None) -> bool:
+def _holds(db: Store, terms: list[str], allowed: np.ndarray | None) -> bool:
     if allowed is not None:
         if allowed.size == 0:
             return False
@@ -392,7 +392,7 @@ def _holds(db: Database, terms: list[str], allowed: np.ndarray | None) -> bool:
 
 def _ranked(
     plan: Plan,
-    db: Database,
+    db: Store,
     group: Group,
     semantic: dict[tuple[str, int], Future[list[tuple[int, float]]]],
     allowed: np.ndarray | None,
@@ -422,7 +422,7 @@ _KIND_ORDER = {"class": 0, "interface": 0, "function": 1, "module": 2, "alias": 
 
 
 def _definitions(
-    db: Database, query: str, allowed: np.ndarray | None, *, loose: bool
+    db: Store, query: str, allowed: np.ndarray | None, *, loose: bool
 ) -> list[tuple[int, float]]:
     """Passages that define a symbol the query names, best first: exact spelling, then by kind."""
     names = query_identifiers(query, loose=loose)
@@ -490,7 +490,7 @@ class _Order:
 
 def _order(
     ranked: dict[str, list[tuple[int, float]]],
-    db: Database,
+    db: Store,
     limit: int,
     weights: dict[str, float],
     factor: float,
@@ -526,7 +526,7 @@ def _order(
 
 def _best(
     ranked: dict[str, list[tuple[int, float]]],
-    db: Database,
+    db: Store,
     root: Path,
     weights: dict[str, float],
     factor: float,
@@ -542,7 +542,7 @@ def _best(
 
 def _fuse(
     ranked: dict[str, list[tuple[int, float]]],
-    db: Database,
+    db: Store,
     limit: int,
     trace: bool,
     root: Path,
@@ -695,7 +695,7 @@ def _demote_leading_tests(
     fused: dict[int, float],
     order: list[int],
     rows: dict[int, PassageRow],
-    db: Database,
+    db: Store,
     factor: float,
     want: int,
     exempt: set[int],

@@ -1,4 +1,6 @@
-"""Storage of one index: the SQLite database (files, passages, FTS5, embedding cache) and the vector index."""
+"""Storage of one index: the `Store` interface (`base`), its SQLite backend (`sqlite`), the rows they exchange
+(`rows`), the writer lock (`lock`), the on-disk layout (`layout`), lexical terms (`terms`) and the vector
+snapshot searched beside a store without a vector index of its own (`vectors`)."""
 
 from __future__ import annotations
 
@@ -7,16 +9,24 @@ from typing import TYPE_CHECKING
 from kenning._lazy import exports
 
 if TYPE_CHECKING:
-    from kenning.store.sqlite import SCHEMA_VERSION, Database, FileRow, PassageRow
+    from kenning.store.base import Features, Store
+    from kenning.store.lock import FileWriterLock, WriterLock
+    from kenning.store.rows import FileRow, PassageRow
+    from kenning.store.sqlite import SCHEMA_VERSION, Database, SqliteStore
     from kenning.store.vectors import ExactVectors, VectorIndex, load_vectors, write_vectors
 
 _WHERE = {
     "Database": "kenning.store.sqlite",
     "ExactVectors": "kenning.store.vectors",
-    "FileRow": "kenning.store.sqlite",
-    "PassageRow": "kenning.store.sqlite",
+    "Features": "kenning.store.base",
+    "FileRow": "kenning.store.rows",
+    "FileWriterLock": "kenning.store.lock",
+    "PassageRow": "kenning.store.rows",
     "SCHEMA_VERSION": "kenning.store.sqlite",
+    "SqliteStore": "kenning.store.sqlite",
+    "Store": "kenning.store.base",
     "VectorIndex": "kenning.store.vectors",
+    "WriterLock": "kenning.store.lock",
     "load_vectors": "kenning.store.vectors",
     "write_vectors": "kenning.store.vectors",
 }
@@ -25,9 +35,14 @@ __all__ = [
     "SCHEMA_VERSION",
     "Database",
     "ExactVectors",
+    "Features",
     "FileRow",
+    "FileWriterLock",
     "PassageRow",
+    "SqliteStore",
+    "Store",
     "VectorIndex",
+    "WriterLock",
     "load_vectors",
     "write_vectors",
 ]

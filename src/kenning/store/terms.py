@@ -138,8 +138,17 @@ def informative_terms(text: str) -> list[str]:
 
 
 def fts_query(terms: list[str]) -> str:
-    """An FTS5 MATCH expression: any of the terms (each quoted, so no term is read as syntax)."""
+    """An FTS5 MATCH expression: any of the terms (each quoted, so no term is read as syntax). It is also the
+    query language of `Store.lexical`, which a backend other than FTS5 reads with `any_of_terms`."""
     return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+
+
+_QUOTED = re.compile(r'"((?:[^"]|"")*)"')
+
+
+def any_of_terms(query: str) -> list[str]:
+    """The terms of a query `fts_query` wrote, in order: what a lexical backend without FTS5 searches for."""
+    return [m.group(1).replace('""', '"') for m in _QUOTED.finditer(query)]
 
 
 _IDENT = re.compile(r"[A-Za-z_$][\w$]*(?:(?:\.|::|->|#)[A-Za-z_$][\w$]*)*")

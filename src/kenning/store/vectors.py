@@ -1,7 +1,7 @@
 """The vector index: nearest passages to a query vector, with an optional allow-list of passage ids.
 
-The database holds every vector (the embedding cache); the files here are a derived, disposable snapshot of them,
-rebuilt from the database when missing, stale or unreadable, so a crash or a corrupt file never costs an embedding
+The store holds every vector (the embedding cache); the files here are a derived, disposable snapshot of them,
+rebuilt from the store when missing, stale or unreadable, so a crash or a corrupt file never costs an embedding
 pass: a float32 matrix (memory-mapped) and, for larger indexes, a turbovec 4-bit quantised index over the same rows.
 
 A passage the model read in several windows has a row per window, and scores its best window (MaxP): a
@@ -10,6 +10,9 @@ passage is found by any part of it, as BM25 finds it by any of its words.
 Small indexes are searched exactly (one matrix-vector product). From TURBO_MIN rows on, turbovec proposes
 candidates and the float32 rows re-rank them exactly: measured in BENCHMARKS.md (bench/vectors.py), that keeps
 recall@10 at exact search's level for a fraction of the memory traffic.
+
+A store that keeps a vector index of its own (`Features.indexes_vectors`) needs no snapshot: `StoreVectors`
+hands each search to it.
 """
 
 from __future__ import annotations
@@ -22,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from kenning.store.base import SNAPSHOT_BEHIND, Store
 from kenning.store.layout import PRIVATE_FILE
-from kenning.store.sqlite import Database
 
 
 class VectorIndex(ABC):
@@ -77,6 +80,19 @@ class ExactVectors(VectorIndex):
         top = np.argpartition(-scores, k - 1)[:k]
         top = top[np.argsort(-scores[top], kind="stable")]
         return _pairs(ids[top], scores[top])
+
+
+class StoreVectors(VectorIndex):
+    """The vector index a store keeps itself: each search is `Store.vector_candidates`."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def __len__(self) -> int:
+        return self.store.cached_counts()["embedded"]
+
+    def search(self, query: np.ndarray, k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
+        return self.store.vector_candidates(query, k, allowed)
 
 
 TURBO_MIN = 20_000
@@ -135,8 +151,8 @@ def _paths(directory: Path, generation: str) -> tuple[Path, Path]:
     return directory / f"vectors-{generation}.f32", directory / f"vectors-{generation}.ids"
 
 
-def load_vectors(directory: Path, db: Database, dim: int) -> ExactVectors:
-    """The snapshot for the database's current generation, or one built in memory from the database."""
+def load_vectors(directory: Path, db: Store, dim: int) -> ExactVectors:
+    """The snapshot for the store's current generation, or one built in memory from the store."""
     generation = db.get_meta("vectors_generation") or "0"
     mat_path, ids_path = _paths(directory, generation)
     try:
@@ -157,8 +173,8 @@ def load_vectors(directory: Path, db: Database, dim: int) -> ExactVectors:
         return ExactVectors(ids, vecs)
 
 
-def write_vectors(directory: Path, db: Database, dim: int) -> None:
-    """Write a fresh snapshot from the database (the writer calls this under its lock) and drop older ones.
+def write_vectors(directory: Path, db: Store, dim: int) -> None:
+    """Write a fresh snapshot from the store (the writer calls this under its lock) and drop older ones.
     Readers load it with `load_vectors` when they see the new generation."""
     ids, vecs = db.passage_vectors(dim)
     generation = str(int(db.get_meta("vectors_generation") or "0") + 1)
@@ -181,7 +197,7 @@ def write_vectors(directory: Path, db: Database, dim: int) -> None:
         os.chmod(tvim, PRIVATE_FILE)  # turbovec makes it with the umask's mode
     # the generation is published only after every file is durable, so readers never pair it with half a file
     db.set_meta("vectors_generation", generation)
-    db.set_meta("snapshot_behind", "0")
+    db.set_meta(SNAPSHOT_BEHIND, "0")
     for old in directory.glob("vectors-*"):
         if not old.name.startswith(f"vectors-{generation}."):
             with contextlib.suppress(OSError):

@@ -1,0 +1,87 @@
+"""The embedding cache of the SQLite store: vectors keyed by the hash of the text they were made from.
+
+A passage points at its text's vector by `ehash`, so a passage that moves, or a file indexed again unchanged,
+finds its vector without embedding anything; a vector no passage uses any more stays cached for a while (a
+branch switched back) and is pruned once such vectors outnumber the used ones. A text read in windows has one
+blob of (windows x dim) float32s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from kenning.errors import IndexCorrupt
+from kenning.store.sqlite.common import Connected, guarded
+
+
+class EmbeddingsPart(Connected):
+    """The embedding cache (see `kenning.store.base.Store` for each method's contract)."""
+
+    @guarded
+    def missing_embeddings(self, paths: Sequence[str] = ()) -> list[tuple[bytes, str, str, bool]]:
+        where, args = "", list(paths)
+        if paths:
+            where = f" AND f.path IN ({','.join('?' * len(paths))})"
+        rows = self.conn.execute(
+            "SELECT p.ehash, p.heading, p.text, MIN(f.kind = 'code') FROM passages p "
+            "JOIN files f ON f.id = p.file_id LEFT JOIN embeddings e ON e.ehash = p.ehash "
+            f"WHERE e.ehash IS NULL{where} GROUP BY p.ehash",
+            args,
+        )
+        return [(bytes(r[0]), str(r[1]), str(r[2]), bool(r[3])) for r in rows]
+
+    @guarded
+    def embedded_prose(self) -> list[tuple[bytes, str, str]]:
+        rows = self.conn.execute(
+            "SELECT p.ehash, p.heading, p.text FROM passages p JOIN files f ON f.id = p.file_id "
+            "JOIN embeddings e ON e.ehash = p.ehash GROUP BY p.ehash HAVING MIN(f.kind = 'code') = 0"
+        )
+        return [(bytes(r[0]), str(r[1]), str(r[2])) for r in rows]
+
+    @guarded
+    def drop_embeddings(self, ehashes: Sequence[bytes]) -> None:
+        self._snapshot_behind()
+        self.conn.executemany("DELETE FROM embeddings WHERE ehash = ?", ((h,) for h in ehashes))
+
+    @guarded
+    def add_embeddings(self, ehashes: Sequence[bytes], vectors: Sequence[np.ndarray] | np.ndarray) -> None:
+        self._snapshot_behind()
+        self.conn.executemany(
+            "INSERT OR REPLACE INTO embeddings VALUES (?, ?)",
+            (
+                (h, np.ascontiguousarray(v, dtype=np.float32).tobytes())
+                for h, v in zip(ehashes, vectors, strict=True)
+            ),
+        )
+
+    @guarded
+    def prune_embeddings(self) -> int:
+        unused = self.conn.execute(
+            "SELECT count(*) FROM embeddings WHERE ehash NOT IN (SELECT ehash FROM passages)"
+        ).fetchone()[0]
+        used = self.conn.execute("SELECT count(*) FROM embeddings").fetchone()[0] - unused
+        if unused <= max(used, 1000):
+            return 0
+        return self.conn.execute(
+            "DELETE FROM embeddings WHERE ehash NOT IN (SELECT ehash FROM passages)"
+        ).rowcount
+
+    @guarded
+    def passage_vectors(self, dim: int) -> tuple[np.ndarray, np.ndarray]:
+        rows = self.conn.execute(
+            "SELECT p.id, e.vec FROM passages p JOIN embeddings e ON e.ehash = p.ehash ORDER BY p.id"
+        ).fetchall()
+        width = 4 * dim
+        if any(not r[1] or len(r[1]) % width for r in rows):
+            raise IndexCorrupt(
+                f"stored vectors in {self.path} do not have {dim} dimensions",
+                hint="run `kenning index --rebuild`",
+            )
+        counts = np.fromiter((len(r[1]) // width for r in rows), dtype=np.int64, count=len(rows))
+        ids = np.repeat(np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)), counts)
+        if not rows:
+            return ids, np.zeros((0, dim), dtype=np.float32)
+        vecs = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32)
+        return ids, vecs.reshape(ids.size, dim)

@@ -1,0 +1,152 @@
+"""The SQLite store's schema: its ordered, named migrations and the checks made when a database is opened.
+
+Each migration runs in one transaction and is recorded in the `migrations` table; a database from a newer
+kenning is refused, not guessed at, and one whose tables were dropped by hand is reported damaged at once
+rather than answering with silently empty results until the next write fails.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+
+from kenning.errors import IndexCorrupt, IndexMismatch
+from kenning.store.layout import REBUILD_HINT
+
+SCHEMA_VERSION = 2
+# What a database at SCHEMA_VERSION holds: a missing one (a table dropped by hand or by a tool) would otherwise
+# give silently empty results, then a failure at the next write.
+_EXPECTED_OBJECTS = frozenset(
+    {
+        "migrations", "meta", "files", "passages", "embeddings", "definitions", "passages_fts_delete",
+        "fts", "fts_data", "fts_idx", "fts_docsize", "fts_config",
+    }
+)  # fmt: skip
+
+
+_MIGRATIONS: list[tuple[int, str, str]] = [
+    (
+        1,
+        "initial schema",
+        """
+        CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        CREATE TABLE files(
+            id INTEGER PRIMARY KEY,
+            path TEXT NOT NULL UNIQUE,
+            size INTEGER NOT NULL,
+            mtime_ns INTEGER NOT NULL,
+            sha256 TEXT,
+            blob_id TEXT,
+            kind TEXT,
+            indexed_at REAL NOT NULL,
+            skip_reason TEXT
+        );
+        CREATE TABLE passages(
+            id INTEGER PRIMARY KEY,
+            file_id INTEGER NOT NULL,
+            start_line INTEGER NOT NULL,
+            end_line INTEGER NOT NULL,
+            heading TEXT NOT NULL,
+            text TEXT NOT NULL,
+            parts TEXT NOT NULL,
+            ehash BLOB NOT NULL
+        );
+        CREATE INDEX passages_file ON passages(file_id);
+        CREATE INDEX passages_ehash ON passages(ehash);
+        CREATE VIRTUAL TABLE fts USING fts5(
+            heading, text, parts, content = 'passages', content_rowid = 'id',
+            tokenize = "porter unicode61 remove_diacritics 2 tokenchars '_'"
+        );
+        CREATE TRIGGER passages_fts_delete AFTER DELETE ON passages BEGIN
+            INSERT INTO fts(fts, rowid, heading, text, parts) VALUES ('delete', old.id, old.heading, old.text, old.parts);
+        END;
+        CREATE TABLE embeddings(ehash BLOB PRIMARY KEY, vec BLOB NOT NULL) WITHOUT ROWID;
+        """,
+    ),
+    (
+        2,
+        "code symbols",
+        # the chunker version changes with this, so every file is re-chunked and the columns filled
+        """
+        ALTER TABLE passages ADD COLUMN sym_kind TEXT;
+        ALTER TABLE passages ADD COLUMN sym_name TEXT;
+        ALTER TABLE passages ADD COLUMN sym_scope TEXT;
+        ALTER TABLE passages ADD COLUMN sym_signature TEXT;
+        ALTER TABLE passages ADD COLUMN sym_doc TEXT;
+        ALTER TABLE passages ADD COLUMN grp INTEGER;
+        CREATE INDEX passages_sym_kind ON passages(sym_kind) WHERE sym_kind IS NOT NULL;
+        CREATE TABLE definitions(
+            passage_id INTEGER NOT NULL, kind TEXT NOT NULL, name TEXT NOT NULL, scope TEXT NOT NULL
+        );
+        CREATE INDEX definitions_name ON definitions(name COLLATE NOCASE);
+        CREATE INDEX definitions_passage ON definitions(passage_id);
+        """,
+    ),
+]
+
+
+def schema_version(conn: sqlite3.Connection) -> int:
+    """The newest migration applied (0 for a database without the table)."""
+    if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'migrations'").fetchone():
+        return 0
+    return int(conn.execute("SELECT coalesce(max(version), 0) FROM migrations").fetchone()[0])
+
+
+def has_meta(conn: sqlite3.Connection) -> bool:
+    """Whether the first migration has committed (a first run creates the file before its schema)."""
+    return bool(conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'meta'").fetchone())
+
+
+def check_objects(conn: sqlite3.Connection, path: Path) -> None:
+    """IndexCorrupt when a table or trigger the schema needs is gone: one read of sqlite_master."""
+    present = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+    missing = sorted(_EXPECTED_OBJECTS - present)
+    if missing:
+        raise IndexCorrupt(
+            f"the index at {path.parent} is damaged: its database lacks {', '.join(missing)}",
+            hint=REBUILD_HINT,
+        )
+
+
+def refuse_early_layout(conn: sqlite3.Connection, path: Path) -> bool:
+    """An index from an early development build has a schema 1 of another shape (no `parts` column, an
+    FTS table of one column): no migration can reach it, so say so instead of failing on every insert."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(passages)")}
+    if columns and "parts" not in columns:
+        conn.close()
+        raise IndexMismatch(
+            f"the index at {path.parent} was built by an early development version of kenning, "
+            "whose layout this version cannot upgrade",
+            hint="run `kenning index --rebuild` to build it again",
+        )
+    return False
+
+
+def migrate(conn: sqlite3.Connection, path: Path) -> None:
+    """Apply the migrations the database lacks; IndexMismatch for one newer than this kenning."""
+    c = conn
+    c.execute(
+        "CREATE TABLE IF NOT EXISTS migrations(version INTEGER PRIMARY KEY, name TEXT, applied_at REAL)"
+    )
+    done = {row[0] for row in c.execute("SELECT version FROM migrations")}
+    newest = max(done, default=0)
+    refuse_early_layout(c, path)
+    if newest > SCHEMA_VERSION:
+        raise IndexMismatch(
+            f"the index at {path.parent} has schema {newest}; this kenning reads up to {SCHEMA_VERSION}",
+            hint="upgrade kenning, or `kenning index --rebuild`",
+        )
+    for version, name, sql in _MIGRATIONS:
+        if version in done:
+            continue
+        try:
+            # one script, one transaction: a crash mid-migration leaves the previous schema intact
+            c.executescript(
+                f"BEGIN IMMEDIATE;\n{sql}\nINSERT INTO migrations VALUES ({version}, '{name}', {time.time()});\n"
+                "COMMIT;"
+            )
+        except BaseException:
+            if c.in_transaction:
+                c.execute("ROLLBACK")
+            raise
