@@ -351,7 +351,7 @@ def test_regression_a_key_indexed_before_the_content_check_goes_on_the_next_read
     )
     root = make_tree(tmp_path / "ws", {"fixtures.py": f'{checks}KEY = """{armor("RSA PRIVATE KEY")}"""\n'})
     engine = engine_factory(root)
-    monkeypatch.setattr(walk, "holds_private_key", lambda data: False)  # the kenning before the check
+    monkeypatch.setattr(walk.read, "holds_private_key", lambda data: False)  # the kenning before the check
     engine.index()
     assert engine.search("BEGIN RSA PRIVATE KEY", mode="lexical")[0].hits
     monkeypatch.undo()

@@ -1,0 +1,141 @@
+"""Matching a file's text line by line and shaping what matched: the results, context merging, the deadline.
+
+This module owns a grep's results (:class:`GrepLine`, :class:`GrepFile`), the :class:`Deadline` that stops
+a search, a file's text as both engines read it (:func:`load`, through walk.screen) and its lines, context
+merged as ripgrep merges it, and the Python engine, which does only this with the RE2 matcher. The rg engine
+(:mod:`kenning.search.grep_rg`) reuses all of it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+from kenning.search.grep_pattern import GrepOptions, Matcher
+from kenning.types import FileEntry, Skip
+from kenning.walk import read_bytes, screen
+
+
+@dataclass(frozen=True, slots=True)
+class GrepLine:
+    line: int  # 1-based
+    text: str  # without its line end
+    match: bool  # False for a context line
+    # 0-based, end-exclusive character offsets of the matches in text (empty for a context line): rg's own
+    # submatches in the rg engine, RE2's in the Python engine
+    spans: tuple[tuple[int, int], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class GrepFile:
+    """One file's matching lines and their context, in line order."""
+
+    path: str  # relative to the root, posix
+    lines: tuple[GrepLine, ...]
+    # Context was asked for: as in ripgrep, non-adjacent groups are then separated by "--". Without context,
+    # rg prints bare match lines, and a "--" between every pair would only be noise.
+    context: bool = False
+
+
+class Deadline:
+    """When a grep must stop, so that no pattern or tree ties up a tool thread or the daemon for long; ``hit``
+    is set once the search stopped for it, leaving its results partial."""
+
+    def __init__(self, seconds: float | None) -> None:
+        self.seconds = seconds
+        self._end = None if not seconds else time.monotonic() + seconds
+        self.hit = False
+
+    def left(self) -> float | None:
+        """Seconds left (0 once past, with ``hit`` set), or None when there is no deadline."""
+        if self._end is None:
+            return None
+        left = self._end - time.monotonic()
+        if left <= 0:
+            self.hit = True
+            return 0.0
+        return left
+
+    def passed(self) -> bool:
+        return self.left() == 0.0
+
+
+def load(entry: FileEntry, follow: bool, on_skip: Callable[[Skip], None] | None) -> tuple[str, bytes] | None:
+    """The file's text (walk.screen, the one secret rule and decoder both engines share) and its bytes, or None
+    if it is not text or holds a key. One read: rg's encoding is judged on the same bytes."""
+    raw = read_bytes(entry.abspath, follow=follow)
+    if isinstance(raw, bytes):
+        text = screen(raw)
+        if isinstance(text, str):
+            return text, raw
+        raw = text
+    if on_skip is not None:
+        on_skip(Skip(entry.rel, raw.reason))
+    return None
+
+
+def split_lines(text: str) -> list[str]:
+    lines = text.split("\n")  # read_text made every line end "\n"; str.splitlines would split at more
+    if lines[-1] == "":
+        lines.pop()  # a final line end closes the last line; it does not start another (rg counts the same)
+    return lines
+
+
+def matching_lines(matcher: Matcher, lines: list[str], max_count: int | None) -> list[int]:
+    """0-based indexes of matching lines. Line by line, so no match can span a line end (as in rg)."""
+    search = matcher.search
+    hits = []
+    for i, line in enumerate(lines):
+        if search(line):
+            hits.append(i)
+            if max_count is not None and len(hits) >= max_count:
+                break
+    return hits
+
+
+def file_result(
+    rel: str,
+    lines: list[str],
+    hits: Sequence[int],
+    options: GrepOptions,
+    spans_of: Callable[[int, str], tuple[tuple[int, int], ...]],
+) -> GrepFile:
+    """Matches plus context, merged like rg: overlapping or touching windows become one group."""
+    matched = set(hits)
+    out: list[GrepLine] = []
+    done = -1  # last index emitted; hits are ascending, so each line is emitted once, in order
+    for i in hits:
+        for j in range(max(done + 1, i - options.before), min(len(lines), i + options.after + 1)):
+            # After max_count, a later matching line inside the trailing context is context (as GNU grep).
+            if j in matched:
+                out.append(GrepLine(j + 1, lines[j], True, spans_of(j, lines[j])))
+            else:
+                out.append(GrepLine(j + 1, lines[j], False))
+            done = j
+    return GrepFile(rel, tuple(out), context=bool(options.before or options.after))
+
+
+def python_engine(
+    entries: Iterable[FileEntry],
+    matcher: Matcher,
+    options: GrepOptions,
+    follow: bool,
+    on_skip: Callable[[Skip], None] | None,
+    clock: Deadline,
+) -> Iterator[GrepFile]:
+    spans_of = line_spans(matcher)
+    for entry in entries:
+        got = load(entry, follow, on_skip)
+        if got is None:
+            continue
+        lines = split_lines(got[0])
+        hits = matching_lines(matcher, lines, options.max_count)
+        if hits:
+            yield file_result(entry.rel, lines, hits, options, spans_of)
+        if clock.passed():
+            return
+
+
+def line_spans(matcher: Matcher) -> Callable[[int, str], tuple[tuple[int, int], ...]]:
+    return lambda _, line: matcher.spans(line)

@@ -1,0 +1,145 @@
+"""A walked file's bytes and text: reading without blocking, the private-key check, decoding, redaction.
+
+This module owns every read of a walked file (:func:`read_bytes`: what sits at the path may have changed
+since the walk judged it) and the one secret rule for its content (:func:`screen`): a file holding a private
+key gives no text, any other is decoded and its token-shaped secrets redacted (:mod:`kenning.walk.redaction`).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from kenning.walk.redaction import redact
+
+SNIFF_BYTES = 8192
+
+
+SECRET_CONTENT = "secret file (contains a private key)"
+# The armor of a PEM (RFC 7468), OpenSSH, SSH2 or PGP private key, at most a few optional headers (Proc-Type,
+# DEK-Info, Version, Comment), a run of base64, and the END line: a parser that only names "BEGIN RSA PRIVATE
+# KEY", or a README showing a key's first line and "...", holds no key. A key's first body line is 64 characters
+# or more; 40 leaves room. Line breaks may be real, escaped in a string (\n in a service-account JSON) or
+# flattened to spaces (an environment variable). Every repetition is possessive and the headers are bounded, so
+# the search stays linear on hostile input (an unbounded header group went quadratic on repeated BEGIN lines).
+_BREAK_ATOM = rb"[ \t]|\r?\n|(?:\\r)?\\n"
+_BREAK = rb"(?:%s)*+" % _BREAK_ATOM
+_ARMOR_HEADER = rb"[A-Za-z][A-Za-z0-9-]*:[^\r\n\\]*+"
+_PRIVATE_KEY = re.compile(
+    rb"-{4,5} ?BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)? ?-{4,5}"
+    + rb"(?:%s%s){0,8}+%s[A-Za-z0-9+/]{40}" % (_BREAK, _ARMOR_HEADER, _BREAK)
+    + rb"(?:[A-Za-z0-9+/=]|%s)*+-{4,5} ?END " % _BREAK_ATOM
+)
+
+
+def holds_private_key(data: bytes) -> bool:
+    """True if the bytes hold a private key block, whatever the file is called (a ``deploy_key``, a key
+    inside a ``.crt`` or a service-account JSON). Public keys and certificates are not matched."""
+    # One substring scan of every file; the regex runs only on the rare file that names a private key.
+    return data.find(b"PRIVATE KEY") >= 0 and _PRIVATE_KEY.search(data) is not None
+
+
+@dataclass(frozen=True, slots=True)
+class NotText:
+    """Why read_text gave no text: "binary", "not text", "empty", a size or an OS error."""
+
+    reason: str
+
+
+# Control bytes that do not occur in text; \t \n \r \f \b and ESC (ANSI colour in logs) do.
+_CONTROL = bytes(b for b in range(32) if b not in b"\t\n\r\f\b\x1b") + b"\x7f"
+
+
+NOT_REGULAR = "not a regular file now (a FIFO, socket or device took its place since the walk)"
+_READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+
+
+def read_bytes(path: Path | str, *, max_bytes: int | None = None, follow: bool = True) -> bytes | NotText:
+    """The file's bytes, or NotText saying why they cannot be had (unreadable, past the size limit, no longer
+    a regular file).
+
+    Every read of a walked file comes here: the walk judged the path, but what sits there may have changed
+    since. A FIFO put in a file's place would block a plain open() for good (no writer ever comes), so the
+    open never blocks, and what was opened is judged by its descriptor before a byte is read. ``follow=False``
+    (a walk that does not follow links, which then never yields one) also refuses a link put in its place.
+    """
+    flags = _READ_FLAGS if follow else _READ_FLAGS | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if not follow and exc.errno == errno.ELOOP:
+            return NotText("a symlink now (it was a file when the walk listed it)")
+        return NotText(f"cannot read ({exc.strerror or exc})")
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return NotText(NOT_REGULAR)
+        with open(fd, "rb", closefd=False) as fh:
+            data = fh.read() if max_bytes is None else fh.read(max_bytes + 1)
+    except OSError as exc:
+        return NotText(f"cannot read ({exc.strerror or exc})")
+    finally:
+        os.close(fd)
+    if max_bytes is not None and len(data) > max_bytes:
+        return NotText(f"past the {max_bytes}-byte limit (--max-filesize)")
+    return data
+
+
+def read_text(path: Path | str, *, max_bytes: int | None = None, follow: bool = True) -> str | NotText:
+    """The file's text as kenning may show it (see :func:`screen`), or NotText saying why there is none (read
+    as :func:`read_bytes`)."""
+    data = read_bytes(path, max_bytes=max_bytes, follow=follow)
+    return data if isinstance(data, NotText) else screen(data)
+
+
+def screen(data: bytes) -> str | NotText:
+    """The one secret rule for a file's bytes: every surface that reads a file (index, grep, symbols, and so
+    the daemon and MCP, which call them) gets its text here, so none can show what another refuses.
+
+    A file holding a private key gives no text at all (NotText(SECRET_CONTENT)); any other is decoded
+    (:func:`decode`) and its token-shaped secrets are replaced (:func:`kenning.walk.redaction.redact`), line
+    numbers unchanged.
+    """
+    if holds_private_key(data):
+        return NotText(SECRET_CONTENT)
+    text = decode(data)
+    if isinstance(text, NotText):
+        return text
+    return redact(
+        text, None if data.startswith(_UTF16_BOMS) else data
+    )  # UTF-16 bytes do not hold ASCII hints
+
+
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+
+
+def decode(data: bytes) -> str | NotText:
+    """Bytes to text with line ends normalised to ``\\n``, or NotText ("empty", "binary", "not text").
+
+    UTF-8 first (BOM stripped), then UTF-16 if it has a BOM, then cp1252, then latin-1, so legacy 8-bit files
+    keep their accented letters instead of turning into U+FFFD.
+    """
+    if not data:
+        return NotText("empty")
+    if data.startswith(_UTF16_BOMS):  # UTF-16 has NULs, so decode before the sniff
+        try:
+            text = data.decode("utf-16")
+        except UnicodeDecodeError:
+            return NotText("not text")
+    else:
+        head = data[:SNIFF_BYTES]
+        if b"\0" in head or len(head) - len(head.translate(None, _CONTROL)) > 0.3 * len(head):
+            return NotText("binary")
+        try:
+            text = data.decode("utf-8-sig")
+        except UnicodeDecodeError:
+            try:
+                text = data.decode("cp1252")
+            except UnicodeDecodeError:
+                text = data.decode("latin-1")  # maps every byte, never fails
+    if text.count("\ufffd") > 0.01 * len(text):
+        return NotText("not text")
+    return text.replace("\r\n", "\n").replace("\r", "\n")
