@@ -118,7 +118,9 @@ def main() -> None:
     args = ap.parse_args()
     corpus = Path(args.corpus)
     if not corpus.is_dir():
-        raise SystemExit(f"no corpus at {corpus}: run `python bench/run.py --quick --no-eval` once to make it")
+        raise SystemExit(
+            f"no corpus at {corpus}: run `python bench/run.py --quick --no-eval` once to make it"
+        )
     trees = {"this tree": ROOT, args.against: worktree(args.against)}
     cache = WORK / "cache"
     runs: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
@@ -130,7 +132,9 @@ def main() -> None:
     median = {name: {k: statistics.median(r[k] for r in rs) for k in keys} for name, rs in runs.items()}
     new, old = median["this tree"], median[args.against]
     passages = int(runs["this tree"][0]["passages"])
-    print(f"\n{corpus.name}, {passages:,} passages, hash embedder, medians of {args.repeats} alternated runs\n")
+    print(
+        f"\n{corpus.name}, {passages:,} passages, hash embedder, medians of {args.repeats} alternated runs\n"
+    )
     print(f"| figure | {args.against} | this tree | ratio |")
     print("|---|---|---|---|")
     for key in keys:

@@ -3,7 +3,7 @@
 This module owns a grep's results (:class:`GrepLine`, :class:`GrepFile`), the :class:`Deadline` that stops
 a search, a file's text as both engines read it (:func:`load`, through walk.screen) and its lines, context
 merged as ripgrep merges it, and the Python engine, which does only this with the RE2 matcher. The rg engine
-(:mod:`kenning.search.grep_rg`) reuses all of it.
+(:mod:`kenning.search.grep.rg`) reuses all of it.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
-from kenning.search.grep_pattern import GrepOptions, Matcher
+from kenning.search.grep.pattern import GrepOptions, Matcher
 from kenning.types import FileEntry, Skip
 from kenning.walk import read_bytes, screen
 

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-from kenning.search.grep_match import Deadline, GrepFile, GrepLine
+from kenning.search.grep.match import Deadline, GrepFile, GrepLine
 from kenning.types import Symbol
 
 GREP_JSON_SCHEMA = 1  # the version of the `kenning grep --json` records described in kenning.search.grep

@@ -3,7 +3,7 @@
 This module owns finding rg, the arguments it is run with, checking that it accepts the patterns, choosing for
 each file whether rg can see exactly the lines kenning prints (:func:`_rg_encoding`; the other files go to the
 RE2 matcher), running rg over chunks of files under the deadline, and reading its JSON back. The text printed
-is always kenning's own (:mod:`kenning.search.grep_match`), so both engines give the same output.
+is always kenning's own (:mod:`kenning.search.grep.match`), so both engines give the same output.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 from kenning.errors import KenningError, UsageError
-from kenning.search.grep_match import (
+from kenning.search.grep.match import (
     Deadline,
     GrepFile,
     file_result,
@@ -26,7 +26,7 @@ from kenning.search.grep_match import (
     matching_lines,
     split_lines,
 )
-from kenning.search.grep_pattern import GrepOptions, Matcher, wide_spans
+from kenning.search.grep.pattern import GrepOptions, Matcher, wide_spans
 from kenning.types import FileEntry, Skip
 from kenning.walk.redaction import MARK
 

@@ -2,15 +2,15 @@
 
 This module owns the entry point, :func:`grep`, which checks the patterns, paths and engine before it reads a
 file, narrows the walk to the PATHs (:func:`scope_of`) and hands the walked files to an engine; and the JSON
-Lines schema below. Beside it: :mod:`~kenning.search.grep_pattern` (GrepOptions, the pattern dialect and its
-validation), :mod:`~kenning.search.grep_match` (results, context merging, the deadline, the Python engine),
-:mod:`~kenning.search.grep_rg` (the ripgrep engine) and :mod:`~kenning.search.grep_render` (text and JSON
+Lines schema below. Beside it: :mod:`~kenning.search.grep.pattern` (GrepOptions, the pattern dialect and its
+validation), :mod:`~kenning.search.grep.match` (results, context merging, the deadline, the Python engine),
+:mod:`~kenning.search.grep.rg` (the ripgrep engine) and :mod:`~kenning.search.grep.render` (text and JSON
 Lines output). Callers import from this module, which re-exports their names.
 
 It does not choose or decode files. :func:`kenning.walk.walk` chooses them, so ignore rules, secrets and junk
 are excluded exactly as for indexing, and :func:`kenning.walk.read_text` decides which of them are text and
 what that text is, for both engines. ripgrep is only asked *which lines match and where*; the line text,
-context lines and grouping always come from read_text's text and grep_match's code, so the two engines print
+context lines and grouping always come from read_text's text and match's code, so the two engines print
 byte-identical output. Files whose bytes rg would not see as read_text's lines (carriage returns, NULs, UTF-16,
 latin-1 fallback) are matched by the RE2 matcher inside the rg engine too, and so are files whose secrets
 read_text redacted: rg would match the secret in the bytes, and a pattern must find only what the printed line
@@ -45,9 +45,9 @@ from pathlib import Path
 from typing import Literal
 
 from kenning.errors import UsageError
-from kenning.search.grep_match import Deadline, GrepFile, GrepLine, python_engine
-from kenning.search.grep_pattern import GrepOptions, compile_options
-from kenning.search.grep_render import (
+from kenning.search.grep.match import Deadline, GrepFile, GrepLine, python_engine
+from kenning.search.grep.pattern import GrepOptions, compile_options
+from kenning.search.grep.render import (
     GREP_JSON_SCHEMA,
     MAX_LINE_CHARS,
     clip_line,
@@ -56,7 +56,7 @@ from kenning.search.grep_render import (
     render_grep_files,
     render_grep_json,
 )
-from kenning.search.grep_rg import rg_available, rg_check, rg_engine, rg_path
+from kenning.search.grep.rg import rg_available, rg_check, rg_engine, rg_path
 from kenning.types import FileEntry, Selection, Skip
 from kenning.walk import check_root, walk
 from kenning.walk.userpath import resolve_user_path
