@@ -60,11 +60,11 @@ def main(roots: Sequence[str], *, model: str | None = None, check: bool = False)
         return 0
     import anyio
 
-    from kenning.cli import _version
     from kenning.mcp.server import serve_stdio
+    from kenning.version import version
 
     try:
-        anyio.run(serve_stdio, workspace, _version())
+        anyio.run(serve_stdio, workspace, version())
     except KeyboardInterrupt:
         pass
     finally:
