@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
 from kenning.commands import err, make_engine, out
@@ -19,6 +20,8 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from pathlib import Path
 
+    from kenning.config import Config
+    from kenning.search import Filters, SearchRequest
     from kenning.types import Mode, Preview
 
 
@@ -26,74 +29,87 @@ def cmd_search(args: argparse.Namespace) -> int:
     from kenning.config import load_config
     from kenning.engine import find_index_root
     from kenning.render import render_json, render_text
-    from kenning.search import Filters, check_symbol_types, parse_time, plan_search
-    from kenning.types import Selection
-    from kenning.walk import check_root, compile_selection
+    from kenning.search import Filters, check_symbol_types
+    from kenning.walk import check_root
 
     started = time.perf_counter()
     queries, root_arg = search_inputs(args)
     start = check_root(root_arg)
     config = load_config(start).with_overrides(preview=args.preview, limit=args.limit)
-    mode: Mode = "lexical" if args.lexical else "semantic" if args.semantic else "hybrid"
     found = find_index_root(start, config)
     if found is not None:
         config = load_config(found).with_overrides(preview=args.preview, limit=args.limit)
-    preview = cast("Preview", config.preview)
+    # the literal fallback applies no symbol kind, but an unknown one is refused there too
     check_symbol_types(args.symbol_type or ())
     level = min_score(args.min_score)
     before, after = context_lines(args)
     if found is None and args.no_index:
         return _literal(start, queries, config, args, started)
-    # check every argument before any index is built: a typo must not cost a full indexing run
-    compile_selection(
-        Selection(
-            globs=tuple(args.glob or ()),
-            iglobs=tuple(args.iglob or ()),
-            types=tuple(args.type or ()),
-            types_not=tuple(args.type_not or ()),
-        )
+    selected = Filters(
+        globs=tuple(args.glob or ()),
+        iglobs=tuple(args.iglob or ()),
+        types=tuple(args.type or ()),
+        types_not=tuple(args.type_not or ()),
     )
+    selected.matcher()  # a bad glob or type is refused before an Engine is made (compiled once: cached)
     engine = make_engine(found or start, config, args.model)
     # relative to where the user stands when it exists there (as every other tool reads a path), else to the root
     here = [engine.relative(p) for p in (args.path or [])]
     if not here and found is not None and start != found:
         here = [engine.relative(start)]  # searching from a subdirectory searches that subtree
-    filters = Filters(
-        paths=tuple(here),
-        globs=tuple(args.glob or ()),
-        iglobs=tuple(args.iglob or ()),
-        types=tuple(args.type or ()),
-        types_not=tuple(args.type_not or ()),
-        modified_after=parse_time(args.modified_after) if args.modified_after else None,
-        modified_before=parse_time(args.modified_before) if args.modified_before else None,
-        symbol_types=tuple(args.symbol_type or ()),
+    # every value is checked here, before any index is built: a typo must not cost a full indexing run
+    request = _request(
+        args, queries, replace(selected, paths=tuple(here)), config, level, (before, after), found is None
     )
-    plan_search(queries, mode=mode, limit=config.limit, filters=filters, fuse=args.fuse)
     if found is None:
         err(f"no index for {start} yet: building one first (use --no-index to skip)")
         from kenning.commands.index import INTERRUPTED, RESUME, build
 
         if build(engine).interrupted:
             raise Interrupted(INTERRUPTED, hint=RESUME)
-    results = engine.search(
-        queries,
+    results = engine.search(request)
+    preview = request.preview
+    if args.json:
+        out(render_json(results, preview, root=str(engine.root), model=engine.model_name, started=started))
+    else:
+        out(render_text(results, preview))
+    return found_code(results, args.min_score is not None)
+
+
+def _request(
+    args: argparse.Namespace,
+    queries: list[str],
+    selected: Filters,
+    config: Config,
+    level: float | None,
+    context: tuple[int, int],
+    built: bool,
+) -> SearchRequest:
+    """The search the command line asks for, within the `selected` files; `built` when the index is about to
+    be built from the files as they are, so there is nothing to refresh."""
+    from kenning.search import SearchRequest, parse_time
+
+    mode: Mode = "lexical" if args.lexical else "semantic" if args.semantic else "hybrid"
+    filters = replace(
+        selected,
+        modified_after=parse_time(args.modified_after) if args.modified_after else None,
+        modified_before=parse_time(args.modified_before) if args.modified_before else None,
+        symbol_types=tuple(args.symbol_type or ()),
+    )
+    return SearchRequest(
+        tuple(queries),
         mode=mode,
         limit=config.limit,
         filters=filters,
         fuse=args.fuse,
         trace=args.trace,
         prefer_symbol=args.prefer_symbol,
-        # the index was just built from the files as they are
-        refresh="off" if found is None else args.refresh,
+        refresh="off" if built else args.refresh,
         match_level=level,
+        preview=cast("Preview", config.preview),
+        before=context[0],
+        after=context[1],
     )
-    if before or after:
-        results = engine.with_context(results, preview=preview, before=before, after=after)
-    if args.json:
-        out(render_json(results, preview, root=str(engine.root), model=engine.model_name, started=started))
-    else:
-        out(render_text(results, preview))
-    return found_code(results, args.min_score is not None)
 
 
 def search_inputs(args: argparse.Namespace) -> tuple[list[str], str]:
