@@ -138,8 +138,6 @@ def execute(
 
 
 _POOL: ThreadPoolExecutor | None = None
-
-
 _POOL_LOCK = threading.Lock()
 
 
