@@ -90,7 +90,7 @@ def collect(s: EvalSet, cache: Path, fresh: bool) -> Arms:
         arms: Arms = pickle.loads(path.read_bytes())
         return arms
     captured: dict[str, Ranked] = {}
-    original = ksearch._fuse
+    original = ksearch.rank.fuse_hits
 
     def spy(ranked: dict[str, Ranked], *args: object, **kwargs: object) -> object:
         captured.clear()
@@ -98,7 +98,7 @@ def collect(s: EvalSet, cache: Path, fresh: bool) -> Arms:
         return original(ranked, *args, **kwargs)  # type: ignore[arg-type]
 
     queries: list[Query] = []
-    ksearch._fuse = spy  # type: ignore[assignment]
+    ksearch.rank.fuse_hits = spy  # type: ignore[assignment]
     try:
         db = engine._open()
         for row in s.query_rows():
@@ -116,7 +116,7 @@ def collect(s: EvalSet, cache: Path, fresh: bool) -> Arms:
         ids = {pid for q in queries for items in q.lists.values() for pid, _ in items}
         rows = db.passages_by_id(sorted(ids))
     finally:
-        ksearch._fuse = original  # type: ignore[assignment]
+        ksearch.rank.fuse_hits = original  # type: ignore[assignment]
         engine.close()
     spans = {pid: (r.path, r.start_line, r.end_line) for pid, r in rows.items()}
     arms = Arms(s.name, queries, spans)

@@ -616,8 +616,10 @@ def load_client(spec: dict[str, Any]) -> dict[str, Any]:
 
 def _through_socket(cli: Any, client: Any, parser: Any, argv: list[str]) -> tuple[int | None, str, str]:
     """The request `kenning search --mode server` sends, built by the CLI's own code, sent as client.run does."""
+    from kenning.daemon.commands import portable
+
     args = parser.parse_args(argv)
-    request = cli._portable(args)
+    request = portable(args)
     sock = client.connect()
     if sock is None:
         return None, "", "no daemon to connect to"

@@ -887,13 +887,14 @@ def test_a_quiet_command_through_the_daemon_keeps_saying_it_lives(
 
     from kenning import cli
     from kenning.daemon import client
+    from kenning.daemon.commands import portable
     from kenning.store.layout import writer_lock
 
     h, root = served
     for name in ("HOME", "XDG_RUNTIME_DIR", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "KENNING_MODEL"):
         monkeypatch.setenv(name, h.env[name])  # the settings the daemon was started with
     (root / "new.md").write_text("# New\n\nsomething to index\n")
-    args = cli._portable(cli.build_parser().parse_args(["index", "--wait", "30", str(root)]))
+    args = portable(cli.build_parser().parse_args(["index", "--wait", "30", str(root)]))
     assert args is not None
     request = {"op": "run", "command": "index", "args": args, "env": client.relevant_env()}
     request["code"] = client.code_identity()

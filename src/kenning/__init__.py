@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from kenning.engine import Engine, Status, find_index_root
     from kenning.engine.index import IndexReport
     from kenning.errors import KenningError
-    from kenning.search import Filters
+    from kenning.search import Filters, SearchRequest
     from kenning.types import Hit, Passage, SearchResult, Selection
 
 _WHERE = {
@@ -29,6 +29,7 @@ _WHERE = {
     "IndexReport": "kenning.engine.index",
     "KenningError": "kenning.errors",
     "Passage": "kenning.types",
+    "SearchRequest": "kenning.search",
     "SearchResult": "kenning.types",
     "Selection": "kenning.types",
     "Status": "kenning.engine",
@@ -42,6 +43,7 @@ __all__ = [
     "IndexReport",
     "KenningError",
     "Passage",
+    "SearchRequest",
     "SearchResult",
     "Selection",
     "Status",

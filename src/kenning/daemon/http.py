@@ -292,10 +292,11 @@ def _search(daemon: Daemon, root: str, query: str, k: int) -> dict[str, Any]:
     import time
 
     from kenning.render import confidence_json, hit_json
+    from kenning.search.request import SearchRequest
 
     started = time.perf_counter()
     runtime = daemon.runtime_for(root)
-    result = runtime.engine().search(query, limit=k)[0]
+    result = runtime.engine().search(SearchRequest((query,), limit=k))[0]
     return {
         "root": str(runtime.root),
         "query": query,

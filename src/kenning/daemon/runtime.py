@@ -20,7 +20,7 @@ import itertools
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,8 @@ from kenning.embed import Embedder, create_embedder
 from kenning.engine import REFRESH_LOCK_WAIT, Engine, file_stamp
 from kenning.engine.index import IndexReport, Progress
 from kenning.errors import IndexBusy, Interrupted, KenningError
-from kenning.types import Refresh, SearchResult, Selection
+from kenning.search.request import SearchRequest, as_request
+from kenning.types import SearchResult, Selection
 
 log = logging.getLogger("kenning.daemon")
 
@@ -65,10 +66,12 @@ class ResidentEngine(Engine):
     runtime: RootRuntime
     _read_lock: threading.RLock
 
-    def search(self, *args: Any, refresh: Refresh = "wait", **kwargs: Any) -> list[SearchResult]:
+    def search(self, queries: SearchRequest | str | Sequence[str], **keywords: Any) -> list[SearchResult]:
         """The watcher's queue stands for the walk a direct search makes: "wait" waits (boundedly) for the
         writer to apply it, and looks for changes itself only when the watcher cannot be trusted to have seen
         them (not watching, or the writer behind); "background" and "off" search at once."""
+        request = as_request(queries, **keywords)
+        refresh = request.refresh
         self.runtime.touch()
         self.runtime.follow_index(self)
         watcher = self.runtime.watcher
@@ -85,7 +88,7 @@ class ResidentEngine(Engine):
                 timeout=0.0
             )  # hands the watcher's news to the writer, waits for nothing
         with self._read_lock:
-            results = super().search(*args, refresh="off", **kwargs)
+            results = super().search(dataclasses.replace(request, refresh="off"))
         # say so when the answer may be older than the files, rather than answer from an older index silently
         notes = refreshed or (
             []

@@ -204,7 +204,7 @@ class Server:
     async def _run(
         self, request: dict[str, Any], reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
-        from kenning.cli import ROUTABLE
+        from kenning.commands import ROUTABLE
 
         command = request.get("command")
         args = request.get("args")
@@ -304,7 +304,7 @@ def serve(
     """Run the daemon until stopped. Raises DaemonError (exit 2) when it cannot start."""
     from filelock import FileLock, Timeout
 
-    from kenning.cli import _version
+    from kenning.version import version
 
     # a stop signal before or after the HTTP server's own handling (uvicorn re-raises it once it has shut down)
     # ends the run through the cleanup below, with exit 0
@@ -336,7 +336,7 @@ def serve(
         assert token is not None
         sock = _bind(host, port)
         port = sock.getsockname()[1]
-        daemon = Daemon(watch=watch, idle=idle if idle is not None else 900.0, version=_version())
+        daemon = Daemon(watch=watch, idle=idle if idle is not None else 900.0, version=version())
         try:
             for root in roots:
                 daemon.attach(root)

@@ -2,8 +2,8 @@
 CLI commands in-process, the status report, and closing idle roots.
 
 The socket server, the HTTP app and the tests all drive this one object. A CLI command runs here through
-`kenning.cli.run_command`, the same function the CLI calls in-process, with the command's output sent to the
-caller's streams and its Engines taken from the resident ones, so every mode gives the same answer.
+`kenning.commands.run_command`, the same function the CLI calls in-process, with the command's output sent to
+the caller's streams and its Engines taken from the resident ones, so every mode gives the same answer.
 """
 
 from __future__ import annotations
@@ -133,20 +133,20 @@ class Daemon:
         err: TextIO,
         cancel: threading.Event | None = None,
     ) -> int:
-        """Run a CLI command as `kenning.cli` would in-process; `cancel` stops an index run (the caller left)."""
-        from kenning import cli
+        """Run a CLI command as the CLI would in-process; `cancel` stops an index run (the caller left)."""
+        from kenning import commands
 
         namespace = argparse.Namespace(**{**args, "command": command})
 
-        streams = cli.STREAMS.set((out, err))
-        factory = cli.ENGINES.set(self.engine_for)
-        stop = cli.CANCEL.set(cancel)
+        streams = commands.STREAMS.set((out, err))
+        factory = commands.ENGINES.set(self.engine_for)
+        stop = commands.CANCEL.set(cancel)
         try:
-            return cli.run_command(namespace)
+            return commands.run_command(namespace)
         finally:
-            cli.CANCEL.reset(stop)
-            cli.ENGINES.reset(factory)
-            cli.STREAMS.reset(streams)
+            commands.CANCEL.reset(stop)
+            commands.ENGINES.reset(factory)
+            commands.STREAMS.reset(streams)
 
     # -- jobs ----------------------------------------------------------------------------------------------
     def job(self, job_id: str) -> Job | None:

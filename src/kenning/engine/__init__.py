@@ -55,7 +55,7 @@ from kenning.errors import (
     RootError,
     UsageError,
 )
-from kenning.search import Filters, execute, plan_search
+from kenning.search import Filters, SearchRequest, as_request, execute
 from kenning.store import FileWriterLock, SqliteStore, Store, VectorIndex, WriterLock, load_vectors
 from kenning.store.layout import (
     KEPT_BY_DROP,
@@ -68,7 +68,7 @@ from kenning.store.layout import (
     write_manifest,
 )
 from kenning.store.vectors import StoreVectors
-from kenning.types import REFRESH_POLICIES, Mode, Preview, Refresh, SearchResult, Selection, within
+from kenning.types import Mode, Preview, Refresh, SearchResult, Selection, within
 from kenning.walk.userpath import resolve_user_path, user_path
 
 __all__ = [
@@ -371,7 +371,7 @@ class Engine:
 
     def search(
         self,
-        queries: str | Sequence[str],
+        queries: SearchRequest | str | Sequence[str],
         *,
         mode: Mode = "hybrid",
         limit: int | None = None,
@@ -384,59 +384,58 @@ class Engine:
     ) -> list[SearchResult]:
         """Ranked passages, one SearchResult per query group (one group when `fuse`).
 
-        `refresh="wait"` first brings files changed since indexing into the index (see `refresh()`), so hits
-        show today's text at today's lines; "off" searches the index as it is, flagging hits from changed
-        files `stale`; "background" is for a daemon, which refreshes on its own (here it searches as "off"
-        does and says so). Notes on the results say what could not be refreshed.
+        Takes a `SearchRequest`, built and checked by its caller, or the query groups and the keywords that make
+        one (a `limit` of None or 0 is the config's). `refresh="wait"` first brings files changed since indexing
+        into the index (see `refresh()`), so hits show today's text at today's lines; "off" searches the index
+        as it is, flagging hits from changed files `stale`; "background" is for a daemon, which refreshes on its
+        own (here it searches as "off" does and says so). Notes on the results say what could not be refreshed.
 
         Each result's `confidence` says whether a passage matches well: holds an informative query term, or is
-        at least `match_level` similar to the query (raw cosine; default the embedder's calibrated level).
+        at least `match_level` similar to the query (raw cosine; default the embedder's calibrated level). A
+        request asking for lines `before`/`after` each hit gets them (see `with_context`).
         """
-        if refresh not in REFRESH_POLICIES:
-            raise UsageError(
-                f"unknown refresh policy {refresh!r}", hint=f"use one of {', '.join(REFRESH_POLICIES)}"
-            )
-        qs = [queries] if isinstance(queries, str) else list(queries)
-        plan = plan_search(
-            qs,
+        request = as_request(
+            queries,
             mode=mode,
-            limit=limit or self.config.limit,
+            limit=limit,
             filters=filters,
             fuse=fuse,
             trace=trace,
             prefer_symbol=prefer_symbol,
+            refresh=refresh,
+            match_level=match_level,
         )
-        for path in plan.filters.paths:
-            if path.strip("/") not in ("", ".") and not os.path.lexists(self.root / path):
-                # a typo would otherwise search nothing and say only that nothing matched
-                raise UsageError(
-                    f"no file or folder {path!r} under {self.root}",
-                    hint="a path filter is relative to the current directory inside the root, or to the root",
-                )
+        request.check_paths(self.root)
+        plan = request.plan(self.config.limit)
         notes: list[str] = []
-        if refresh == "wait":
+        if request.refresh == "wait":
             notes = self.refresh().notes
-        elif refresh == "background":
+        elif request.refresh == "background":
             notes = [
                 "no kenning daemon refreshes this index in the background (`kenning daemon start`): searched it "
                 "as it is (hits from files changed since indexing are marked stale)"
             ]
         db = self._open()
         expect_vectors = not (self.manifest and self.manifest.lexical_only)
+        semantic = request.mode != "lexical"
         with db.snapshot():  # one snapshot for the whole search
-            vectors = self._vector_index(db) if mode != "lexical" else None
-            level = self.embedder.match_level if match_level is None else match_level
+            vectors = self._vector_index(db) if semantic else None
+            level = self.embedder.match_level if request.match_level is None else request.match_level
             results = execute(
                 plan,
                 db,
                 vectors,
-                self._embed_query if mode != "lexical" else None,
+                self._embed_query if semantic else None,
                 self.root,
                 level,
                 expect_vectors=expect_vectors,
             )
         for result in results:
             result.notes[:0] = notes
+        if request.before or request.after:
+            results = self.with_context(
+                results, preview=request.preview, before=request.before, after=request.after
+            )
         return results
 
     # -- refreshing before a search (kenning.engine.refresh) ----------------------------------------------------

@@ -12,8 +12,17 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kenning.errors import KenningError
+
+if TYPE_CHECKING:
+    import argparse
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    """`kenning mcp`, which the CLI runs through the command layer's `run_command`."""
+    return main(roots=args.root or ["."], model=args.model, check=args.check)
 
 
 def main(roots: Sequence[str], *, model: str | None = None, check: bool = False) -> int:
@@ -60,11 +69,11 @@ def main(roots: Sequence[str], *, model: str | None = None, check: bool = False)
         return 0
     import anyio
 
-    from kenning.cli import _version
     from kenning.mcp.server import serve_stdio
+    from kenning.version import version
 
     try:
-        anyio.run(serve_stdio, workspace, _version())
+        anyio.run(serve_stdio, workspace, version())
     except KeyboardInterrupt:
         pass
     finally:

@@ -12,7 +12,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -22,7 +22,7 @@ from kenning.engine.index import Progress
 from kenning.errors import ArgumentError, IndexMissing, OutsideRoot, UsageError
 from kenning.mcp import schemas
 from kenning.mcp.answers import Answer, index_json, index_text, next_step, search_answer
-from kenning.search import Filters, parse_time
+from kenning.search import Filters, SearchRequest, parse_time
 from kenning.search import grep as grep_mod
 from kenning.search.literal import literal_results
 from kenning.search.outline import SymbolLookup, file_outline, outline_json, outline_lines
@@ -191,31 +191,33 @@ class Workspace:
         after = parse_time(args["modified_after"]) if "modified_after" in args else None
         before = parse_time(args["modified_before"]) if "modified_before" in args else None
         globs, types = tuple(args.get("globs", ())), tuple(args.get("types", ()))
-        walk.compile_selection(Selection(globs=globs, types=types))  # a bad glob or type is refused up front
+        selected = Filters(globs=globs, types=types)
+        selected.matcher()  # a bad glob or type is refused up front, for the roots answered literally too
+        request: SearchRequest | None = None  # built once, for the first root with an index
         per_root: list[tuple[Engine, list[SearchResult]]] = []
         literal: list[Path] = []  # the roots answered by literal matching
         for engine, rels in self.split(args.get("paths")):
-            filters = Filters(
-                paths=tuple(rels),
-                globs=globs,
-                types=types,
-                modified_after=after,
-                modified_before=before,
-                symbol_types=tuple(args.get("symbol_types", ())),
-            )
             results = None
             if engine.exists():
+                if request is None:
+                    request = SearchRequest(
+                        tuple(queries),
+                        mode=mode,
+                        limit=k,
+                        filters=replace(
+                            selected,
+                            modified_after=after,
+                            modified_before=before,
+                            symbol_types=tuple(args.get("symbol_types", ())),
+                        ),
+                        trace=bool(args.get("trace")),
+                        prefer_symbol=bool(args.get("prefer_symbol")),
+                        refresh=cast(Refresh, args.get("refresh", "wait")),
+                        preview=preview,
+                    )
                 try:
                     with self._read_lock:
-                        results = engine.search(
-                            queries,
-                            mode=mode,
-                            limit=k,
-                            filters=filters,
-                            trace=bool(args.get("trace")),
-                            prefer_symbol=bool(args.get("prefer_symbol")),
-                            refresh=cast(Refresh, args.get("refresh", "wait")),
-                        )
+                        results = engine.search(request.within(rels))
                 except IndexMissing:
                     results = None  # a first index run has not committed yet: answer literally meanwhile
             if results is None:

@@ -245,7 +245,7 @@ class Store(ABC):
         """At most `k` (passage id, cosine) pairs nearest the unit `query`, best first, each passage once
         scored by its best window; only positive scores; `allowed` keeps to those ids. Here an exact scan of
         `passage_vectors`: a backend with `features.indexes_vectors` answers from its own index."""
-        from kenning.store.vectors import ExactVectors
+        from kenning.store.nearest import ExactVectors
 
         return ExactVectors(*self.passage_vectors(int(query.shape[0]))).search(query, k, allowed)
 

@@ -1,15 +1,9 @@
-"""The vector index: nearest passages to a query vector, with an optional allow-list of passage ids.
+"""The vector snapshot: the files a search reads its vectors from, and the vector index of a store that has one.
 
 The store holds every vector (the embedding cache); the files here are a derived, disposable snapshot of them,
 rebuilt from the store when missing, stale or unreadable, so a crash or a corrupt file never costs an embedding
-pass: a float32 matrix (memory-mapped) and, for larger indexes, a turbovec 4-bit quantised index over the same rows.
-
-A passage the model read in several windows has a row per window, and scores its best window (MaxP): a
-passage is found by any part of it, as BM25 finds it by any of its words.
-
-Small indexes are searched exactly (one matrix-vector product). From TURBO_MIN rows on, turbovec proposes
-candidates and the float32 rows re-rank them exactly: measured in BENCHMARKS.md (bench/vectors.py), that keeps
-recall@10 at exact search's level for a fraction of the memory traffic.
+pass: a float32 matrix (memory-mapped) and, for larger indexes, a turbovec 4-bit quantised index over the same
+rows, searched by `kenning.store.nearest`.
 
 A store that keeps a vector index of its own (`Features.indexes_vectors`) needs no snapshot: `StoreVectors`
 hands each search to it.
@@ -19,67 +13,23 @@ from __future__ import annotations
 
 import contextlib
 import os
-from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from kenning.store.base import SNAPSHOT_BEHIND, Store
 from kenning.store.layout import PRIVATE_FILE
+from kenning.store.nearest import TURBO_MIN, ExactVectors, TurboVectors, VectorIndex, turbovec_module
 
-
-class VectorIndex(ABC):
-    """The interface a vector backend provides."""
-
-    @abstractmethod
-    def __len__(self) -> int: ...
-
-    @abstractmethod
-    def search(self, query: np.ndarray, k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
-        """Top-k (passage id, cosine) pairs, best first; `allowed` restricts to those passage ids."""
-
-
-class ExactVectors(VectorIndex):
-    """Rows are windows: a passage read in several has consecutive rows under one id, and scores its best."""
-
-    def __init__(self, ids: np.ndarray, matrix: np.ndarray) -> None:
-        self.ids = ids
-        self.matrix = matrix
-        self.windowed = bool(ids.size > 1 and np.any(ids[1:] == ids[:-1]))
-
-    def __len__(self) -> int:
-        return int(self.ids.shape[0])
-
-    def search(self, query: np.ndarray, k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
-        if len(self) == 0 or k <= 0:
-            return []
-        if allowed is None:
-            return self._top(*self._best(self.matrix @ query, self.ids), k)
-        return self._search_rows(query, k, self._rows(allowed))
-
-    def _rows(self, allowed: np.ndarray) -> np.ndarray:
-        """The row numbers of the allowed passage ids."""
-        return np.flatnonzero(np.isin(self.ids, allowed, assume_unique=not self.windowed))
-
-    def _search_rows(self, query: np.ndarray, k: int, rows: np.ndarray) -> list[tuple[int, float]]:
-        if rows.size == 0:
-            return []
-        return self._top(*self._best(self.matrix[rows] @ query, self.ids[rows]), k)
-
-    def _best(self, scores: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """One score per passage, its best window's: rows of one id are consecutive (stored by id)."""
-        if not self.windowed:
-            return scores, ids
-        starts = np.flatnonzero(np.concatenate(([True], ids[1:] != ids[:-1])))
-        return np.maximum.reduceat(scores, starts), ids[starts]
-
-    @staticmethod
-    def _top(scores: np.ndarray, ids: np.ndarray, k: int) -> list[tuple[int, float]]:
-        k = min(k, scores.shape[0])
-        top = np.argpartition(-scores, k - 1)[:k]
-        top = top[np.argsort(-scores[top], kind="stable")]
-        return _pairs(ids[top], scores[top])
+__all__ = [
+    "TURBO_MIN",
+    "ExactVectors",
+    "StoreVectors",
+    "TurboVectors",
+    "VectorIndex",
+    "load_vectors",
+    "write_vectors",
+]
 
 
 class StoreVectors(VectorIndex):
@@ -93,58 +43,6 @@ class StoreVectors(VectorIndex):
 
     def search(self, query: np.ndarray, k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
         return self.store.vector_candidates(query, k, allowed)
-
-
-TURBO_MIN = 20_000
-CANDIDATES = 4  # turbovec returns this many times k candidates for the exact re-rank
-SMALL_ALLOWED = 4_096  # a filter this narrow is searched exactly over its own rows
-
-
-class TurboVectors(ExactVectors):
-    """turbovec candidates, re-ranked exactly from the float32 rows. Row numbers are the turbovec ids."""
-
-    def __init__(self, ids: np.ndarray, matrix: np.ndarray, index: Any) -> None:
-        super().__init__(ids, matrix)
-        self.index = index
-
-    def search(self, query: np.ndarray, k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
-        if len(self) == 0 or k <= 0:
-            return []
-        allowlist = None
-        if allowed is not None:
-            rows = self._rows(allowed)
-            if rows.size <= SMALL_ALLOWED:
-                return self._search_rows(query, k, rows)  # a narrow filter: exact over its own rows
-            allowlist = rows.astype(np.uint64)
-        q = np.ascontiguousarray(query, dtype=np.float32)[None, :]
-        # windows of one passage can fill several candidate places: ask for more, keep each passage's best
-        wanted = k * CANDIDATES * (2 if self.windowed else 1)
-        _, found = self.index.search(q, wanted, allowlist=allowlist)
-        rows = found[0].astype(np.int64)
-        scores = self.matrix[rows] @ query
-        order = np.argsort(-scores, kind="stable")
-        ids = self.ids[rows[order]]
-        if self.windowed:
-            _, first = np.unique(ids, return_index=True)
-            order = order[np.sort(first)]
-            ids = self.ids[rows[order]]
-        return _pairs(ids[:k], scores[order][:k])
-
-
-def _pairs(ids: np.ndarray, scores: np.ndarray) -> list[tuple[int, float]]:
-    """(id, score) of the positive scores, in the given order: a vector pointing away from the query says
-    nothing about it, so it is left out rather than ranked. Whole-array conversion: indexing numpy scalars one
-    by one cost ~15% of a search at depth 100."""
-    keep = scores > 0.0
-    return list(zip(ids[keep].tolist(), scores[keep].tolist(), strict=True))
-
-
-def _turbovec() -> Any:
-    try:
-        import turbovec
-    except ImportError:
-        return None
-    return turbovec
 
 
 def _paths(directory: Path, generation: str) -> tuple[Path, Path]:
@@ -161,7 +59,7 @@ def load_vectors(directory: Path, db: Store, dim: int) -> ExactVectors:
         if mapped.size != ids.size * dim:
             raise ValueError("size mismatch")
         matrix = mapped.reshape(ids.size, dim)
-        tv = _turbovec()
+        tv = turbovec_module()
         tvim = directory / f"vectors-{generation}.tvim"
         if tv is not None and tvim.exists():
             index = tv.IdMapIndex.load(str(tvim))
@@ -186,7 +84,7 @@ def write_vectors(directory: Path, db: Store, dim: int) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    tv = _turbovec()
+    tv = turbovec_module()
     if tv is not None and ids.size >= TURBO_MIN and dim % 8 == 0:
         index = tv.IdMapIndex(dim=dim, bit_width=4)
         rng = np.random.default_rng(0)

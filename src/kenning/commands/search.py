@@ -1,0 +1,185 @@
+"""`kenning search`: the query groups and root from the command line, the search of the nearest index (built
+first when there is none), and the literal exhaustive fallback of `--no-index` where no index exists.
+
+The exit code says whether something was found: with `--min-score`, something that matches well.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, cast
+
+from kenning.commands import err, make_engine, out
+from kenning.commands.options import context_lines
+from kenning.errors import Interrupted, UsageError
+
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Sequence
+    from pathlib import Path
+
+    from kenning.config import Config
+    from kenning.search import Filters, SearchRequest
+    from kenning.types import Mode, Preview
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    from kenning.config import load_config
+    from kenning.engine import find_index_root
+    from kenning.render import render_json, render_text
+    from kenning.search import Filters, check_symbol_types
+    from kenning.walk import check_root
+
+    started = time.perf_counter()
+    queries, root_arg = search_inputs(args)
+    start = check_root(root_arg)
+    config = load_config(start).with_overrides(preview=args.preview, limit=args.limit)
+    found = find_index_root(start, config)
+    if found is not None:
+        config = load_config(found).with_overrides(preview=args.preview, limit=args.limit)
+    # the literal fallback applies no symbol kind, but an unknown one is refused there too
+    check_symbol_types(args.symbol_type or ())
+    level = min_score(args.min_score)
+    before, after = context_lines(args)
+    if found is None and args.no_index:
+        return _literal(start, queries, config, args, started)
+    selected = Filters(
+        globs=tuple(args.glob or ()),
+        iglobs=tuple(args.iglob or ()),
+        types=tuple(args.type or ()),
+        types_not=tuple(args.type_not or ()),
+    )
+    selected.matcher()  # a bad glob or type is refused before an Engine is made (compiled once: cached)
+    engine = make_engine(found or start, config, args.model)
+    # relative to where the user stands when it exists there (as every other tool reads a path), else to the root
+    here = [engine.relative(p) for p in (args.path or [])]
+    if not here and found is not None and start != found:
+        here = [engine.relative(start)]  # searching from a subdirectory searches that subtree
+    # every value is checked here, before any index is built: a typo must not cost a full indexing run
+    request = _request(
+        args, queries, replace(selected, paths=tuple(here)), config, level, (before, after), found is None
+    )
+    if found is None:
+        err(f"no index for {start} yet: building one first (use --no-index to skip)")
+        from kenning.commands.index import INTERRUPTED, RESUME, build
+
+        if build(engine).interrupted:
+            raise Interrupted(INTERRUPTED, hint=RESUME)
+    results = engine.search(request)
+    preview = request.preview
+    if args.json:
+        out(render_json(results, preview, root=str(engine.root), model=engine.model_name, started=started))
+    else:
+        out(render_text(results, preview))
+    return found_code(results, args.min_score is not None)
+
+
+def _request(
+    args: argparse.Namespace,
+    queries: list[str],
+    selected: Filters,
+    config: Config,
+    level: float | None,
+    context: tuple[int, int],
+    built: bool,
+) -> SearchRequest:
+    """The search the command line asks for, within the `selected` files; `built` when the index is about to
+    be built from the files as they are, so there is nothing to refresh."""
+    from kenning.search import SearchRequest, parse_time
+
+    mode: Mode = "lexical" if args.lexical else "semantic" if args.semantic else "hybrid"
+    filters = replace(
+        selected,
+        modified_after=parse_time(args.modified_after) if args.modified_after else None,
+        modified_before=parse_time(args.modified_before) if args.modified_before else None,
+        symbol_types=tuple(args.symbol_type or ()),
+    )
+    return SearchRequest(
+        tuple(queries),
+        mode=mode,
+        limit=config.limit,
+        filters=filters,
+        fuse=args.fuse,
+        trace=args.trace,
+        prefer_symbol=args.prefer_symbol,
+        refresh="off" if built else args.refresh,
+        match_level=level,
+        preview=cast("Preview", config.preview),
+        before=context[0],
+        after=context[1],
+    )
+
+
+def search_inputs(args: argparse.Namespace) -> tuple[list[str], str]:
+    """The query groups and the root, from `search QUERY [ROOT]` or `search -q A -q B [ROOT]`."""
+    queries = list(args.queries or [])
+    root_arg = args.root
+    if args.query is not None:
+        # `search -q A -q B ROOT` puts the root first; a positional that is no directory is a query
+        if queries and args.root == "." and os.path.isdir(os.path.expanduser(args.query)):
+            root_arg = args.query
+        else:
+            queries.insert(0, args.query)
+    if not queries:
+        raise UsageError("no query given", hint='kenning search "what you are looking for" [ROOT]')
+    return queries, root_arg
+
+
+def min_score(text: str | None) -> float | None:
+    """--min-score's level: None for the model's own (`auto`, or no flag)."""
+    if text is None or text.strip().lower() == "auto":
+        return None
+    try:
+        level = float(text)
+    except ValueError:
+        level = float("nan")
+    if not -1.0 <= level <= 1.0:  # NaN fails too
+        raise UsageError(
+            f"--min-score {text!r} is not a cosine similarity",
+            hint="give a number from -1 to 1, or `auto` for the model's calibrated level",
+        )
+    return level
+
+
+def found_code(results: Sequence[Any], strict: bool) -> int:
+    """The exit code: 0 when something was found (with --min-score, something that matches well), else 1."""
+    from kenning.render import matches_well
+
+    return 0 if any(r.hits and (not strict or matches_well(r)) for r in results) else 1
+
+
+def _literal(start: Path, queries: list[str], config: Any, args: argparse.Namespace, started: float) -> int:
+    from kenning.render import render_json, render_text
+    from kenning.search.literal import NOTE, literal_results
+    from kenning.types import Selection
+
+    selection = Selection(
+        globs=tuple(args.glob or ()),
+        iglobs=tuple(args.iglob or ()),
+        types=tuple(args.type or ()),
+        types_not=tuple(args.type_not or ()),
+    )
+    unapplied = [
+        flag
+        for flag, given in (
+            ("--symbol-type", args.symbol_type),
+            ("--prefer-symbol", args.prefer_symbol),
+            ("--modified-after", args.modified_after),
+            ("--modified-before", args.modified_before),
+        )
+        if given
+    ]
+    paths = [start / p for p in args.path or ()]
+    results = literal_results(
+        start, queries, limit=config.limit, selection=selection, paths=paths, unapplied=unapplied
+    )
+    if args.json:
+        out(
+            render_json(results, config.preview, root=str(start), model="none", started=started, literal=True)
+        )
+    else:
+        err(NOTE)
+        out(render_text(results, config.preview))
+    return found_code(results, args.min_score is not None)

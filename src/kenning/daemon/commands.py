@@ -1,0 +1,117 @@
+"""The daemon's commands, `kenning serve` (run it in the foreground) and `kenning daemon start|stop|status`,
+which the CLI runs through the command layer's `run_command`; and routing: running a routable command
+(`search`, `index`, `status`) in a running daemon instead of this process, with its arguments made portable
+(every path absolute, since the daemon does not share our working directory).
+
+`--mode` (or $KENNING_MODE) decides: auto uses a running daemon when it can answer, server requires one, direct
+never uses it. A daemon that cannot answer (other code, other settings) sends the command back to run here.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING, Any
+
+from kenning.errors import UsageError
+
+if TYPE_CHECKING:
+    import argparse
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from kenning.daemon.server import serve
+
+    return serve(args.roots, listen=args.listen, idle=args.idle, watch=not args.no_watch)
+
+
+def cmd_daemon(args: argparse.Namespace) -> int:
+    from kenning.daemon import control
+
+    action, roots = args.words[0], args.words[1:]
+    if action not in ("start", "stop", "status"):
+        raise UsageError(f"unknown daemon action {action!r}", hint="use start, stop or status")
+    if roots and action != "start":
+        raise UsageError(
+            f"`kenning daemon {action}` takes no roots", hint="roots go with `kenning daemon start`"
+        )
+    if action == "start":
+        return control.start(
+            roots, listen=args.listen, idle=args.idle, watch=not args.no_watch, timeout=args.timeout
+        )
+    if action == "stop":
+        return control.stop(timeout=args.timeout)
+    return control.status(as_json=args.json)
+
+
+def mode(args: argparse.Namespace) -> str:
+    """auto, server or direct: the flag, else $KENNING_MODE, else auto."""
+    chosen = args.mode or os.environ.get("KENNING_MODE", "").strip().lower() or "auto"
+    if chosen not in ("auto", "server", "direct"):
+        raise UsageError(f"KENNING_MODE={chosen!r} is not a mode", hint="use auto, server or direct")
+    return chosen
+
+
+def through_daemon(args: argparse.Namespace) -> int | None:
+    """Run the command in a running daemon and return its exit code; None to run it here instead."""
+    chosen = mode(args)
+    if chosen == "direct":
+        return None
+    request = portable(args)
+    if request is None:
+        if chosen == "server":
+            from kenning.walk import check_root
+
+            check_root(args.root)  # a missing root gets its own error, as in-process
+            name = relative_setting() or "a setting"
+            raise UsageError(
+                f"{name} is a relative path, which the daemon would read from its own working directory",
+                hint=f"make {name} an absolute path, or use --mode auto to run here",
+            )
+        return None
+    if args.command == "index" and args.drop and not args.yes:
+        if not sys.stdin.isatty():
+            return None  # the direct path says what is missing
+        from kenning.commands.index import confirm_drop
+
+        if not confirm_drop(request["root"]):
+            return 1
+        request["yes"] = True
+    from kenning.daemon import client
+
+    return client.run(args.command, request, required=chosen == "server")
+
+
+def relative_setting() -> str | None:
+    """The first KENNING_* folder setting given as a relative path, if any."""
+    for name in ("KENNING_INDEX_DIR", "KENNING_CACHE_DIR"):
+        if not os.path.isabs(os.path.expanduser(os.environ.get(name) or "/")):
+            return name
+    return None
+
+
+def portable(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The arguments with every path made absolute (the daemon does not share our working directory), or None
+    when the command must run here (a root that does not exist gets its error from the direct path)."""
+    from kenning.walk.userpath import user_path
+
+    if relative_setting():
+        return None  # relative to our working directory, which the daemon does not share
+    data = dict(vars(args))
+    data["mode"] = "direct"
+    if args.command == "search":
+        from kenning.commands.search import search_inputs
+
+        queries, root_arg = search_inputs(args)
+        data.update(queries=queries, query=None)
+    else:
+        root_arg = args.root
+    root = os.path.realpath(os.path.expanduser(root_arg))
+    if not os.path.isdir(root):
+        return None
+    data["root"] = root
+    if args.command == "search" and args.path:
+        data["path"] = [user_path(p, root) for p in args.path]
+    if args.command == "index" and args.forget:
+        data["forget"] = [user_path(p, root) for p in args.forget]
+    return data

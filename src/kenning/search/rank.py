@@ -1,0 +1,303 @@
+"""Ranking a query group's candidates: fusing the arms' ranked lists into one score per passage, demoting test
+files for a question that is not about tests, and turning the order into hits.
+
+Routes are fused by a weighted sum of their min-max normalised scores (a convex combination, which keeps how far
+apart an arm's candidates are, where reciprocal rank keeps only their order); definitions of names the query
+spells add a bonus by rank. Overlapping passages of one file are collapsed to the best; hits whose file changed
+since it was indexed are flagged stale, and those whose file is gone are left out.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from kenning import walk
+from kenning.search.request import MIN_DEPTH, SYMBOL_FIRST, Plan
+from kenning.store import PassageRow, Store
+from kenning.store.terms import is_identifier_query
+from kenning.types import ArmTrace, Hit, MatchedBy, Trace
+
+# Each arm's scores are min-max normalised between its best and its score at this rank (see fuse_scores), so
+# the depth a search fetches, which grows with --limit, never reorders its first results. At 500 (fetching
+# 500 an arm) five of the seven development sets scored up to 0.007 higher, and warm hybrid searches took 1.2x.
+NORM_DEPTH = MIN_DEPTH
+
+
+# A test file's fused score is multiplied by this, unless the query asks about tests: a question about what the
+# code does is answered by the code and its docs, while tests repeat the same names and words many times over
+# (on celery-faq, a third of the passages are tests, and they crowd its top tens). At 0.5 a test outranks code
+# only at twice its score. celery-faq is the only development set with tests: 0.6 and 0.5 score the same
+# there (0.8 gains half as much), and none of the other six sets moves.
+TEST_FILE_WEIGHT = 0.5
+
+
+# "test", "tests", "testing", "TestCase", "test_parse", "parse_test", "specs", "fixture", "mocking", "pytest", "jest"
+_ABOUT_TESTS = re.compile(
+    r"(?i:(?:\b|_)(?:test|specs?\b|fixture|mock|e2e\b)|conftest|pytest|unittest|doctest|jest|rspec)|Test|Mock"
+)
+
+
+def fusion_weights(plan: Plan, query: str) -> dict[str, float]:
+    """The plan's weights for one query group: a query that is only a name asks for its definition first."""
+    weights = dict(plan.weights)
+    if is_identifier_query(query):
+        weights["symbol"] = max(weights.get("symbol", 0.0), SYMBOL_FIRST)
+    return weights
+
+
+def factor_for_tests(query: str) -> float:
+    """What a test file's fused score is multiplied by for this query: 1 when the query is about tests."""
+    return 1.0 if _ABOUT_TESTS.search(query) else TEST_FILE_WEIGHT
+
+
+def demote_tests(fused: dict[int, float], paths: dict[int, str], factor: float) -> set[int]:
+    """Multiply the scores of passages in test files by ``factor``, in place; the passages demoted."""
+    verdict: dict[str, bool] = {}
+    demoted = set()
+    for pid, path in paths.items():
+        is_test = verdict.get(path)
+        if is_test is None:
+            is_test = verdict[path] = walk.is_test_path(path)
+        if is_test and pid in fused:
+            fused[pid] *= factor
+            demoted.add(pid)
+    return demoted
+
+
+def fuse_scores(ranked: dict[str, list[tuple[int, float]]], weights: dict[str, float]) -> dict[int, float]:
+    """One score per passage: each arm's scores min-max normalised, weighted, summed.
+
+    An arm's scale runs from its best score (1) to its score at rank `NORM_DEPTH` (0), or its last when it has
+    fewer; deeper candidates count 0 from it. Normalising over whatever depth was fetched would make the
+    first ten of `--limit 100` differ from those of `--limit 10`.
+
+    Keys are `arm#n`: the routes of one arm (one per query of a fused group) share its weight. An arm's weight
+    is taken relative to the arms that found anything, so a one-arm search, or a hybrid one whose semantic arm
+    is empty (an index not embedded yet), ranks by its arm alone and on the same scale; the scores therefore sum
+    to at most 1, and a definition found by the symbol route adds `weights["symbol"] / rank` on top.
+    """
+    routes = Counter(key.partition("#")[0] for key, items in ranked.items() if items)
+    routes.pop("symbol", None)
+    total = sum(weights.get(arm, 1.0) for arm in routes) or 1.0
+    fused: dict[int, float] = {}
+    for key, items in ranked.items():
+        arm = key.partition("#")[0]
+        if arm == "symbol":
+            bonus = weights.get("symbol", 0.0)
+            for rank, (pid, _) in enumerate(items, 1):
+                fused[pid] = fused.get(pid, 0.0) + bonus / rank
+            continue
+        if not items:
+            continue
+        weight = weights.get(arm, 1.0) / total / routes[arm]
+        scores = sorted((score for _, score in items), reverse=True)
+        high, low = scores[0], scores[min(len(scores), NORM_DEPTH) - 1]
+        span = high - low
+        for pid, score in items:
+            # a list of one, or of equal scores, has nothing to tell apart: each counts fully
+            fused[pid] = fused.get(pid, 0.0) + weight * (max(score - low, 0.0) / span if span > 0 else 1.0)
+    return fused
+
+
+@dataclass
+class _Order:
+    fused: dict[int, float]
+    arm_rank: dict[int, dict[str, tuple[int, float]]]  # pid -> arm -> its best (rank, score) there
+    order: list[int]  # best first
+    rows: dict[int, PassageRow]  # of the leading candidates
+    demoted: set[int]
+
+
+def _order(
+    ranked: dict[str, list[tuple[int, float]]],
+    db: Store,
+    limit: int,
+    weights: dict[str, float],
+    factor: float,
+) -> _Order:
+    fused = fuse_scores(ranked, weights)
+    arm_rank: dict[int, dict[str, tuple[int, float]]] = {}
+    for key, items in ranked.items():
+        arm = key.partition("#")[0]
+        for rank, (pid, score) in enumerate(items, 1):
+            best = arm_rank.setdefault(pid, {})
+            if arm not in best or best[arm][0] > rank:
+                best[arm] = (rank, score)
+
+    # on a tie, a passage that defines a name the query spells wins (a definition and a call site that tops
+    # both other arms score alike)
+    def rank_key(pid: int) -> tuple[float, bool, int]:
+        return (-fused[pid], "symbol" not in arm_rank[pid], pid)
+
+    order = sorted(fused, key=rank_key)
+    want = max(limit * 4, 40)
+    rows = db.passages_by_id(order[:want])
+    demoted: set[int] = set()
+    if factor != 1.0 and order:
+        # a definition the query names stays where the symbol route put it, in a test file too (`make_tree`)
+        named = {pid for pid, _ in ranked.get("symbol#d", ())}
+        demoted = _demote_leading_tests(fused, order, rows, db, factor, want, named)
+        order.sort(key=rank_key)
+        missing = [pid for pid in order[:want] if pid not in rows]
+        if missing:
+            rows.update(db.passages_by_id(missing))
+    return _Order(fused, arm_rank, order, rows, demoted)
+
+
+def best_passage(
+    ranked: dict[str, list[tuple[int, float]]],
+    db: Store,
+    root: Path,
+    weights: dict[str, float],
+    factor: float,
+) -> int | None:
+    """The passage a search of these lists alone would show first (one whose file is still there)."""
+    ordered = _order(ranked, db, 1, weights, factor)
+    for pid in ordered.order:
+        row = ordered.rows.get(pid)
+        if row is not None and os.path.lexists(os.path.join(root, row.path)):
+            return pid
+    return None
+
+
+def fuse_hits(
+    ranked: dict[str, list[tuple[int, float]]],
+    db: Store,
+    limit: int,
+    trace: bool,
+    root: Path,
+    weights: dict[str, float],
+    factor: float,
+    *,
+    first: Sequence[int] = (),
+    flag_unembedded: bool = False,
+) -> tuple[list[Hit], int]:
+    """The hits, and in how many files hits were left out because the file no longer exists (no one could
+    open them). Passages in `first` come first, in their order of score, then the rest."""
+    ordered = _order(ranked, db, limit, weights, factor)
+    fused, arm_rank, order, rows, demoted = (
+        ordered.fused,
+        ordered.arm_rank,
+        ordered.order,
+        ordered.rows,
+        ordered.demoted,
+    )
+    if first:
+        lead = [pid for pid in order if pid in first]
+        order = lead + [pid for pid in order if pid not in first]
+        missing = [pid for pid in lead if pid not in rows]
+        if missing:
+            rows.update(db.passages_by_id(missing))
+    hits: list[Hit] = []
+    gone: set[str] = set()
+    taken: dict[str, list[tuple[int, int]]] = {}
+    one_line: dict[tuple[str, int], int] = {}  # (path, line) -> the hit that stands for that line
+    stat_cache: dict[str, tuple[int, int] | None] = {}
+    for fused_rank, pid in enumerate(order, 1):
+        row = rows.get(pid)
+        if row is None:
+            continue  # a vector whose passage was removed since the snapshot was written
+        stale = _stale(root, row, stat_cache)
+        if stale and stat_cache[row.path] is None and not os.path.lexists(os.path.join(root, row.path)):
+            gone.add(row.path)
+            continue
+        spans = taken.setdefault(row.path, [])
+        if any(row.start_line <= e and s <= row.end_line for s, e in spans):
+            # overlapping passages of one location: the better-ranked one stands for both
+            kept = one_line.get((row.path, row.start_line)) if row.start_line == row.end_line else None
+            if kept is not None:
+                hits[kept] = _with_piece(hits[kept], row, arm_rank[pid])
+            continue
+        spans.append((row.start_line, row.end_line))
+        if row.start_line == row.end_line:
+            one_line[(row.path, row.start_line)] = len(hits)
+        arms = arm_rank[pid]
+        # a definition found by name is a lexical find
+        lexical = "lexical" in arms or "symbol" in arms
+        matched: MatchedBy = (
+            "both" if lexical and "semantic" in arms else ("lexical" if lexical else "semantic")
+        )
+        hit_trace = None
+        if trace:
+            lex, sem, sym = arms.get("lexical"), arms.get("semantic"), arms.get("symbol")
+            hit_trace = Trace(
+                ArmTrace(*(lex or (None, None))),
+                ArmTrace(*(sem or (None, None))),
+                fused_rank,
+                ArmTrace(*sym) if sym else None,
+                factor if pid in demoted else None,
+            )
+        hits.append(
+            Hit(
+                row.path,
+                row.start_line,
+                row.end_line,
+                round(fused[pid], 6),
+                matched,
+                row.text,
+                row.heading,
+                stale,
+                hit_trace,
+                row.symbol,
+                row.defines,
+                flag_unembedded and not row.embedded,
+            )
+        )
+        if len(hits) >= limit:
+            break
+    return hits, len(gone)
+
+
+def _with_piece(hit: Hit, row: PassageRow, arms: dict[str, tuple[int, float]]) -> Hit:
+    """The hit for one line, told of another passage on that line: two passages with one one-line span are
+    pieces of a line longer than max_chars. The line was found by both pieces' arms, and when only the other
+    was a lexical find, its text shows the query's words (the better-ranked piece may hold none of them)."""
+    if hit.end_line != hit.start_line or "lexical" not in arms or hit.matched_by != "semantic":
+        return hit
+    trace = hit.trace and replace(hit.trace, lexical=ArmTrace(*arms["lexical"]))
+    return replace(hit, matched_by="both", text=row.text, trace=trace)
+
+
+def _demote_leading_tests(
+    fused: dict[int, float],
+    order: list[int],
+    rows: dict[int, PassageRow],
+    db: Store,
+    factor: float,
+    want: int,
+    exempt: set[int],
+) -> set[int]:
+    """`demote_tests` over the candidates that can still reach the first `want` places (`order` is by score).
+
+    Demotion only lowers a score, so once `want` examined candidates score at least the best one not yet
+    examined, no other can rise into those places (a tie keeps the examined one first): most searches look up
+    the paths they already fetched, and no more (reading every candidate's path cost about 1 ms a query).
+    Passages in `exempt` keep their score.
+    """
+    demoted = demote_tests(fused, {pid: r.path for pid, r in rows.items() if pid not in exempt}, factor)
+    seen = want
+    while seen < len(order):
+        bound = fused[order[seen]]
+        # a demoted passage landing exactly on the bound could be passed by an unread one on the re-sort
+        if sum(fused[p] > bound or (fused[p] == bound and p not in demoted) for p in order[:seen]) >= want:
+            break
+        more = [pid for pid in order[seen : seen + want] if pid not in exempt]
+        demoted |= demote_tests(fused, db.paths_by_id(more), factor)
+        seen += want
+    return demoted
+
+
+def _stale(root: Path, row: PassageRow, cache: dict[str, tuple[int, int] | None]) -> bool:
+    if row.path not in cache:
+        try:
+            # os.path.join, not Path's `/`: its parsing cost shows in a warm query
+            st = os.stat(os.path.join(root, row.path))
+            cache[row.path] = (st.st_size, st.st_mtime_ns)
+        except OSError:
+            cache[row.path] = None
+    return cache[row.path] != (row.size, row.mtime_ns)
