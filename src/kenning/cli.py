@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from kenning import usage
 from kenning.agents.targets import AGENTS
@@ -342,49 +342,46 @@ def _attach_pattern_values(argv: list[str]) -> list[str]:
     return out
 
 
-def _raw_command(argv: Sequence[str] | None) -> str | None:
-    words = list(sys.argv[1:] if argv is None else argv)
-    return next((w for w in words if not w.startswith("-")), None)
+# the commands that start a surface: each is that surface's own, so the command layer below imports none of them
+SURFACES = ("mcp", "serve", "daemon")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     first = next((w for w in words if not w.startswith("-")), None)
     gate = first == "gate"
-    parser = build_parser(first if first in COMMANDS else None)
+    parser = build_parser(first if first in (*COMMANDS, *SURFACES) else None)
     try:
         args, extra = parser.parse_known_args(_attach_pattern_values(words))
         if args.command == "daemon" and not any(w.startswith("-") for w in extra):
             args.words += extra  # `daemon start --listen X ROOT`: roots after options
         elif extra:
             parser.error(f"unrecognized arguments: {' '.join(extra)}")
-        if not args.command:
-            parser.print_help()
-            return 2
-        if args.command in ROUTABLE:
-            from kenning.daemon.commands import through_daemon
-
-            code = through_daemon(args)
-            if code is not None:
-                return code
     except KenningError as exc:
         err(f"kenning: error: {exc}")
         return exit_code(exc, gate=gate)
-    except KeyboardInterrupt:
-        err("kenning: interrupted")
-        return 130
-    handler: Callable[[argparse.Namespace], int] | None = (
-        None  # a command starting a surface is that surface's
-    )
-    if args.command == "mcp":
+    if not args.command:
+        parser.print_help()
+        return 2
+    return run_command(args, gate=gate, handler=_handler(args.command))
+
+
+def _handler(command: str) -> Callable[[argparse.Namespace], int] | None:
+    """What runs `command` when it is not the command layer's own table entry: a surface's, or the routing of a
+    command a running daemon can answer."""
+    if command == "mcp":
         from kenning.mcp import cmd_mcp
 
-        handler = cmd_mcp
-    elif args.command in ("serve", "daemon"):
+        return cmd_mcp
+    if command in SURFACES:
         from kenning.daemon import commands as daemon_commands
 
-        handler = getattr(daemon_commands, f"cmd_{args.command}")
-    return run_command(args, gate=gate, handler=handler)
+        return cast("Callable[[argparse.Namespace], int]", getattr(daemon_commands, f"cmd_{command}"))
+    if command in ROUTABLE:
+        from kenning.daemon.commands import routed
+
+        return routed
+    return None
 
 
 def entry() -> NoReturn:

@@ -52,6 +52,16 @@ def mode(args: argparse.Namespace) -> str:
     return chosen
 
 
+def routed(args: argparse.Namespace) -> int:
+    """Run a routable command in a running daemon when one can answer, else here."""
+    code = through_daemon(args)
+    if code is not None:
+        return code
+    from kenning.commands import command
+
+    return command(args.command)(args)
+
+
 def through_daemon(args: argparse.Namespace) -> int | None:
     """Run the command in a running daemon and return its exit code; None to run it here instead."""
     chosen = mode(args)

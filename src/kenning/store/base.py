@@ -67,8 +67,9 @@ class Features:
     #: open (SQLite in WAL mode, PostgreSQL's MVCC); the daemon and a search beside `kenning index` need it
     concurrent_readers: bool
     #: how `lexical` scores: "bm25" is Okapi BM25 (k1 1.2, b 0.75) over heading, text and identifier parts
-    #: weighted alike, as SQLite's FTS5 computes it. Scores compare only within one store; the search fuses
-    #: ranks, not scores, so another scorer changes rankings but breaks nothing
+    #: weighted alike, as SQLite's FTS5 computes it. Scores compare only within one query's candidates: the
+    #: search scales each arm between its best and its 100th score before fusing, so another scorer's scale
+    #: does not matter, while its ordering does (a backend with another scorer is measured before it is kept)
     lexical_scorer: Literal["bm25", "ts_rank"]
 
 
