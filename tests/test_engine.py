@@ -488,3 +488,30 @@ def test_regression_an_index_from_before_windows_stays_searchable_and_re_embeds_
         "short.md": 1,
         "app.py": 1,
     }
+
+
+def test_regression_tracked_doc_build_is_indexed_with_one_git_listing(
+    tmp_path: Path, engine_factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 18, item 5: Sphinx sources in a tracked `doc/build/` were pruned by the default list. The index
+    run hands the walk the listing it reads for git's blob ids: git is asked for it once, not twice."""
+    import subprocess
+
+    from conftest import git
+
+    root = make_tree(tmp_path / "repo", {"doc/build/index.rst": "Sessions\n========\n", "a.py": "x = 1\n"})
+    git(root, "init", "-q")
+    git(root, "add", "-A")
+    calls: list[tuple[str, ...]] = []
+    real = subprocess.run
+
+    def spy(cmd, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if cmd and cmd[0] == "git":
+            calls.append(tuple(cmd[3:]))
+        return real(cmd, *args, **kwargs)
+
+    monkeypatch.setattr(subprocess, "run", spy)
+    engine = engine_factory(root)
+    report = engine.index()
+    assert sorted(report.added) == ["a.py", "doc/build/index.rst"] and report.pruned == []
+    assert [c for c in calls if c[0] == "ls-files"] == [("ls-files", "-s", "-z", "--", ".")]
