@@ -549,3 +549,17 @@ def test_regression_a_hit_on_a_piece_of_an_over_long_line_previews_the_query_wor
     assert any("zebrafinch" in ln for ln in out.stdout.splitlines() if ln.lstrip().startswith("3  ")), (
         out.stdout
     )
+
+
+def test_regression_status_says_what_the_default_list_pruned(tmp_path: Path) -> None:
+    """Issue 18, item 5: `kenning status` now names the folders the last index run's default list pruned."""
+    root = make_tree(tmp_path / "st", {"README.md": "# Project\n", "src/generated/api.md": "# api\n"})
+    assert run_cli("index", str(root)).returncode == 0
+    out = run_cli("status", str(root))
+    assert out.returncode == 0, out.stderr
+    [line] = [ln for ln in out.stdout.splitlines() if ln.startswith("pruned")]
+    assert (
+        line.startswith("pruned    by the default ignore list: src/generated;") and "last index run" in line
+    )
+    data = json.loads(run_cli("status", "--json", str(root)).stdout)
+    assert data["pruned"] == ["src/generated"]

@@ -215,6 +215,38 @@ def test_regression_a_name_defined_in_a_test_file_still_comes_first(tmp_path: Pa
         assert top.trace is not None and top.trace.symbol is not None and top.trace.demoted is None
 
 
+def test_regression_a_test_constant_named_by_the_query_escaped_the_demotion(
+    tmp_path: Path, engine_factory
+) -> None:
+    """Issue 18, item 7: `SECRET_KEY` put a test's constant first, ahead of the docs explaining it: the definition
+    bonus counted the test's `SECRET_KEY = ...` as the name's definition and kept it out of the test demotion.
+    A value assigned in a test file is the test's data: it is demoted like the rest of the test."""
+    root = make_tree(
+        tmp_path / "repo",
+        {
+            "tests/test_config.py": (
+                'SECRET_KEY = "test key"\n\n\ndef test_session(app):\n'
+                '    app.config["SECRET_KEY"] = SECRET_KEY\n    assert app.secret_key == SECRET_KEY\n'
+            ),
+            "docs/config.md": (
+                "# Configuration\n\n## SECRET_KEY\n\nSECRET_KEY signs the session cookie. Set SECRET_KEY to a long\n"
+                "random string and keep SECRET_KEY out of the repository.\n"
+            ),
+            "src/app/sessions.py": "def signer(app):\n    return Serializer(app.secret_key)\n",
+        },
+    )
+    engine = engine_factory(root)
+    engine.index()
+    for mode in ("lexical", "hybrid"):
+        [result] = engine.search("SECRET_KEY", mode=mode, trace=True)  # type: ignore[arg-type]
+        assert [h.path for h in result.hits][:2] == ["docs/config.md", "tests/test_config.py"], mode
+        test_hit = result.hits[1]
+        assert test_hit.trace is not None and test_hit.trace.symbol is None and test_hit.trace.demoted
+    # a query about tests keeps the definition: there the test's own constant is what is asked for
+    [result] = engine.search("SECRET_KEY test", mode="lexical")
+    assert result.hits[0].path == "tests/test_config.py"
+
+
 def test_code_behind_many_matching_tests_still_comes_first(tmp_path: Path, engine_factory) -> None:
     """The demotion looks past the first candidates it fetched: 60 tests outscore the code before it, and
     the code ranks 61st on raw score, beyond the first fetch of max(4 * limit, 40)."""
@@ -456,3 +488,30 @@ def test_regression_an_index_from_before_windows_stays_searchable_and_re_embeds_
         "short.md": 1,
         "app.py": 1,
     }
+
+
+def test_regression_tracked_doc_build_is_indexed_with_one_git_listing(
+    tmp_path: Path, engine_factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 18, item 5: Sphinx sources in a tracked `doc/build/` were pruned by the default list. The index
+    run hands the walk the listing it reads for git's blob ids: git is asked for it once, not twice."""
+    import subprocess
+
+    from conftest import git
+
+    root = make_tree(tmp_path / "repo", {"doc/build/index.rst": "Sessions\n========\n", "a.py": "x = 1\n"})
+    git(root, "init", "-q")
+    git(root, "add", "-A")
+    calls: list[tuple[str, ...]] = []
+    real = subprocess.run
+
+    def spy(cmd, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if cmd and cmd[0] == "git":
+            calls.append(tuple(cmd[3:]))
+        return real(cmd, *args, **kwargs)
+
+    monkeypatch.setattr(subprocess, "run", spy)
+    engine = engine_factory(root)
+    report = engine.index()
+    assert sorted(report.added) == ["a.py", "doc/build/index.rst"] and report.pruned == []
+    assert [c for c in calls if c[0] == "ls-files"] == [("ls-files", "-s", "-z", "--", ".")]

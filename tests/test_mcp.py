@@ -757,3 +757,19 @@ def test_regression_an_unknown_home_or_an_overlong_name_was_an_internal_error(wo
         workspace.text_index({"paths": ["a" * 300], "forget": True})
     with pytest.raises(ArgumentError, match="File name too long"):
         workspace.symbols({"path": "a" * 300})
+
+
+def test_regression_the_mcp_index_and_status_answers_say_what_the_default_list_pruned(tmp_path: Path) -> None:
+    """Issue 18, item 5: only the CLI's index run said which folders the default ignore list pruned; the MCP
+    index answer dropped it and no status said it. Both answers now name them (status: as of the last run)."""
+    root = make_tree(tmp_path / "ws", {"README.md": "# Project\n", "tmp/notes.md": "# scratch\n"})
+
+    async def body(client: Client) -> None:
+        text, data = await call(client, "text_index", {"paths": ["."]})
+        assert data["pruned"] == ["tmp"]
+        assert "Pruned by the default ignore list: tmp; a line !FOLDER/ in the root's .ignore" in text
+        text, data = await call(client, "index_status", {})
+        assert data["roots"][0]["pruned"] == ["tmp"]
+        assert "pruned by the default ignore list: tmp" in text
+
+    drive(body, root)

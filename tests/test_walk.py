@@ -880,3 +880,76 @@ def test_root_errors(tmp_path: Path) -> None:
         list(walk(tmp_path / "nope", Selection()))
     (tmp_path / "link").symlink_to(tmp_path, target_is_directory=True)
     assert check_root(tmp_path / "link") == tmp_path.resolve()
+
+
+# --- issue 18, item 5: tracked documentation in a folder the default list names ------------------------------
+
+
+def test_regression_tracked_docs_in_doc_build_were_never_indexed(tmp_path: Path) -> None:
+    """Issue 18, item 5: the default list pruned every folder named `build`, so Sphinx sources in `doc/build/`
+    (SQLAlchemy's layout) were never indexed. In a git repository a folder holding a file git tracks is walked;
+    the repository's ignore files, the user's globs, the secret rules and the third-party names still apply."""
+    tree(
+        tmp_path,
+        {
+            ".gitignore": "doc/build/output/\n",
+            "doc/build/conf.py": "project = 'x'\n",
+            "doc/build/index.rst": "Index\n=====\n",
+            "doc/build/orm/session.rst": "Session\n=======\n",
+            "doc/build/output/html/index.html": "<p>built</p>\n",
+            "doc/build/id_rsa": "not a key, but named like one\n",
+            "vendor/lib/a.go": "package lib\n",
+            "dist/bundle.md": "# build output, untracked\n",
+            "src/a.py": "a = 1\n",
+        },
+    )
+    git(tmp_path, "init", "-q")
+    git(
+        tmp_path, "add", "-f", "doc/build/conf.py", "doc/build/index.rst", "doc/build/orm", "doc/build/id_rsa"
+    )
+    git(tmp_path, "add", "-f", "vendor", "src")
+    pruned: list[str] = []
+    files, skips = [], {}
+    for item in walk(tmp_path, Selection(), on_prune=pruned.append):
+        if isinstance(item, FileEntry):
+            files.append(item.rel)
+        else:
+            skips[item.rel] = item.reason
+    assert files == ["doc/build/conf.py", "doc/build/index.rst", "doc/build/orm/session.rst", "src/a.py"]
+    assert skips == {"doc/build/id_rsa": "secret file (excluded by default)"}
+    assert pruned == ["dist", "vendor"], "untracked output and third-party code stay pruned"
+    assert files_of(tmp_path, globs=("!doc/*",)) == ["src/a.py"], "the user's globs still apply"
+    # the walk is told git's listing by a caller that has it (the index run), and asks git itself otherwise
+    told = [i.rel for i in walk(tmp_path, Selection(), tracked=["src/a.py"]) if isinstance(i, FileEntry)]
+    assert told == ["src/a.py"]
+    # a root below the repository's top: git's paths are the root's own
+    assert files_of(tmp_path / "doc") == ["build/conf.py", "build/index.rst", "build/orm/session.rst"]
+    # the watcher's filter agrees with the walk
+    f = PathFilter(tmp_path, Selection())
+    assert f.accepts("doc/build/orm/session.rst", is_dir=False)
+    assert not f.accepts("dist/bundle.md", is_dir=False)
+    assert not f.accepts("vendor/lib/a.go", is_dir=False)
+
+
+def test_regression_doc_sources_in_a_build_folder_outside_git_are_walked(tmp_path: Path) -> None:
+    """Issue 18, item 5, outside git: a folder the list names is walked when it directly holds documentation
+    sources (a Sphinx conf.py, or reStructuredText, which nothing builds into); a build's output is not."""
+    tree(
+        tmp_path,
+        {
+            "doc/build/conf.py": "project = 'x'\n",
+            "doc/build/intro.md": "# Intro\n",
+            "manual/build/index.rst": "Index\n=====\n",
+            "build/lib/pkg/a.py": "a = 1\n",
+            "site/build/html/index.html": "<p>built</p>\n",
+            "site/build/html/_sources/index.rst.txt": "Index\n",
+            "out/README.md": "# copied by a build\n",
+            "node_modules/pkg/README.rst": "third party\n",
+        },
+    )
+    pruned: list[str] = []
+    files = [i.rel for i in walk(tmp_path, Selection(), on_prune=pruned.append) if isinstance(i, FileEntry)]
+    assert files == ["doc/build/conf.py", "doc/build/intro.md", "manual/build/index.rst"]
+    assert pruned == ["build", "node_modules", "out", "site/build"]
+    f = PathFilter(tmp_path, Selection())
+    assert f.accepts("doc/build/intro.md", is_dir=False) and not f.accepts("build/lib/pkg/a.py", is_dir=False)

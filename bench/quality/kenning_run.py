@@ -77,7 +77,9 @@ def parse_config(spec: str) -> KConfig:
     return KConfig(name, index, search, modes, note=rest)
 
 
-INDEX_SOURCES = ("chunk", "store", "embed", "index.py", "chunkpool.py", "outline.py")
+# what decides an index's content: which files (walk), how they are cut and stored (the reorganisation moved
+# index.py, chunkpool.py and outline.py, which this list named at their old paths, so they had stopped counting)
+INDEX_SOURCES = ("walk", "chunk", "store", "embed", "engine/index.py", "engine/pool.py", "search/outline.py")
 
 
 def kenning_revision() -> str:

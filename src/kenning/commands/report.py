@@ -38,7 +38,7 @@ def index_summary(r: IndexReport) -> Iterator[str]:
         yield line
 
 
-def pruned_line(pruned: list[str]) -> str | None:
+def pruned_line(pruned: list[str], listed: str = "--json lists them") -> str | None:
     """One line naming the folders the default ignore list pruned, and how to bring one back.
 
     There is no flag for the default list alone (--no-ignore drops the user's ignore files too); a negation
@@ -47,7 +47,7 @@ def pruned_line(pruned: list[str]) -> str | None:
     if not pruned:
         return None
     shown = ", ".join(pruned[:SHOW_PRUNED])
-    more = f" and {len(pruned) - SHOW_PRUNED} more (--json lists them)" if len(pruned) > SHOW_PRUNED else ""
+    more = f" and {len(pruned) - SHOW_PRUNED} more ({listed})" if len(pruned) > SHOW_PRUNED else ""
     return (
         f"pruned by the default ignore list: {shown}{more}; a line !FOLDER/ in the root's .ignore indexes one"
     )
@@ -96,6 +96,9 @@ def status_lines(s: Status) -> Iterator[str]:
     yield f"pending   {s.added} added, {s.modified} modified, {s.deleted} deleted"
     if s.other_models:
         yield f"also      indexes for other models: {', '.join(s.other_models)}"
+    line = pruned_line(s.pruned)
+    if line:
+        yield f"pruned    {line.removeprefix('pruned ')} (as of the last index run)"
     if s.rechunk:
         yield "state     built with other chunking (an older kenning or changed settings): run `kenning index`"
     elif s.ready:

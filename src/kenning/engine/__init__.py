@@ -28,6 +28,7 @@ from kenning import walk
 from kenning.config import Config, load_config
 from kenning.embed import Embedder, create_embedder
 from kenning.engine.index import (
+    WALK_PRUNED,
     WALK_SKIPPED,
     IndexReport,
     Progress,
@@ -510,6 +511,11 @@ class Engine:
         last = db.get_meta("last_indexed")
         st.last_indexed = float(last) if last else None
         st.rechunk = db.get_meta("settings") != index_settings(self.config)
+        try:  # as of the last index run: what the default ignore list pruned (absent before this kenning)
+            pruned = json.loads(db.get_meta(WALK_PRUNED) or "[]")
+        except ValueError:
+            pruned = []
+        st.pruned = [p for p in pruned if isinstance(p, str)] if isinstance(pruned, list) else []
         if not pending:
             st.skipped += int(db.get_meta(WALK_SKIPPED) or 0)  # absent until a run of this kenning
         else:

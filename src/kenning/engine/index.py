@@ -9,6 +9,7 @@ batch, and can be interrupted and resumed without losing finished work.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Sequence
@@ -33,6 +34,9 @@ from kenning.walk.changes import GitState, git_state
 COMMIT_EVERY_S = 1.0
 WINDOWING = "windowing"  # meta key: how long prose passages were embedded (Embedder.windowing)
 WALK_SKIPPED = "walk_skipped"  # meta key: files the last run's walk left out (secrets by name, formats, size)
+WALK_PRUNED = (
+    "walk_pruned"  # meta key: the folders the last run's walk pruned by the default ignore list (JSON)
+)
 EMBED_COMMIT_BATCH = 64
 
 
@@ -241,7 +245,10 @@ def _lexical_pass(
     # the files the walk leaves out are never stored: their number is kept beside the index so that a status
     # without a walk of its own counts them too. Every run walks the whole root, so a scoped one counts them all.
     unstored = 0
-    for item in walk.walk(root, selection, index_dir_name=index_dir_name, on_prune=pruned):
+    # git's blob ids first: their listing tells the walk which folders of the default ignore list git tracks
+    git = git_state(root)
+    tracked = git.tracked if git is not None else None
+    for item in walk.walk(root, selection, index_dir_name=index_dir_name, on_prune=pruned, tracked=tracked):
         if not storable_name(item.rel):
             unstored += 1
             if item.rel in scope:
@@ -261,7 +268,6 @@ def _lexical_pass(
     force = bool(known) and db.get_meta("settings") != settings
     if not known:
         db.set_meta("settings", settings)
-    git = git_state(root)
 
     progress.start("lexical", len(entries))
     db.begin()
@@ -301,6 +307,7 @@ def _lexical_pass(
                 report.removed.append(rel)
     db.set_meta("settings", settings)
     db.set_meta(WALK_SKIPPED, str(unstored))
+    db.set_meta(WALK_PRUNED, json.dumps(report.pruned))
     db.commit()
     report.mark_committed()
     progress.finish()

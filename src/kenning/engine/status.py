@@ -35,6 +35,8 @@ class Status:
     selection: Selection = dataclasses.field(default_factory=Selection)
     other_models: list[str] = dataclasses.field(default_factory=list)
     rechunk: bool = False  # built with other chunking settings (an older kenning, or changed config)
+    # folders the default ignore list pruned, as of the last index run (see IndexReport.pruned)
+    pruned: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def coverage(self) -> float:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kenning.commands.report import index_summary_json
+from kenning.commands.report import SHOW_PRUNED, index_summary_json, pruned_line
 from kenning.engine import Engine, Status
 from kenning.engine.index import IndexReport
 from kenning.mcp import schemas
@@ -242,13 +242,16 @@ def index_text(r: IndexReport) -> Iterable[str]:
         yield f"  skipped {s.rel}: {s.reason}"
     if len(r.skipped) > SHOW_SKIPPED:
         yield f"  [and {len(r.skipped) - SHOW_SKIPPED} more skipped]"
+    line = pruned_line(r.pruned, listed="pruned lists them")
+    if line:
+        yield line[0].upper() + line[1:] + "."
     yield f"The index now holds {r.passages} passages from {r.files} files (semantic coverage {r.coverage:.0%})."
 
 
 def index_json(r: IndexReport, engine: Engine) -> dict[str, Any]:
     """The CLI's JSON summary, with counts where it lists paths (an agent needs the numbers, not 10k names)."""
     data = index_summary_json(r)
-    for key in ("type", "schema", "model", "pruned"):  # pruned: the CLI's, not in this tool's schema yet
+    for key in ("type", "schema", "model"):
         data.pop(key)
     data.update(
         root=str(engine.root),
@@ -258,5 +261,6 @@ def index_json(r: IndexReport, engine: Engine) -> dict[str, Any]:
         removed=len(r.removed),
         skipped=data["skipped"][:SHOW_SKIPPED],
         skipped_total=len(r.skipped),
+        pruned=r.pruned[: SHOW_PRUNED * 20],
     )
     return data

@@ -308,6 +308,12 @@ TEXT_INDEX_OUTPUT: Schema = {
         "unchanged": {"type": "integer"},
         "skipped": _SKIPPED,
         "skipped_total": {"type": "integer"},
+        "pruned": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "Folders the default ignore list pruned (a line !FOLDER/ in the root's .ignore "
+            "indexes one).",
+        },
         "passages_added": {"type": "integer"},
         "passages_removed": {"type": "integer"},
         "embedded": {"type": "integer"},
@@ -343,6 +349,11 @@ _ROOT_STATUS: Schema = {
         "embedded": {"type": "integer"},
         "coverage": {"type": "number"},
         "skipped": {"type": "integer"},
+        "pruned": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "Folders the default ignore list pruned, as of the last index run.",
+        },
         "pending": {
             "type": "object",
             "properties": {

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from kenning import walk
+from kenning.commands.report import pruned_line
 from kenning.engine import Engine
 from kenning.engine.index import Progress
 from kenning.errors import ArgumentError, IndexMissing, OutsideRoot, UsageError
@@ -322,6 +323,7 @@ class Workspace:
                     "embedded": st.embedded,
                     "coverage": round(st.coverage, 4),
                     "skipped": st.skipped,
+                    "pruned": st.pruned,
                     "pending": {"added": st.added, "modified": st.modified, "deleted": st.deleted},
                     "size_bytes": st.size_bytes,
                     "last_indexed": st.last_indexed,
@@ -336,6 +338,9 @@ class Workspace:
                     f"changed since: {st.added} added, {st.modified} modified, {st.deleted} deleted"
                 )
             lines.append(f"  model {st.model} [{st.identity}]")
+            pruned = pruned_line(st.pruned, listed="pruned lists them")
+            if pruned:
+                lines.append(f"  {pruned}")
             lines.append(f"  next: {step}")
         first = self.engines[0].embedder
         embedder = {"name": first.name, "identity": first.identity, "dim": first.dim}

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from kenning import walk
 from kenning.search import rank
 from kenning.search.rank import (
     NORM_DEPTH,
@@ -181,7 +182,13 @@ def _run_groups(
                     if arm != "symbol":
                         ranked[f"{arm}#{len(ranked)}"] = items
             if plan.mode != "semantic":
-                definitions = _definitions(db, group.query, allowed, loose=plan.prefer_symbol)
+                definitions = _definitions(
+                    db,
+                    group.query,
+                    allowed,
+                    loose=plan.prefer_symbol,
+                    tests=rank.factor_for_tests(group.query),
+                )
                 if definitions:
                     ranked["symbol#d"] = definitions
         else:
@@ -268,7 +275,9 @@ def _ranked(
             found = semantic.get((route.query, route.depth))
             ranked[key] = found.result() if found is not None else []
     if plan.mode != "semantic":
-        definitions = _definitions(db, group.query, allowed, loose=plan.prefer_symbol)
+        definitions = _definitions(
+            db, group.query, allowed, loose=plan.prefer_symbol, tests=rank.factor_for_tests(group.query)
+        )
         if definitions:
             ranked["symbol#d"] = definitions
     return ranked
@@ -278,13 +287,24 @@ _KIND_ORDER = {"class": 0, "interface": 0, "function": 1, "module": 2, "alias": 
 
 
 def _definitions(
-    db: Store, query: str, allowed: np.ndarray | None, *, loose: bool
+    db: Store, query: str, allowed: np.ndarray | None, *, loose: bool, tests: float = 1.0
 ) -> list[tuple[int, float]]:
-    """Passages that define a symbol the query names, best first: exact spelling, then by kind."""
+    """Passages that define a symbol the query names, best first: exact spelling, then by kind.
+
+    With ``tests`` below 1 (a query not about tests, see :func:`rank.factor_for_tests`), a value assigned in a
+    test file is left out: a test's constant (``SECRET_KEY = "test key"``) is the test's data, not what the name
+    stands for, and the definition bonus lifted it out of the test demotion ahead of the docs explaining the
+    name. A function or class a test file defines (a helper, a fixture) still counts: it is the definition.
+    """
     names = query_identifiers(query, loose=loose)
     if not names:
         return []
     found = db.symbol_definitions(names, nocase=loose)
+    if tests != 1.0 and found:
+        values = db.paths_by_id({f[0] for f in found if f[2] == "value"})
+        test_data = {pid for pid, path in values.items() if walk.is_test_path(path)}
+        if test_data:
+            found = [f for f in found if not (f[2] == "value" and f[0] in test_data)]
     if allowed is not None and found:
         # before the cut below, so a filtered-in definition stays
         inside = np.isin(np.fromiter((f[0] for f in found), dtype=np.int64, count=len(found)), allowed)

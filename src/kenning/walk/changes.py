@@ -17,6 +17,11 @@ class GitState:
     blobs: dict[str, str] = field(default_factory=dict)  # root-relative path -> blob id in the index
     dirty: frozenset[str] = frozenset()  # root-relative paths modified, added, renamed or untracked
 
+    @property
+    def tracked(self) -> list[str]:
+        """The paths git tracks under the root (at stage 0), root-relative: what the walk needs (walk.rules)."""
+        return list(self.blobs)
+
     def blob_for(self, rel: str) -> str | None:
         """The blob id of a clean tracked file, or None when git cannot vouch for its content."""
         if rel in self.dirty:
@@ -56,6 +61,11 @@ def git_state(root: Path) -> GitState | None:
         if path.startswith(prefix):
             dirty.add(path[len(prefix) :])
     return GitState(blobs, frozenset(dirty))
+
+
+def git_output(root: Path, *args: str) -> str:
+    """What ``git -C root ARGS`` prints, decoded; raises OSError or SubprocessError when git fails."""
+    return _git(root, *args)
 
 
 def _git(root: Path, *args: str) -> str:

@@ -4,14 +4,18 @@ This module owns which entries the walk leaves out by rule: ``.git`` and the ind
 ``.gitignore``/``.ignore`` files of each directory (and, for a root inside a git repository, those of the
 folders above it and ``.git/info/exclude``) read with pathspec under git's and ripgrep's precedence, the
 default ignore list, files named like credentials, and the selection's filters (:mod:`kenning.walk.filters`).
+The default list's folder names are a guess that a folder holds output, and a guess can be wrong (Sphinx sources
+in ``doc/build/``): :class:`Tracked` and :func:`holds_doc_sources` decide for a folder the name alone would prune.
 :class:`Rules` applies them for the walk (:mod:`kenning.walk.tree`), :class:`PathFilter` one path at a time
 for the daemon's watcher, so the two cannot drift apart.
 """
 
 from __future__ import annotations
 
+import bisect
 import os
 import re
+import subprocess
 from collections.abc import Container, Iterable, Sequence
 from pathlib import Path
 
@@ -20,6 +24,7 @@ from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern
 
 from kenning.errors import UsageError
 from kenning.types import Selection
+from kenning.walk.changes import git_output
 from kenning.walk.filters import basename_re, compile_selection, ignore_file_path
 from kenning.walk.kinds import RASTER
 from kenning.walk.read import NotText, read_bytes
@@ -36,6 +41,10 @@ DEFAULT_IGNORE_DIRS = frozenset(
     generated __pycache__ venv .venv env .tox .eggs Pods .next .nuxt .svelte-kit .turbo .vite .parcel-cache
     .cache .gradle .pytest_cache .mypy_cache .ruff_cache tmp temp logs""")
 )
+# Folders of someone else's code: pruned by name even where git tracks them (a committed vendor/ is still not the
+# project's source). The list's other names (build, dist, out, target, generated, tmp, ...) say "a tool writes
+# here", which a folder git tracks files in, or one holding documentation sources, shows to be wrong.
+THIRD_PARTY_DIRS = frozenset(_words("node_modules vendor thirdparty third_party external deps Pods"))
 DEFAULT_IGNORE_FILES = _words(
     """*.lock *.lockb *-lock.json *-lock.yaml npm-shrinkwrap.json go.sum *.resolved *.map *.min.* *.bundle.*
     *.generated.* *.gen.* *.designer.* *.pb.* *_pb2.* *.g.*"""
@@ -145,6 +154,55 @@ class _IgnoreFile:
 
 Specs = tuple[tuple[str, _IgnoreFile], ...]  # (directory rel, its ignore files), root first
 
+
+class Tracked:
+    """The files git tracks under the root (root-relative), asked of git once and only when a folder of the
+    default list is met; None inside when the root is in no repository or git cannot answer."""
+
+    def __init__(self, base: Path, in_repository: bool, paths: Iterable[str] | None = None) -> None:
+        self._base = base
+        self._in_repository = in_repository
+        self._paths: list[str] | None = sorted(paths) if paths is not None else None
+        self._asked = paths is not None or not in_repository
+
+    def _listing(self) -> list[str] | None:
+        if not self._asked:
+            self._asked = True
+            try:
+                out = git_output(self._base, "ls-files", "-z", "--", ".")
+            except (OSError, subprocess.SubprocessError, UnicodeDecodeError):
+                return None  # no git, or it failed: the folder is judged by what it holds instead
+            self._paths = sorted(p for p in out.split("\0") if p)
+        return self._paths
+
+    def holds(self, rel: str) -> bool | None:
+        """True if git tracks a file under folder ``rel``; None when there is no listing to tell."""
+        paths = self._listing()
+        if paths is None:
+            return None
+        lead = rel + "/"
+        i = bisect.bisect_left(paths, lead)
+        return i < len(paths) and paths[i].startswith(lead)
+
+
+# A folder of the default list holding these directly holds documentation sources, not a build's output: a
+# Sphinx project's conf.py lives beside its sources and no builder writes one, and nothing builds into
+# reStructuredText (Sphinx's own output keeps its sources as _sources/*.txt, in HTML's folder, not beside it).
+DOC_SOURCE_MARKERS = frozenset({"conf.py"})
+DOC_SOURCE_SUFFIXES = (".rst",)
+
+
+def holds_doc_sources(dirpath: Path) -> bool:
+    """True if the folder directly holds a Sphinx ``conf.py`` or a reStructuredText file."""
+    try:
+        with os.scandir(dirpath) as it:
+            return any(
+                e.name in DOC_SOURCE_MARKERS or e.name.lower().endswith(DOC_SOURCE_SUFFIXES) for e in it
+            )
+    except OSError:
+        return False
+
+
 # Rules.excluded's answers: left out by the default ignore list, or for any other silent reason.
 BY_DEFAULT = "default ignore list"
 SKIPPED = "skipped"
@@ -192,7 +250,16 @@ class Rules:
     treats it as empty instead, since the file can vanish while it runs and the next walk will say so.
     """
 
-    def __init__(self, base: Path, selection: Selection, index_dir_name: str, *, strict: bool) -> None:
+    def __init__(
+        self,
+        base: Path,
+        selection: Selection,
+        index_dir_name: str,
+        *,
+        strict: bool,
+        tracked: Iterable[str] | None = None,
+    ) -> None:
+        self.base = base
         self.selection = selection
         self.matcher = compile_selection(selection)
         self.never = (".git", index_dir_name)
@@ -209,6 +276,7 @@ class Rules:
         self.outer: Specs = (("", _IgnoreFile(explicit)),) if explicit else ()
         self.root_lines: list[str] = []
         repo = None if selection.no_ignore else _repository(base)
+        self.tracked = Tracked(base, repo is not None, tracked)
         if repo is not None:
             top, exclude = repo
             lines = _read_lines(exclude)  # matched from the top, as the top's own .gitignore is
@@ -246,7 +314,11 @@ class Rules:
         if (
             verdict is None
             and not self.selection.no_ignore
-            and ((name in DEFAULT_IGNORE_DIRS) if is_dir else _DEFAULT_FILES.match(name))
+            and (
+                (name in DEFAULT_IGNORE_DIRS and not self.is_source_dir(rel, name))
+                if is_dir
+                else _DEFAULT_FILES.match(name)
+            )
         ):
             # a folder the user's own globs leave out as well is theirs to know of, not the list's doing
             return SKIPPED if is_dir and self.matcher.prunes_dir(rel) else BY_DEFAULT
@@ -255,6 +327,16 @@ class Rules:
         if self.matcher.prunes_dir(rel) if is_dir else not self.matcher.matches_file(rel):
             return SKIPPED
         return None
+
+    def is_source_dir(self, rel: str, name: str) -> bool:
+        """True for a folder of the default list that is source all the same: in a git repository, one that
+        holds a file git tracks (the repository says what its source is); outside one, or when git cannot
+        tell, one that directly holds documentation sources (:func:`holds_doc_sources`). Folders of third-party
+        code (:data:`THIRD_PARTY_DIRS`) never are."""
+        if name in THIRD_PARTY_DIRS:
+            return False
+        holds = self.tracked.holds(rel)
+        return holds if holds is not None else holds_doc_sources(self.base / rel)
 
 
 RULE_FILE_NAMES = frozenset({".gitignore", ".ignore"})

@@ -46,6 +46,7 @@ def walk(
     on_skip: Callable[[Skip], None] | None = None,
     on_prune: Callable[[str], None] | None = None,
     under: Iterable[str] = (),
+    tracked: Iterable[str] | None = None,
 ) -> Iterator[FileEntry | Skip]:
     """Yield the selected files under root, and a Skip for each file left out for a reason worth telling.
 
@@ -58,9 +59,14 @@ def walk(
     ``generated`` folder can hold what the user wants found. ``under`` limits the walk to those root-relative
     files and directories: it lists only the directories on the way to them, whose ignore files still apply,
     as the whole walk's would.
+
+    A folder the default list names is walked all the same when it is source (:meth:`Rules.is_source_dir`: in
+    a git repository, git tracks a file in it; outside one, it holds documentation sources). ``tracked`` is
+    git's list of tracked files under the root when the caller has it (the index run reads git's blob ids
+    anyway); without it the walk asks git itself, once, and only if it meets such a folder.
     """
     base = check_root(root)
-    rules = Rules(base, selection, index_dir_name, strict=True)
+    rules = Rules(base, selection, index_dir_name, strict=True, tracked=tracked)
     real_root = str(base)
     never = rules.never
     scopes = frozenset(s.strip("/") for s in under)
