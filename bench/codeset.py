@@ -70,7 +70,7 @@ def ensure_codeset(out: Path, name: str = DEFAULT_NAME, *, force: bool = False) 
     if force or not corpus.is_dir() or read_marker(marker) != source.marker:
         _build_corpus(source, folder)
         marker.write_text(json.dumps(source.marker, indent=2) + "\n")
-    _copy_set_files(name, folder)
+    copy_set_files(SETS_SRC / name, folder, SET_FILES)
     return folder
 
 
@@ -169,9 +169,9 @@ def _licence_text(wheel: Path) -> str | None:
     return None
 
 
-def _copy_set_files(name: str, folder: Path) -> None:
-    src = SETS_SRC / name
-    for fname in SET_FILES:
+def copy_set_files(src: Path, folder: Path, names: tuple[str, ...]) -> None:
+    """Copy the hand-written files `names` of a set from `src` next to its corpus, when they differ."""
+    for fname in names:
         path = src / fname
         if not path.is_file():
             raise FileNotFoundError(f"missing {path}")

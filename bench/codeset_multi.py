@@ -32,6 +32,8 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
 
+from codeset import copy_set_files
+
 HERE = Path(__file__).resolve().parent
 SETS_SRC = HERE / "sets" / "codeset"
 DEFAULT_OUT = HERE / ".work" / "sets"
@@ -144,14 +146,7 @@ def ensure(out: Path, name: str, *, force: bool = False) -> Path:
     if force or not corpus.is_dir() or _read(marker) != repo.marker:
         _build(repo, folder)
         marker.write_text(json.dumps(repo.marker, indent=2) + "\n")
-    src = SETS_SRC / repo.name
-    for fname in SET_FILES:
-        path = src / fname
-        if not path.is_file():
-            raise FileNotFoundError(f"missing {path}")
-        target = folder / fname
-        if not target.is_file() or target.read_bytes() != path.read_bytes():
-            shutil.copyfile(path, target)
+    copy_set_files(SETS_SRC / repo.name, folder, SET_FILES)
     return folder
 
 
