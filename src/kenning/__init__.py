@@ -24,12 +24,12 @@ if TYPE_CHECKING:
 
 _WHERE = {
     "Engine": "kenning.engine",
-    "Filters": "kenning.search",
+    "Filters": "kenning.search.request",
     "Hit": "kenning.types",
     "IndexReport": "kenning.engine.index",
     "KenningError": "kenning.errors",
     "Passage": "kenning.types",
-    "SearchRequest": "kenning.search",
+    "SearchRequest": "kenning.search.request",
     "SearchResult": "kenning.types",
     "Selection": "kenning.types",
     "Status": "kenning.engine",
