@@ -155,9 +155,15 @@ def run_cli(
     )
 
 
-def spawn_index(root: Path, *extra: str, env: Mapping[str, str] | None = None) -> subprocess.Popen[str]:
-    """`kenning index ROOT` as a background process with the hash embedder."""
+def spawn_index(
+    root: Path, *extra: str, env: Mapping[str, str] | None = None, paced: bool = False
+) -> subprocess.Popen[str]:
+    """`kenning index ROOT` as a background process with the hash embedder. `paced`: a progress line for every
+    file or batch (KENNING_PROGRESS_INTERVAL=0), which `signal_in_phase` uses to hold the run where it signals it;
+    a paced run must have its stderr read (communicate) or it stops at a full pipe."""
     env = dict(os.environ, KENNING_MODEL="hash", XDG_CONFIG_HOME=str(root.parent / "cfg"), **(env or {}))
+    if paced:
+        env["KENNING_PROGRESS_INTERVAL"] = "0"
     return subprocess.Popen(
         [sys.executable, "-m", "kenning.cli", "index", *extra, str(root)],
         env=env,
@@ -167,11 +173,48 @@ def spawn_index(root: Path, *extra: str, env: Mapping[str, str] | None = None) -
     )
 
 
+def _stall(proc: subprocess.Popen[str]) -> int:
+    """Fill the paced run's stderr pipe, so that its next progress line (one per file or batch) blocks it until
+    the test reads: the run cannot finish a phase before the test signals it, however late the test gets the CPU
+    on a loaded machine. Returns the bytes written (0 where /proc cannot open the pipe)."""
+    try:
+        fd = os.open(f"/proc/{proc.pid}/fd/2", os.O_WRONLY | os.O_NONBLOCK)
+    except OSError:
+        return 0
+    written = 0
+    try:
+        for size in (4096, 1):  # whole pages while they fit (PIPE_BUF writes are all or nothing), then bytes
+            while True:
+                try:
+                    written += os.write(fd, b"\n" * size)
+                except BlockingIOError:
+                    break
+    finally:
+        os.close(fd)
+    return written
+
+
+def _unstall(proc: subprocess.Popen[str], stalled: int) -> None:
+    """Read back as many bytes as `_stall` wrote, so the run's last words after the signal fit in the pipe (what
+    is read is progress lines and filler; the run's final lines come after it)."""
+    assert proc.stderr is not None
+    fd = proc.stderr.fileno()
+    while stalled > 0:
+        stalled -= len(os.read(fd, min(stalled, 65536)))
+
+
 def signal_in_phase(proc: subprocess.Popen[str], phase: str, delay: float, sig: int) -> None:
-    """Wait until the run announces `phase` ("lexical"/"semantic") on stderr, then `delay` s, then signal it."""
+    """Wait until the run (spawned `paced`) announces `phase` ("lexical"/"semantic") on stderr, hold it at its
+    next progress line, wait `delay` s, then signal it. A run that was still able to finish the phase while the
+    test slept (a fixed delay raced a loaded machine) is held instead. With `sig` 0 (only a check that the process
+    is there) the run stays held until the caller reads its stderr; with a real signal the pipe is emptied again
+    so the run can say its last words."""
     assert proc.stderr is not None
     for line in proc.stderr:
         if line.startswith(f"kenning: {phase} pass over"):
             break
+    stalled = _stall(proc)
     time.sleep(delay)
     proc.send_signal(sig)
+    if sig != 0 and stalled:
+        _unstall(proc, stalled)

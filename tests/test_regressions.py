@@ -74,7 +74,7 @@ def test_max_filesize_zero_or_negative_is_refused(corpus: Path) -> None:
 def test_interrupted_first_run_resumes_without_rechunking(tmp_path: Path) -> None:
     files = {f"d{i % 30}/f{i}.md": f"# Note {i}\n\nbody text number {i}\n" for i in range(10000)}
     root = make_tree(tmp_path / "ws", files)
-    proc = spawn_index(root)
+    proc = spawn_index(root, paced=True)
     signal_in_phase(proc, "lexical", 0.5, signal.SIGINT)
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 130

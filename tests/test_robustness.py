@@ -60,7 +60,7 @@ def test_kill_9_during_indexing_loses_and_duplicates_nothing(
     tmp_path: Path, phase: str, delay: float
 ) -> None:
     root = _big_tree(tmp_path / "ws", 3000)
-    proc = spawn_index(root)
+    proc = spawn_index(root, paced=True)
     signal_in_phase(proc, phase, delay, signal.SIGKILL)
     assert proc.wait() == -signal.SIGKILL, "the run ended before the kill; the test proves nothing"
     done = run_cli("index", str(root), cwd=tmp_path)
@@ -217,7 +217,7 @@ def test_corrupt_database_gives_one_line_error(tmp_path: Path) -> None:
 
 def test_ctrl_c_during_semantic_pass_keeps_finished_work_and_resumes(tmp_path: Path) -> None:
     root = _big_tree(tmp_path / "ws", 3000)
-    proc = spawn_index(root)
+    proc = spawn_index(root, paced=True)
     signal_in_phase(proc, "semantic", 0.1, signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
@@ -274,7 +274,7 @@ def _processes_naming(root: Path) -> set[int]:
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
 def test_stopping_a_run_with_a_chunk_pool_keeps_the_index_sound(tmp_path: Path, sig: int) -> None:
     root = _big_tree(tmp_path / "ws", 6000)
-    proc = spawn_index(root, env={"KENNING_CHUNK_WORKERS": "2"})
+    proc = spawn_index(root, env={"KENNING_CHUNK_WORKERS": "2"}, paced=True)
     signal_in_phase(proc, "lexical", 0.0, 0)  # signal 0 only checks the process is there: a plain wait
     # as soon as the workers are up (a fixed delay was too long on a quiet machine: the run had ended)
     deadline = time.monotonic() + 10
@@ -282,8 +282,8 @@ def test_stopping_a_run_with_a_chunk_pool_keeps_the_index_sound(tmp_path: Path, 
         time.sleep(0.01)
     assert len(_processes_naming(root)) >= 3, "the run has no worker processes; the test proves nothing"
     proc.send_signal(sig)
-    code = proc.wait(timeout=60)
-    _, err = proc.communicate()
+    _, err = proc.communicate(timeout=60)  # read while it ends: the paced run is held at a full pipe
+    code = proc.returncode
     # the exit code and the run's last words, so a rare failure on a loaded machine can be told apart
     assert code == (-signal.SIGKILL if sig == signal.SIGKILL else 130), (code, err[-600:])
     assert "Traceback" not in err
@@ -304,7 +304,7 @@ def test_a_killed_chunk_worker_is_a_one_line_error_and_the_index_stays_sound(tmp
     """Regression: a worker killed mid-run gave a BrokenProcessPool traceback, and the run published a vector
     snapshot and totals that its own rollback then undid."""
     root = _big_tree(tmp_path / "ws", 6000)
-    proc = spawn_index(root, env={"KENNING_CHUNK_WORKERS": "2"})
+    proc = spawn_index(root, env={"KENNING_CHUNK_WORKERS": "2"}, paced=True)
     signal_in_phase(proc, "lexical", 0.0, 0)
     # look for the workers as soon as the pass starts: a fixed delay outlasted the whole pass once it got faster
     deadline = time.monotonic() + 20
@@ -331,7 +331,7 @@ def test_totals_after_a_killed_run_are_counted_live_not_left_stale(tmp_path: Pat
     root = _big_tree(tmp_path / "ws", 10)
     assert run_cli("index", str(root), cwd=tmp_path).returncode == 0
     _big_tree(root, 3000)
-    proc = spawn_index(root)
+    proc = spawn_index(root, paced=True)
     signal_in_phase(proc, "semantic", 0.05, signal.SIGKILL)
     assert proc.wait() == -signal.SIGKILL, "the run ended before the kill; the test proves nothing"
     con = sqlite3.connect(_db(root))
