@@ -25,6 +25,8 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
 
+import report  # noqa: E402
+
 from codeset_multi import REPOS, repo_of, set_names  # noqa: E402
 
 ROOT = HERE.parent.parent
@@ -213,13 +215,7 @@ def render(results: dict[str, Any], machine: str, command: str) -> str:
 
 
 def write_block(path: Path, block: str) -> None:
-    text = path.read_text() if path.exists() else "# Benchmarks\n"
-    pattern = re.compile(re.escape(START) + r".*?" + re.escape(END) + r"\n?", re.S)
-    if pattern.search(text):
-        text = pattern.sub(lambda _: block, text, count=1)
-    else:  # a new section; its heading is inside the markers, so that bench/run.py carries it over
-        text = text.rstrip("\n") + "\n\n" + block
-    path.write_text(text)
+    report.write_block(path, block, START, END)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -156,10 +156,12 @@ def render(results: dict[str, Any], machine: str) -> str:
     return "\n".join(parts) + "\n"
 
 
-def write_block(path: Path, block: str) -> None:
-    """Replace the quality block in `path` (or append it), leaving everything else as it is."""
+def write_block(path: Path, block: str, start: str = START, end: str = END) -> None:
+    """Replace the block between the `start` and `end` markers in `path` (the quality block unless named), or
+    append it, leaving everything else as it is. Its heading is inside the markers, so that bench/run.py, which
+    rewrites the rest of the file, carries it over."""
     text = path.read_text() if path.exists() else "# Benchmarks\n"
-    pattern = re.compile(re.escape(START) + r".*?" + re.escape(END) + r"\n?", re.S)
+    pattern = re.compile(re.escape(start) + r".*?" + re.escape(end) + r"\n?", re.S)
     if pattern.search(text):
         text = pattern.sub(lambda _: block, text, count=1)
     else:
