@@ -515,3 +515,23 @@ def test_regression_tracked_doc_build_is_indexed_with_one_git_listing(
     report = engine.index()
     assert sorted(report.added) == ["a.py", "doc/build/index.rst"] and report.pruned == []
     assert [c for c in calls if c[0] == "ls-files"] == [("ls-files", "-s", "-z", "--", ".")]
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"mode": "fuzzy"}, "unknown search mode 'fuzzy'"),
+        ({"preview": "huge"}, "unknown preview 'huge'"),
+        ({"before": -1}, "-1 lines of context is negative"),
+        ({"after": -2}, "-2 lines of context is negative"),
+    ],
+)
+def test_a_search_request_refuses_what_only_the_python_api_can_send(
+    options: dict[str, object], message: str
+) -> None:
+    """The CLI and MCP check these themselves; the request is the last line for a Python caller."""
+    from kenning.search import SearchRequest
+
+    with pytest.raises(UsageError) as refused:
+        SearchRequest(("retry",), **options)  # type: ignore[arg-type]
+    assert message in str(refused.value)
