@@ -152,18 +152,23 @@ def test_index_run_keeps_several_batches_in_flight(tmp_path: Path) -> None:
     assert result.coverage == 1.0 and result.hits[0].path == "notes/n017.md"
 
 
+def user_config(home: Path, url: str) -> dict[str, str]:
+    """The environment of a CLI run whose user config opts in to the server as model `gpu`."""
+    folder = home / "xdg" / "kenning"
+    folder.mkdir(parents=True)
+    (folder / "config.toml").write_text(
+        f'allow_remote = true\n[embedders.gpu]\nprovider = "openai"\nurl = "{url}"\ndim = 64\nbackoff = 0.01\n'
+    )
+    return {"XDG_CONFIG_HOME": str(home / "xdg"), "KENNING_MODEL": "gpu"}
+
+
 def test_index_through_the_cli_with_a_server(tmp_path: Path) -> None:
     root = make_tree(
         tmp_path / "ws", {"a.md": "# Retries\n\nFailed uploads are retried.\n", "b.md": "Unrelated.\n"}
     )
     behaviour = Behaviour(script=[503])
     with embedding_server(behaviour) as url:
-        cfg = tmp_path / "xdg" / "kenning"
-        cfg.mkdir(parents=True)
-        (cfg / "config.toml").write_text(
-            f'allow_remote = true\n[embedders.gpu]\nprovider = "openai"\nurl = "{url}"\ndim = 64\nbackoff = 0.01\n'
-        )
-        env = {"XDG_CONFIG_HOME": str(tmp_path / "xdg"), "KENNING_MODEL": "gpu"}
+        env = user_config(tmp_path, url)
         # the first contact is answered (a 503): a server that answers is busy, not absent, and is retried
         indexed = run_cli("index", str(root), cwd=tmp_path, env=env)
         found = run_cli("search", "--semantic", "failed uploads retried", str(root), cwd=tmp_path, env=env)
@@ -174,12 +179,7 @@ def test_index_through_the_cli_with_a_server(tmp_path: Path) -> None:
 def test_cli_says_in_one_line_what_is_wrong_with_the_endpoint(tmp_path: Path) -> None:
     root = make_tree(tmp_path / "ws", {"a.md": "# Retries\n\nFailed uploads are retried.\n"})
     with embedding_server(Behaviour(dim=32)) as url:
-        cfg = tmp_path / "xdg" / "kenning"
-        cfg.mkdir(parents=True)
-        (cfg / "config.toml").write_text(
-            f'allow_remote = true\n[embedders.gpu]\nprovider = "openai"\nurl = "{url}"\ndim = 64\n'
-        )
-        env = {"XDG_CONFIG_HOME": str(tmp_path / "xdg"), "KENNING_MODEL": "gpu"}
+        env = user_config(tmp_path, url)
         out = run_cli("index", str(root), cwd=tmp_path, env=env)
     assert out.returncode == 2
     assert "Traceback" not in out.stderr
