@@ -8,6 +8,7 @@ import sqlite3
 from pathlib import Path
 
 from conftest import make_tree, run_cli, signal_in_phase, spawn_index
+from kenning.store.sqlite.schema import SCHEMA_VERSION
 
 
 def test_forget_example_from_readme_does_not_wipe_the_index(corpus: Path) -> None:
@@ -171,7 +172,7 @@ def test_search_on_an_index_from_before_code_symbols_upgrades_it_instead_of_cras
     assert found.returncode == 0 and "Traceback" not in found.stderr, found.stderr
     assert "a.py:1-2" in found.stdout
     con = sqlite3.connect(db)
-    assert con.execute("SELECT max(version) FROM migrations").fetchone()[0] == 2
+    assert con.execute("SELECT max(version) FROM migrations").fetchone()[0] == SCHEMA_VERSION
     con.close()
 
 

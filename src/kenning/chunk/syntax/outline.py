@@ -247,8 +247,9 @@ class _Parse:
         """Python: the string that is the body's first statement."""
         # a body tree-sitter recovered from a syntax error can hold no statement (`def f():\n    f( a b`): an
         # unfinished edit must not stop the index run
-        has_stmt = body is not None and body.named_child_count > 0
-        stmt = body.named_child(0) if has_stmt and self.spec.docstring else None
+        if body is None or not body.named_child_count or not self.spec.docstring:
+            return None
+        stmt = body.named_child(0)
         if stmt is not None and stmt.type == "expression_statement" and stmt.named_child_count == 1:
             string = stmt.named_child(0)
             if string is not None and string.type == "string":

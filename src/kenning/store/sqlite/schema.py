@@ -14,13 +14,15 @@ from pathlib import Path
 from kenning.errors import IndexCorrupt, IndexMismatch
 from kenning.store.layout import REBUILD_HINT
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # What a database at SCHEMA_VERSION holds: a missing one (a table dropped by hand or by a tool) would otherwise
 # give silently empty results, then a failure at the next write.
 _EXPECTED_OBJECTS = frozenset(
     {
         "migrations", "meta", "files", "passages", "embeddings", "definitions", "passages_fts_delete",
         "fts", "fts_data", "fts_idx", "fts_docsize", "fts_config",
+        "vector_changes", "passages_vector_insert", "passages_vector_delete", "embeddings_insert",
+        "embeddings_delete",
     }
 )  # fmt: skip
 
@@ -81,6 +83,30 @@ _MIGRATIONS: list[tuple[int, str, str]] = [
         );
         CREATE INDEX definitions_name ON definitions(name COLLATE NOCASE);
         CREATE INDEX definitions_passage ON definitions(passage_id);
+        """,
+    ),
+    (
+        3,
+        "vector change log",
+        # The passages whose vector may have changed since the vector snapshot was last written: a passage
+        # added or removed, or a text of theirs embedded or dropped. The snapshot's writer appends just their
+        # rows as a new segment instead of rewriting every vector (issue 21), then empties the log in the
+        # transaction that publishes the segment. Triggers, so no write path can forget it. An index from
+        # before this migration has an unsegmented snapshot, which the next publish rewrites whole.
+        """
+        CREATE TABLE vector_changes(id INTEGER PRIMARY KEY);
+        CREATE TRIGGER passages_vector_insert AFTER INSERT ON passages BEGIN
+            INSERT OR IGNORE INTO vector_changes VALUES (new.id);
+        END;
+        CREATE TRIGGER passages_vector_delete AFTER DELETE ON passages BEGIN
+            INSERT OR IGNORE INTO vector_changes VALUES (old.id);
+        END;
+        CREATE TRIGGER embeddings_insert AFTER INSERT ON embeddings BEGIN
+            INSERT OR IGNORE INTO vector_changes SELECT id FROM passages WHERE ehash = new.ehash;
+        END;
+        CREATE TRIGGER embeddings_delete AFTER DELETE ON embeddings BEGIN
+            INSERT OR IGNORE INTO vector_changes SELECT id FROM passages WHERE ehash = old.ehash;
+        END;
         """,
     ),
 ]
