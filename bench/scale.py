@@ -218,6 +218,7 @@ def measure(tree: Path, repeats: int) -> dict[str, Any]:
             into.append((time.perf_counter() - t) * 1000)
     for mode, values in lat.items():
         out[f"{mode}_p50_ms"], out[f"{mode}_p95_ms"] = statistics.median(values), pct(values, 95)
+    print(json.dumps(out), file=sys.stderr, flush=True)  # so far, should a later step fail
     # the daemon's path for one edited file: a scoped index run in the resident Engine, then a search
     refresh, first = [], []
     for n in range(repeats):
@@ -233,6 +234,7 @@ def measure(tree: Path, repeats: int) -> dict[str, Any]:
     out["daemon_searchable_s"] = statistics.median(a + b for a, b in zip(refresh, first, strict=True))
     out["in_process_peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     engine.close()
+    print(json.dumps(out), file=sys.stderr, flush=True)  # so far, should a later step fail
     # a new process: `kenning search` as is, and after an edit (the default refresh brings the file in)
     walls, mbs = [], []
     for q in qs[:repeats]:
@@ -247,6 +249,7 @@ def measure(tree: Path, repeats: int) -> dict[str, Any]:
         walls.append(wall)
         mbs.append(mb)
     out["cli_search_after_edit_s"] = statistics.median(walls)
+    print(json.dumps(out), file=sys.stderr, flush=True)  # so far, should a later step fail
     # `kenning index` after editing one file, and with nothing changed
     walls, mbs = [], []
     for n in range(repeats):
@@ -261,7 +264,8 @@ def measure(tree: Path, repeats: int) -> dict[str, Any]:
 
 
 def _passages(tree: Path) -> int:
-    con = sqlite3.connect(f"file:{tree / '.kenning' / 'index.db'}?mode=ro", uri=True)
+    [db] = (tree / ".kenning").glob("*/index.db")
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
         return int(con.execute("SELECT count(*) FROM passages").fetchone()[0])
     except sqlite3.Error:
@@ -313,7 +317,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="100k passages only")
     parser.add_argument("--sizes", help="comma-separated passage counts")
     parser.add_argument("--label", default="this", help="names this kenning's index and figures")
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--fresh", action="store_true", help="build the tree and index again")
     parser.add_argument("--json", type=Path, help="append each size's figures to this JSON Lines file")
     parser.add_argument("--write", nargs="+", type=Path, help="print the table of these JSON Lines files")

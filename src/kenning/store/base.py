@@ -245,6 +245,11 @@ class Store(ABC):
         several windows has a row per window, its id repeated on consecutive rows. IndexCorrupt when the
         stored vectors do not have `dim` dimensions."""
 
+    def passage_vector_batches(self, dim: int, size: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """`passage_vectors` in batches of about `size` passages, by id, so that a writer of every vector
+        holds one batch at a time (a million vectors are 1.5 GB). Here a single batch."""
+        yield self.passage_vectors(dim)
+
     def vector_changes(self) -> np.ndarray | None:
         """int64 ids, ascending, of the passages whose vectors may have changed (added, removed, embedded,
         dropped) since `clear_vector_changes`, for a writer that keeps a vector snapshot up to date by appending

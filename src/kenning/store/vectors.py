@@ -75,6 +75,7 @@ MAX_SEGMENTS = 16
 #: appended rows beyond this share of the base (and beyond TURBO_MIN) are compacted into a new base: they are
 #: searched exactly, so their cost per query grows with them
 COMPACT_SHARE = 0.05
+BATCH = 50_000  # vectors read and written at a time when the snapshot is written whole
 
 
 @dataclass(frozen=True)
@@ -242,17 +243,29 @@ def _live_among(directory: Path, names: list[str], changed: np.ndarray) -> int:
 
 
 def _write_whole(directory: Path, db: Store, dim: int, names: list[str]) -> int:
-    ids, vecs = db.passage_vectors(dim)
+    """Every vector of the store as one new base segment, read and written a batch at a time: a million
+    vectors held at once were 1.5 GB, several times over while they were joined and copied."""
     name = str(int(names[-1]) + 1)
     mat_path, ids_path = _paths(directory, name)
-    _write(mat_path, vecs)
+    tmp = mat_path.with_suffix(".f32.tmp")
+    parts = []
+    with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE), "wb") as fh:
+        for ids, vecs in db.passage_vector_batches(dim, BATCH):
+            fh.write(np.ascontiguousarray(vecs, dtype=np.float32).tobytes())
+            parts.append(ids)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, mat_path)
+    ids = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
     _write(ids_path, ids)
     tv = turbovec_module()
     if tv is not None and ids.size >= TURBO_MIN and dim % 8 == 0:
         index = tv.IdMapIndex(dim=dim, bit_width=4)
         rng = np.random.default_rng(0)
-        index.calibrate(np.ascontiguousarray(vecs[rng.choice(ids.size, 1024, replace=False)]))
-        index.add_with_ids(np.ascontiguousarray(vecs, dtype=np.float32), np.arange(ids.size, dtype=np.uint64))
+        index.calibrate(_rows_of(mat_path, rng.choice(ids.size, 1024, replace=False), dim))
+        for start in range(0, ids.size, BATCH):
+            rows = np.fromfile(mat_path, np.float32, BATCH * dim, offset=start * dim * 4).reshape(-1, dim)
+            index.add_with_ids(rows, np.arange(start, start + rows.shape[0], dtype=np.uint64))
         tvim = directory / f"vectors-{name}.tvim"
         index.write(str(tvim))  # atomic: temp file, fsync, rename
         os.chmod(tvim, PRIVATE_FILE)  # turbovec makes it with the umask's mode
@@ -260,6 +273,17 @@ def _write_whole(directory: Path, db: Store, dim: int, names: list[str]) -> int:
     _publish(db, [name], embedded)
     _drop_others(directory, [name])
     return embedded
+
+
+def _rows_of(path: Path, rows: np.ndarray, dim: int) -> np.ndarray:
+    """These rows of a matrix file, in this order, read one by one (not mapped: a mapped file counts in
+    the process's memory as it is read)."""
+    out = np.empty((rows.size, dim), dtype=np.float32)
+    with open(path, "rb") as fh:
+        for i, row in enumerate(rows.tolist()):
+            fh.seek(row * dim * 4)
+            out[i] = np.frombuffer(fh.read(dim * 4), dtype=np.float32)
+    return out
 
 
 def _publish(db: Store, names: list[str], embedded: int) -> None:

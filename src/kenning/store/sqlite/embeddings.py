@@ -8,12 +8,13 @@ blob of (windows x dim) float32s.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import sqlite3
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
 from kenning.errors import IndexCorrupt
-from kenning.store.sqlite.common import Connected, guarded
+from kenning.store.sqlite.common import Connected, guarded, index_error
 
 
 class EmbeddingsPart(Connected):
@@ -90,6 +91,26 @@ class EmbeddingsPart(Connected):
             "SELECT p.id, e.vec FROM passages p JOIN embeddings e ON e.ehash = p.ehash ORDER BY p.id"
         ).fetchall()
         return self._stack(rows, dim)
+
+    def passage_vector_batches(self, dim: int, size: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        # a generator: the decorator would return before the first row is read
+        last = 0
+        while True:
+            try:
+                rows = self.conn.execute(
+                    "SELECT p.id, e.vec FROM passages p JOIN embeddings e ON e.ehash = p.ehash "
+                    "WHERE p.id > ? ORDER BY p.id LIMIT ?",
+                    (last, size),
+                ).fetchall()
+            except sqlite3.DatabaseError as exc:
+                error = index_error(exc, self.path)
+                if error is None:
+                    raise
+                raise error from exc
+            if not rows:
+                return
+            last = int(rows[-1][0])
+            yield self._stack(rows, dim)
 
     @guarded
     def vector_changes(self) -> np.ndarray | None:
