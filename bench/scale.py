@@ -153,7 +153,7 @@ def add_vectors(tree: Path) -> float:
     manifest then says the index has vectors. Seconds taken."""
     from kenning.config import Config
     from kenning.engine import Engine
-    from kenning.engine.index import publish
+    from kenning.engine.index import WINDOWING, publish
     from kenning.store.layout import read_manifest, write_manifest
 
     t = time.perf_counter()
@@ -170,6 +170,8 @@ def add_vectors(tree: Path) -> float:
         db.begin()
         db.add_embeddings(part, vecs)
         db.commit()
+    # as the semantic pass records it: without it the next run would re-window every prose passage
+    db.set_meta(WINDOWING, engine.embedder.windowing)
     publish(engine.directory, db, DIM)
     db.close()
     manifest = read_manifest(engine.home)
