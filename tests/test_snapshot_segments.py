@@ -84,20 +84,29 @@ def test_removed_and_added_files_through_several_segments_match_an_exact_search(
     assert db.get_meta(SEGMENTS) is not None
 
 
-def test_too_many_segments_are_compacted_into_one(
+def test_too_many_segments_are_folded_into_one_and_a_large_change_rewrites_the_base(
     tmp_path: Path, engine_factory: Callable[..., Engine], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(snapshot, "MAX_SEGMENTS", 3)
     root = make_tree(tmp_path / "ws", FILES)
     engine = engine_factory(root)
     engine.index()
+    base = min(engine.directory.glob("vectors-*.ids"))
     counts = []
     for n in range(4):
-        (root / "notes/n01.md").write_text(f"# Note 1\n\nEdit number {n}.\n")
+        (root / f"notes/n1{n}.md").write_text(f"# Note 1{n}\n\nEdit number {n}.\n")
         engine.index()
         counts.append(sum(1 for p in engine.directory.glob("vectors-*.ids")))
         _agrees_with_the_store(engine)
-    assert counts == [2, 3, 1, 2]  # the third edit finds three segments in force and writes one whole
+        assert base.exists()  # folding reads the appended segments' passages again, never the base
+    assert counts == [2, 3, 2, 3]  # the third edit finds three segments in force and folds two into one
+    # more appended rows than the share of the base allows: the next publish writes the snapshot whole
+    monkeypatch.setattr(snapshot, "APPENDED_MIN", 0)
+    monkeypatch.setattr(snapshot, "COMPACT_SHARE", 0.01)
+    (root / "notes/n20.md").write_text("# Note 20\n\nA last edit.\n")
+    engine.index()
+    assert not base.exists() and sum(1 for p in engine.directory.glob("vectors-*.ids")) == 1
+    _agrees_with_the_store(engine)
 
 
 def test_a_publish_killed_before_its_commit_is_completed_by_the_next_run(

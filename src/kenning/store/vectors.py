@@ -9,9 +9,9 @@ The snapshot is written in segments, so that a change costs what changed (issue 
 whole, then, per publish, one small segment holding the current rows of just the passages the store logged as
 changed (`Store.vector_changes`), with the list of those ids (`.gone`): their rows in earlier segments are dead.
 The segments in force are named in the store's metadata, written in the transaction that empties the log, after
-every file is durable; a run killed before that leaves the log full and the next publish writes it again. When
-the appended rows outgrow a share of the base, or there are too many segments, the next publish rewrites the
-snapshot whole (a compaction).
+every file is durable; a run killed before that leaves the log full and the next publish writes it again. Past
+MAX_SEGMENTS the appended segments are folded into one (a cost of what they hold); when the appended rows outgrow
+a share of the base, the next publish rewrites the snapshot whole (a compaction, which that much change pays for).
 
 A store that keeps a vector index of its own (`Features.indexes_vectors`) needs no snapshot: `StoreVectors`
 hands each search to it.
@@ -71,10 +71,12 @@ class StoreVectors(VectorIndex):
 SEGMENTS = "vectors_segments"
 #: meta key: the newest segment's name; a reader loads the snapshot again when it changes
 GENERATION = "vectors_generation"
+#: past this many segments, the appended ones are folded into one (their passages read again from the store)
 MAX_SEGMENTS = 16
 #: appended rows beyond this share of the base (and beyond TURBO_MIN) are compacted into a new base: they are
 #: searched exactly, so their cost per query grows with them
 COMPACT_SHARE = 0.05
+APPENDED_MIN = TURBO_MIN  # and as many as an exact search serves anyway
 BATCH = 50_000  # vectors read and written at a time when the snapshot is written whole
 
 
@@ -200,28 +202,34 @@ def write_vectors(directory: Path, db: Store, dim: int) -> int:
     if not changed.size:  # behind with nothing logged (a killed publish found nothing left to write)
         _publish(db, names, embedded)
         return embedded
-    ids, vecs = db.vectors_of(changed, dim)
+    wanted = changed
+    if len(names) >= MAX_SEGMENTS:
+        # fold the appended segments into one, read again from the store: what they replaced, it replaces
+        folded = [np.fromfile(directory / f"vectors-{n}.gone", np.int64) for n in names[1:]]
+        wanted = np.union1d(changed, np.concatenate(folded))
+    ids, vecs = db.vectors_of(wanted, dim)
+    embedded += int(np.unique(ids[np.isin(ids, changed)]).size) - _live_among(directory, names, changed)
+    kept = names if wanted is changed else names[:1]
     name = str(int(names[-1]) + 1)
-    embedded += int(np.unique(ids).size) - _live_among(directory, names, changed)
     mat_path, ids_path = _paths(directory, name)
     _write(mat_path, vecs)
     _write(ids_path, ids)
-    _write(directory / f"vectors-{name}.gone", changed)
-    _publish(db, [*names, name], embedded)
-    _drop_others(directory, [*names, name])
+    _write(directory / f"vectors-{name}.gone", wanted)
+    _publish(db, [*kept, name], embedded)
+    _drop_others(directory, [*kept, name])
     return embedded
 
 
 def _appendable(directory: Path, names: list[str], changes: int) -> bool:
-    """Whether a segment of `changes` passages may be appended, rather than the snapshot compacted."""
-    if len(names) >= MAX_SEGMENTS:
-        return False
+    """Whether a segment of `changes` passages may be appended (or the appended ones folded with it into one),
+    rather than the snapshot written whole: the appended rows are searched exactly, so they are kept to a
+    small share of the base."""
     try:
         sizes = [_paths(directory, n)[1].stat().st_size // 8 for n in names]
     except OSError:
         return False  # a file gone: write it whole
     appended = sum(sizes[1:]) + changes
-    return appended <= max(TURBO_MIN, COMPACT_SHARE * sizes[0])
+    return appended <= max(APPENDED_MIN, COMPACT_SHARE * sizes[0])
 
 
 def _live_among(directory: Path, names: list[str], changed: np.ndarray) -> int:
