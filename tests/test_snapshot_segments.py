@@ -150,14 +150,23 @@ def test_an_index_from_before_segments_is_upgraded_and_rewritten_whole_once(
     con = sqlite3.connect(engine.db_path)
     con.executescript(  # back to schema 2 and its snapshot of one generation, as the previous release left it
         "DROP TABLE vector_changes; DROP TRIGGER passages_vector_insert; DROP TRIGGER passages_vector_delete;"
-        "DROP TRIGGER embeddings_insert; DROP TRIGGER embeddings_delete; DELETE FROM migrations WHERE version = 3;"
+        "DROP TRIGGER embeddings_insert; DROP TRIGGER embeddings_delete; DELETE FROM migrations WHERE version >= 3;"
+        "CREATE TABLE old(ehash BLOB PRIMARY KEY, vec BLOB NOT NULL) WITHOUT ROWID; INSERT INTO old SELECT * FROM "
+        "embeddings; DROP TABLE embeddings; ALTER TABLE old RENAME TO embeddings;"
         f"DELETE FROM meta WHERE key = '{SEGMENTS}';"
     )
     con.close()
     (root / "notes/n04.md").write_text("# Note 4\n\nZebra quokka marmot.\n")
     again = engine_factory(root)
-    again.index()
+    report = again.index()
+    assert report.embedded == 1  # the edited passage only: the migration kept every vector
     assert len(list(again.directory.glob("vectors-*.ids"))) == 1  # written whole: nothing was logged before
+    con = sqlite3.connect(engine.db_path)  # and the vectors moved to a rowid table, none lost
+    assert (
+        "WITHOUT ROWID"
+        not in con.execute("SELECT sql FROM sqlite_master WHERE name = 'embeddings'").fetchone()[0]
+    )
+    con.close()
     _agrees_with_the_store(again)
     (root / "notes/n04.md").write_text("# Note 4\n\nAnd again.\n")
     again.index()

@@ -14,7 +14,7 @@ from pathlib import Path
 from kenning.errors import IndexCorrupt, IndexMismatch
 from kenning.store.layout import REBUILD_HINT
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 # What a database at SCHEMA_VERSION holds: a missing one (a table dropped by hand or by a tool) would otherwise
 # give silently empty results, then a failure at the next write.
 _EXPECTED_OBJECTS = frozenset(
@@ -101,6 +101,27 @@ _MIGRATIONS: list[tuple[int, str, str]] = [
         CREATE TRIGGER passages_vector_delete AFTER DELETE ON passages BEGIN
             INSERT OR IGNORE INTO vector_changes VALUES (old.id);
         END;
+        CREATE TRIGGER embeddings_insert AFTER INSERT ON embeddings BEGIN
+            INSERT OR IGNORE INTO vector_changes SELECT id FROM passages WHERE ehash = new.ehash;
+        END;
+        CREATE TRIGGER embeddings_delete AFTER DELETE ON embeddings BEGIN
+            INSERT OR IGNORE INTO vector_changes SELECT id FROM passages WHERE ehash = old.ehash;
+        END;
+        """,
+    ),
+    (
+        4,
+        "embeddings in a rowid table",
+        # A vector (1.5 kB) is larger than a WITHOUT ROWID row keeps in its page (about 1 kB on 4 kB pages), so
+        # every one spilled its last half kilobyte onto an overflow page of its own: 3.7 kB on disk per vector,
+        # half the index (dbstat, bench/scale.py at 100k passages). A rowid table keeps a row of up to 4 kB in
+        # its page, and the text hash is looked up through a unique index. The triggers of migration 3 go with
+        # the old table and are made again.
+        """
+        CREATE TABLE embeddings_rowid(ehash BLOB NOT NULL UNIQUE, vec BLOB NOT NULL);
+        INSERT INTO embeddings_rowid(ehash, vec) SELECT ehash, vec FROM embeddings;
+        DROP TABLE embeddings;
+        ALTER TABLE embeddings_rowid RENAME TO embeddings;
         CREATE TRIGGER embeddings_insert AFTER INSERT ON embeddings BEGIN
             INSERT OR IGNORE INTO vector_changes SELECT id FROM passages WHERE ehash = new.ehash;
         END;
