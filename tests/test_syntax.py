@@ -574,6 +574,16 @@ def test_a_file_that_is_all_syntax_error_still_chunks(lang: str) -> None:
     check_contract(src, result, 200)
 
 
+def test_a_function_whose_body_is_a_syntax_error_does_not_crash_the_chunker() -> None:
+    """Regression: an unclosed call as a function's only statement left tree-sitter a body without a named
+    child, and reading its docstring raised IndexError, which ended `kenning index` (found by bench/scale.py)."""
+    text = "import sys\n\n\ndef check():\n    f( a b\n"
+    src = source("python", text)
+    result = chunk_syntax(src, max_chars=200, overlap_chars=0)
+    check_contract(src, result, 200)
+    assert any("def check" in p.text for p in result)
+
+
 @pytest.mark.parametrize("lang", ["python", "javascript", "c"])
 def test_an_over_long_line_is_cut_into_pieces(lang: str) -> None:
     long_line = {

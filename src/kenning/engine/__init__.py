@@ -68,7 +68,7 @@ from kenning.store.layout import (
     read_manifest,
     write_manifest,
 )
-from kenning.store.vectors import StoreVectors
+from kenning.store.vectors import Segment, StoreVectors
 from kenning.types import Mode, Preview, Refresh, SearchResult, Selection, within
 from kenning.walk.userpath import resolve_user_path, user_path
 
@@ -134,6 +134,7 @@ class Engine:
         self._db_file: tuple[int, int] | None = None  # (device, inode) of the open database
         self._vectors: VectorIndex | None = None
         self._vectors_generation: str | None = None
+        self._segments: dict[str, Segment] = {}  # the snapshot's segments loaded so far, by name
 
     # -- paths -----------------------------------------------------------------------------------------------
     @property
@@ -366,7 +367,7 @@ class Engine:
             return StoreVectors(db)
         generation = db.get_meta("vectors_generation")
         if self._vectors is None or generation != self._vectors_generation:
-            self._vectors = load_vectors(self.directory, db, self.embedder.dim)
+            self._vectors = load_vectors(self.directory, db, self.embedder.dim, self._segments)
             self._vectors_generation = generation
         return self._vectors
 
@@ -533,6 +534,7 @@ class Engine:
             self._db.close()
             self._db = None
         self._vectors = None
+        self._segments = {}
 
     def __enter__(self) -> Engine:
         return self

@@ -29,6 +29,7 @@ from kenning.errors import Interrupted
 from kenning.store import FileRow, Store, write_vectors
 from kenning.store.base import SNAPSHOT_BEHIND
 from kenning.store.terms import TERMS_VERSION
+from kenning.store.vectors import complete_but_logged, snapshot_embedded
 from kenning.types import FileEntry, Selection, Skip, embed_text, within
 from kenning.walk import redaction as redact
 from kenning.walk.changes import GitState, git_state
@@ -40,6 +41,8 @@ WALK_PRUNED = (
     "walk_pruned"  # meta key: the folders the last run's walk pruned by the default ignore list (JSON)
 )
 EMBED_COMMIT_BATCH = 64
+REMOVED_SINCE_PRUNE = "removed_since_prune"  # meta key: passages removed since the embedding cache was pruned
+PRUNE_MIN = 1000
 
 
 class Progress(Protocol):
@@ -159,9 +162,9 @@ def publish(directory: Path, db: Store, dim: int) -> dict[str, int]:
     itself) and the totals searches read."""
     if db.features.indexes_vectors:
         db.set_meta(SNAPSHOT_BEHIND, "0")  # its own index is up to date with every commit
-    else:
-        write_vectors(directory, db, dim)
-    return db.save_counts()
+        return db.save_counts()
+    # the snapshot knows how many passages have a vector: counting them in the store costs seconds at 1M
+    return db.save_counts(embedded=write_vectors(directory, db, dim))
 
 
 def run_index(
@@ -219,7 +222,10 @@ def run_index(
         db.set_meta("last_indexed", str(time.time()))
         changed = report.added or report.changed or report.removed or report.embedded or report.interrupted
         behind = db.snapshot_behind()  # a run killed before it wrote the snapshot left it behind
-        counts = publish(directory, db, embedder.dim) if changed or behind else db.save_counts()
+        if changed or behind:
+            counts = publish(directory, db, embedder.dim)
+        else:  # nothing new: the snapshot's count of passages with a vector still holds
+            counts = db.save_counts(None if db.features.indexes_vectors else snapshot_embedded(db))
         report.files, report.passages = counts["files"], counts["passages"]
         report.coverage = counts["embedded"] / counts["passages"] if counts["passages"] else 1.0
         report.elapsed = time.perf_counter() - started
@@ -443,7 +449,11 @@ def _semantic_pass(
     db: Store, embedder: Embedder, progress: Progress, report: IndexReport, cancel: threading.Event | None
 ) -> None:
     _rewindow(db, embedder)
-    missing = db.missing_embeddings()
+    # the passages without a vector: when the snapshot had them all, only those changed since can lack one,
+    # and looking at every passage costs seconds at a million of them
+    logged = None if db.features.indexes_vectors or not complete_but_logged(db) else db.vector_changes()
+    missing = db.missing_embeddings() if logged is None else db.missing_embeddings_among(logged)
+    _maybe_prune(db, report)
     if not missing:
         return
     # similar lengths side by side: the embedder pads each batch to its longest text, and padding is waste
@@ -457,10 +467,22 @@ def _semantic_pass(
         db.commit()
         report.embedded += len(batch)
         progress.advance(len(batch), work=sum(len(m[1]) + len(m[2]) for m in batch))
-    db.begin()
-    db.prune_embeddings()
-    db.commit()
     progress.finish()
+
+
+def _maybe_prune(db: Store, report: IndexReport) -> None:
+    """Prune the embedding cache (`Store.prune_embeddings`) once enough passages went since the last look to
+    make it worth one: looking reads the whole cache, seconds at a million passages, and unused vectors only
+    come from removed passages. Looking after every half of the index removed lets at most that much more
+    garbage stand than pruning at each run did."""
+    removed = int(db.get_meta(REMOVED_SINCE_PRUNE) or 0) + report.passages_removed
+    embedded = snapshot_embedded(db)
+    db.begin()
+    if embedded is None or removed >= max(PRUNE_MIN, embedded // 2):
+        db.prune_embeddings()
+        removed = 0
+    db.set_meta(REMOVED_SINCE_PRUNE, str(removed))
+    db.commit()
 
 
 # texts embedded before the embedder's speed is known: that one may overrun the budget

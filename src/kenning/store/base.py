@@ -216,6 +216,11 @@ class Store(ABC):
         """(ehash, heading, text, is code) of each distinct passage text without a vector, in no set order; a
         text found in code and in another kind of file counts as not code. `paths` keeps to those files'."""
 
+    def missing_embeddings_among(self, ids: np.ndarray) -> list[tuple[bytes, str, str, bool]]:
+        """`missing_embeddings` of the texts of these passages, for a writer that knows no other passage lacks
+        a vector. A backend may return every missing text (this default does): never fewer."""
+        return self.missing_embeddings()
+
     @abstractmethod
     def embedded_prose(self) -> list[tuple[bytes, str, str]]:
         """(ehash, heading, text) of each text with a vector that some passage outside code has."""
@@ -240,6 +245,29 @@ class Store(ABC):
         several windows has a row per window, its id repeated on consecutive rows. IndexCorrupt when the
         stored vectors do not have `dim` dimensions."""
 
+    def passage_vector_batches(self, dim: int, size: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """`passage_vectors` in batches of about `size` passages, by id, so that a writer of every vector
+        holds one batch at a time (a million vectors are 1.5 GB). Here a single batch."""
+        yield self.passage_vectors(dim)
+
+    def vector_changes(self) -> np.ndarray | None:
+        """int64 ids, ascending, of the passages whose vectors may have changed (added, removed, embedded,
+        dropped) since `clear_vector_changes`, for a writer that keeps a vector snapshot up to date by appending
+        only those; None when the store does not keep that log (the snapshot is then rewritten whole)."""
+        return None
+
+    def clear_vector_changes(self) -> None:
+        """Empty the log `vector_changes` reads; in the transaction that publishes what it held."""
+        return None
+
+    def vectors_of(self, ids: np.ndarray, dim: int) -> tuple[np.ndarray, np.ndarray]:
+        """`passage_vectors` for just these passage ids (those without a vector are left out)."""
+        import numpy as np
+
+        found, vectors = self.passage_vectors(dim)
+        keep = np.isin(found, ids)
+        return found[keep], vectors[keep]
+
     def vector_candidates(
         self, query: np.ndarray, k: int, allowed: np.ndarray | None = None
     ) -> list[tuple[int, float]]:
@@ -260,9 +288,17 @@ class Store(ABC):
         """Drop the remembered totals: a writer starts, and until it saves new ones readers count live (a
         killed run must not leave old totals standing beside new passages)."""
 
-    def save_counts(self) -> dict[str, int]:
-        """Count now and remember it, so a search reads the totals instead of scanning for them."""
-        counts = self.counts()
+    def counts_without_vectors(self) -> dict[str, int]:
+        """`counts()` but for "embedded", which a backend may leave out when it is the costly one."""
+        return self.counts()
+
+    def save_counts(self, embedded: int | None = None) -> dict[str, int]:
+        """Count now and remember it, so a search reads the totals instead of scanning for them. `embedded`,
+        when the caller knows it (the vector snapshot's writer does), is taken instead of counted."""
+        if embedded is None:
+            counts = self.counts()
+        else:
+            counts = {**self.counts_without_vectors(), "embedded": embedded}
         self.set_meta(COUNTS, json.dumps(counts))
         return counts
 

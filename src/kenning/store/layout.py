@@ -9,7 +9,8 @@ time a writer takes the lock, which also tightens an index made before this rule
     kenning.json                 manifest: format, root, active model, stored file selection, lexical-only
     writer.lock, writer.json     one writer at a time; who holds it
     <model-slug>/index.db        one complete index per embedder identity (switching back finds it intact)
-    <model-slug>/vectors-N.*     the vector snapshot derived from index.db
+    <model-slug>/vectors-N.*     the vector snapshot derived from index.db, in segments (the ones in force
+                                 are named in its metadata; .gone lists the ids a segment replaces)
 """
 
 from __future__ import annotations

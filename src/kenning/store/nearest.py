@@ -28,26 +28,33 @@ class VectorIndex(ABC):
 
 
 class ExactVectors(VectorIndex):
-    """Rows are windows: a passage read in several has consecutive rows under one id, and scores its best."""
+    """Rows are windows: a passage read in several has consecutive rows under one id, and scores its best.
+    `dead` marks rows a later segment of the snapshot replaced (see `Segments`): they are never returned."""
 
-    def __init__(self, ids: np.ndarray, matrix: np.ndarray) -> None:
+    def __init__(self, ids: np.ndarray, matrix: np.ndarray, dead: np.ndarray | None = None) -> None:
         self.ids = ids
         self.matrix = matrix
         self.windowed = bool(ids.size > 1 and np.any(ids[1:] == ids[:-1]))
+        self.dead = dead if dead is not None and dead.any() else None
+        self.dead_count = 0 if self.dead is None else int(self.dead.sum())
+        self._live = None if self.dead is None else np.flatnonzero(~self.dead)
 
     def __len__(self) -> int:
-        return int(self.ids.shape[0])
+        return int(self.ids.shape[0]) - self.dead_count
 
     def search(self, query: np.ndarray, k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
         if len(self) == 0 or k <= 0:
             return []
         if allowed is None:
+            if self._live is not None:
+                return self._search_rows(query, k, self._live)
             return self._top(*self._best(self.matrix @ query, self.ids), k)
         return self._search_rows(query, k, self._rows(allowed))
 
     def _rows(self, allowed: np.ndarray) -> np.ndarray:
-        """The row numbers of the allowed passage ids."""
-        return np.flatnonzero(np.isin(self.ids, allowed, assume_unique=not self.windowed))
+        """The row numbers of the allowed passage ids (live ones)."""
+        rows = np.flatnonzero(np.isin(self.ids, allowed, assume_unique=not self.windowed))
+        return rows if self.dead is None else rows[~self.dead[rows]]
 
     def _search_rows(self, query: np.ndarray, k: int, rows: np.ndarray) -> list[tuple[int, float]]:
         if rows.size == 0:
@@ -77,8 +84,10 @@ SMALL_ALLOWED = 4_096  # a filter this narrow is searched exactly over its own r
 class TurboVectors(ExactVectors):
     """turbovec candidates, re-ranked exactly from the float32 rows. Row numbers are the turbovec ids."""
 
-    def __init__(self, ids: np.ndarray, matrix: np.ndarray, index: Any) -> None:
-        super().__init__(ids, matrix)
+    def __init__(
+        self, ids: np.ndarray, matrix: np.ndarray, index: Any, dead: np.ndarray | None = None
+    ) -> None:
+        super().__init__(ids, matrix, dead)
         self.index = index
 
     def search(self, query: np.ndarray, k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
@@ -93,8 +102,12 @@ class TurboVectors(ExactVectors):
         q = np.ascontiguousarray(query, dtype=np.float32)[None, :]
         # windows of one passage can fill several candidate places: ask for more, keep each passage's best
         wanted = k * CANDIDATES * (2 if self.windowed else 1)
+        if self.dead is not None and allowlist is None:
+            wanted += min(self.dead_count, wanted)  # replaced rows found among them are dropped below
         _, found = self.index.search(q, wanted, allowlist=allowlist)
         rows = found[0].astype(np.int64)
+        if self.dead is not None:
+            rows = rows[~self.dead[rows]]
         scores = self.matrix[rows] @ query
         order = np.argsort(-scores, kind="stable")
         ids = self.ids[rows[order]]
@@ -103,6 +116,23 @@ class TurboVectors(ExactVectors):
             order = order[np.sort(first)]
             ids = self.ids[rows[order]]
         return _pairs(ids[:k], scores[order][:k])
+
+
+class Segments(VectorIndex):
+    """A snapshot written in segments: a large base and the small ones appended after it, each passage live in
+    at most one of them (rows a later segment replaced are marked dead where they lie). A search asks each for
+    its top k and keeps the best k."""
+
+    def __init__(self, parts: list[ExactVectors]) -> None:
+        self.parts = parts
+
+    def __len__(self) -> int:
+        return sum(len(p) for p in self.parts)
+
+    def search(self, query: np.ndarray, k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
+        found = [pair for part in self.parts for pair in part.search(query, k, allowed)]
+        found.sort(key=lambda pair: -pair[1])
+        return found[:k]
 
 
 def _pairs(ids: np.ndarray, scores: np.ndarray) -> list[tuple[int, float]]:

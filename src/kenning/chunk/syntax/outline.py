@@ -245,7 +245,11 @@ class _Parse:
 
     def _docstring(self, body: Node | None) -> Node | None:
         """Python: the string that is the body's first statement."""
-        stmt = body.named_child(0) if body is not None and self.spec.docstring else None
+        # a body tree-sitter recovered from a syntax error can hold no statement (`def f():\n    f( a b`): an
+        # unfinished edit must not stop the index run
+        if body is None or not body.named_child_count or not self.spec.docstring:
+            return None
+        stmt = body.named_child(0)
         if stmt is not None and stmt.type == "expression_statement" and stmt.named_child_count == 1:
             string = stmt.named_child(0)
             if string is not None and string.type == "string":

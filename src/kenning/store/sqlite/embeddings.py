@@ -8,12 +8,13 @@ blob of (windows x dim) float32s.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import sqlite3
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
 from kenning.errors import IndexCorrupt
-from kenning.store.sqlite.common import Connected, guarded
+from kenning.store.sqlite.common import Connected, guarded, index_error
 
 
 class EmbeddingsPart(Connected):
@@ -31,6 +32,24 @@ class EmbeddingsPart(Connected):
             args,
         )
         return [(bytes(r[0]), str(r[1]), str(r[2]), bool(r[3])) for r in rows]
+
+    @guarded
+    def missing_embeddings_among(self, ids: np.ndarray) -> list[tuple[bytes, str, str, bool]]:
+        self._wanted(ids)
+        rows = self.conn.execute(
+            "SELECT p.ehash, p.heading, p.text, MIN(f.kind = 'code') FROM temp.wanted_passages w "
+            "CROSS JOIN passages p ON p.id = w.id CROSS JOIN files f ON f.id = p.file_id "
+            "WHERE NOT EXISTS (SELECT 1 FROM embeddings e WHERE e.ehash = p.ehash) GROUP BY p.ehash"
+        )
+        return [(bytes(r[0]), str(r[1]), str(r[2]), bool(r[3])) for r in rows]
+
+    def _wanted(self, ids: np.ndarray) -> None:
+        """These passage ids in a temporary table, not parameters: a large change can log many thousands. The
+        queries over it join with CROSS JOIN, which fixes SQLite's join order: the table has no statistics,
+        and the planner chose to scan every passage and look each up in it (0.8 s at 100k passages)."""
+        self.conn.execute("CREATE TEMP TABLE IF NOT EXISTS wanted_passages(id INTEGER PRIMARY KEY)")
+        self.conn.execute("DELETE FROM temp.wanted_passages")
+        self.conn.executemany("INSERT INTO temp.wanted_passages VALUES (?)", ((int(i),) for i in ids))
 
     @guarded
     def embedded_prose(self) -> list[tuple[bytes, str, str]]:
@@ -73,6 +92,48 @@ class EmbeddingsPart(Connected):
         rows = self.conn.execute(
             "SELECT p.id, e.vec FROM passages p JOIN embeddings e ON e.ehash = p.ehash ORDER BY p.id"
         ).fetchall()
+        return self._stack(rows, dim)
+
+    def passage_vector_batches(self, dim: int, size: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        # a generator: the decorator would return before the first row is read
+        last = 0
+        while True:
+            try:
+                rows = self.conn.execute(
+                    "SELECT p.id, e.vec FROM passages p JOIN embeddings e ON e.ehash = p.ehash "
+                    "WHERE p.id > ? ORDER BY p.id LIMIT ?",
+                    (last, size),
+                ).fetchall()
+            except sqlite3.DatabaseError as exc:
+                error = index_error(exc, self.path)
+                if error is None:
+                    raise
+                raise error from exc
+            if not rows:
+                return
+            last = int(rows[-1][0])
+            yield self._stack(rows, dim)
+
+    @guarded
+    def vector_changes(self) -> np.ndarray | None:
+        rows = self.conn.execute("SELECT id FROM vector_changes ORDER BY id").fetchall()
+        return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+
+    @guarded
+    def clear_vector_changes(self) -> None:
+        self.conn.execute("DELETE FROM vector_changes")
+
+    @guarded
+    def vectors_of(self, ids: np.ndarray, dim: int) -> tuple[np.ndarray, np.ndarray]:
+        self._wanted(ids)
+        rows = self.conn.execute(
+            "SELECT p.id, e.vec FROM temp.wanted_passages w CROSS JOIN passages p ON p.id = w.id "
+            "CROSS JOIN embeddings e ON e.ehash = p.ehash ORDER BY p.id"
+        ).fetchall()
+        return self._stack(rows, dim)
+
+    def _stack(self, rows: list[tuple[int, bytes]], dim: int) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, vectors) of (passage id, vector blob) rows, a row per window."""
         width = 4 * dim
         if any(not r[1] or len(r[1]) % width for r in rows):
             raise IndexCorrupt(

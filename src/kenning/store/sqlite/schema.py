@@ -14,13 +14,15 @@ from pathlib import Path
 from kenning.errors import IndexCorrupt, IndexMismatch
 from kenning.store.layout import REBUILD_HINT
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 4
 # What a database at SCHEMA_VERSION holds: a missing one (a table dropped by hand or by a tool) would otherwise
 # give silently empty results, then a failure at the next write.
 _EXPECTED_OBJECTS = frozenset(
     {
         "migrations", "meta", "files", "passages", "embeddings", "definitions", "passages_fts_delete",
         "fts", "fts_data", "fts_idx", "fts_docsize", "fts_config",
+        "vector_changes", "passages_vector_insert", "passages_vector_delete", "embeddings_insert",
+        "embeddings_delete",
     }
 )  # fmt: skip
 
@@ -81,6 +83,51 @@ _MIGRATIONS: list[tuple[int, str, str]] = [
         );
         CREATE INDEX definitions_name ON definitions(name COLLATE NOCASE);
         CREATE INDEX definitions_passage ON definitions(passage_id);
+        """,
+    ),
+    (
+        3,
+        "vector change log",
+        # The passages whose vector may have changed since the vector snapshot was last written: a passage
+        # added or removed, or a text of theirs embedded or dropped. The snapshot's writer appends just their
+        # rows as a new segment instead of rewriting every vector (issue 21), then empties the log in the
+        # transaction that publishes the segment. Triggers, so no write path can forget it. An index from
+        # before this migration has an unsegmented snapshot, which the next publish rewrites whole.
+        """
+        CREATE TABLE vector_changes(id INTEGER PRIMARY KEY);
+        CREATE TRIGGER passages_vector_insert AFTER INSERT ON passages BEGIN
+            INSERT OR IGNORE INTO vector_changes VALUES (new.id);
+        END;
+        CREATE TRIGGER passages_vector_delete AFTER DELETE ON passages BEGIN
+            INSERT OR IGNORE INTO vector_changes VALUES (old.id);
+        END;
+        CREATE TRIGGER embeddings_insert AFTER INSERT ON embeddings BEGIN
+            INSERT OR IGNORE INTO vector_changes SELECT id FROM passages WHERE ehash = new.ehash;
+        END;
+        CREATE TRIGGER embeddings_delete AFTER DELETE ON embeddings BEGIN
+            INSERT OR IGNORE INTO vector_changes SELECT id FROM passages WHERE ehash = old.ehash;
+        END;
+        """,
+    ),
+    (
+        4,
+        "embeddings in a rowid table",
+        # A vector (1.5 kB) is larger than a WITHOUT ROWID row keeps in its page (about 1 kB on 4 kB pages), so
+        # every one spilled its last half kilobyte onto an overflow page of its own: 3.7 kB on disk per vector,
+        # half the index (dbstat, bench/scale.py at 100k passages). A rowid table keeps a row of up to 4 kB in
+        # its page, and the text hash is looked up through a unique index. The triggers of migration 3 go with
+        # the old table and are made again.
+        """
+        CREATE TABLE embeddings_rowid(ehash BLOB NOT NULL UNIQUE, vec BLOB NOT NULL);
+        INSERT INTO embeddings_rowid(ehash, vec) SELECT ehash, vec FROM embeddings;
+        DROP TABLE embeddings;
+        ALTER TABLE embeddings_rowid RENAME TO embeddings;
+        CREATE TRIGGER embeddings_insert AFTER INSERT ON embeddings BEGIN
+            INSERT OR IGNORE INTO vector_changes SELECT id FROM passages WHERE ehash = new.ehash;
+        END;
+        CREATE TRIGGER embeddings_delete AFTER DELETE ON embeddings BEGIN
+            INSERT OR IGNORE INTO vector_changes SELECT id FROM passages WHERE ehash = old.ehash;
+        END;
         """,
     ),
 ]
