@@ -1,0 +1,82 @@
+"""The lexical arm of the PostgreSQL store: Okapi BM25 in plain SQL over a postings table.
+
+Every passage's heading, text and identifier parts are cut into FTS5's terms (`tokens.py`); a posting holds a
+(term, passage) pair with the term's count there and the passage's length in terms, and `lexicon_totals` the
+number of passages and of terms, kept in step in the writer's transactions. A query's score is FTS5's bm25()
+to the digit: k1 1.2, b 0.75, IDF ln((N - df + 0.5) / (df + 0.5)) floored at 1e-6, each query term counted as
+often as it occurs (two words with one stem count twice, as two FTS5 phrases do), and the three columns
+weighted alike. It needs no extension, so it runs on any managed PostgreSQL that has pgvector.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from kenning.store.postgres.connect import Connected, guarded
+from kenning.store.postgres.tokens import document_terms, query_tokens
+from kenning.store.terms import any_of_terms
+
+K1 = 1.2
+B = 0.75
+
+# FTS5's bm25(): each (term, passage) pair's part, summed per passage; df over the whole index even when the
+# candidates are kept to an allow-list (as FTS5 computes it whatever the WHERE clause keeps)
+_BM25 = f"""
+WITH q(term, n) AS (SELECT * FROM unnest(%(terms)s::text[], %(counts)s::int[])),
+df AS (SELECT po.term, count(*)::float8 AS df FROM postings po JOIN q USING (term) GROUP BY po.term),
+t AS (SELECT passages::float8 AS n, tokens::float8 / greatest(passages, 1) AS avgdl FROM lexicon_totals)
+SELECT po.passage_id,
+       sum(q.n * greatest(ln((t.n - df.df + 0.5) / (df.df + 0.5)), 1e-6)
+           * (po.tf * {K1 + 1.0}) / (po.tf + {K1} * ({1 - B} + {B} * po.length / nullif(t.avgdl, 0)))) AS score
+FROM postings po JOIN q USING (term) JOIN df USING (term) CROSS JOIN t {{allowed}}
+GROUP BY po.passage_id
+ORDER BY score DESC, po.passage_id
+LIMIT %(limit)s
+"""
+_ALL = _BM25.format(allowed="")
+_ALLOWED = _BM25.format(allowed="JOIN unnest(%(allowed)s::bigint[]) AS a(id) ON a.id = po.passage_id")
+
+
+def postings(first: int, rows: Sequence[Sequence[Any]]) -> tuple[list[tuple[str, int, int, int]], list[int]]:
+    """The postings of passages `first`, `first + 1`... (rows as `rows.passage_values` builds them: heading,
+    text and parts at 2, 3, 4), and each passage's length in terms."""
+    out: list[tuple[str, int, int, int]] = []
+    lengths: list[int] = []
+    for i, row in enumerate(rows):
+        counts, length = document_terms(row[2], row[3], row[4])
+        lengths.append(length)
+        pid = first + i
+        out.extend((term, pid, tf, length) for term, tf in counts.items())
+    return out, lengths
+
+
+class LexicalPart(Connected):
+    """Lexical candidates (see `kenning.store.base.Store.lexical` for the contract)."""
+
+    _allowed: list[int] | None
+
+    def restrict_lexical(self, allowed: np.ndarray) -> None:
+        # kept here and sent with each filtered query: a temporary table would need more than SELECT
+        self._allowed = [int(i) for i in allowed.tolist()]
+
+    @guarded
+    def lexical(self, query: str, limit: int, *, filtered: bool = False) -> list[tuple[int, float]]:
+        stems: Counter[str] = Counter()
+        for term in any_of_terms(query):
+            stems.update(query_tokens(term))
+        if not stems or limit <= 0:
+            return []
+        args: dict[str, Any] = {"terms": list(stems), "counts": list(stems.values()), "limit": limit}
+        sql = _ALL
+        if filtered:
+            allowed = getattr(self, "_allowed", None) or []
+            if not allowed:
+                return []
+            args["allowed"] = allowed
+            sql = _ALLOWED
+        rows = self.conn.execute(sql, args).fetchall()
+        return [(int(r[0]), float(r[1])) for r in rows]
