@@ -64,7 +64,17 @@ class Server:
 
     def psql(self, sql: str, database: str = "postgres") -> str:
         out = subprocess.run(
-            [str(self.bin / "psql"), "-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", self.url(database), "-c", sql],
+            [
+                str(self.bin / "psql"),
+                "-X",
+                "-A",
+                "-t",
+                "-v",
+                "ON_ERROR_STOP=1",
+                self.url(database),
+                "-c",
+                sql,
+            ],
             capture_output=True,
             text=True,
             check=True,

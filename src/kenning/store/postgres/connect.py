@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, cast
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from kenning.errors import IndexBusy, IndexCorrupt, IndexError_, IndexMissing, KenningError, UsageError
@@ -75,15 +75,15 @@ def masked(text: str, url: str | None = None) -> str:
 
 
 def describe(url: str) -> str:
-    """The URL as shown to people: no password, no query parameters other than TLS ones."""
+    """The URL as shown to people: no password, and of its query parameters only host, port and TLS ones."""
     parts = urlsplit(url)
     netloc = parts.netloc
     if parts.password is not None:
         user = quote(parts.username or "", safe="")
         host = netloc.rsplit("@", 1)[1]
         netloc = f"{user}:***@{host}"
-    kept = [(k, v) for k, v in parse_qsl(parts.query) if k.startswith("ssl") or k == "host"]
-    return urlunsplit((parts.scheme, netloc, parts.path, urlencode(kept), ""))
+    kept = [(k, v) for k, v in parse_qsl(parts.query) if k.startswith("ssl") or k in ("host", "port")]
+    return urlunsplit((parts.scheme, netloc, parts.path, urlencode(kept, safe="/"), ""))
 
 
 def index_name(root_name: str, given: str | None = None) -> str:
@@ -112,27 +112,23 @@ def lock_key(schema: str) -> int:
 
 def connect(url: str, *, purpose: str, readonly: bool = False) -> psycopg.Connection[Any]:
     """An autocommit connection (the store begins its transactions itself), its failure a kenning error."""
-    psycopg, register_vector = driver()
+    pg, _ = driver()
     options: dict[str, Any] = {"autocommit": True, "application_name": f"kenning {purpose}"[:63]}
     parts = urlsplit(url)
     if "connect_timeout" not in parts.query:
         options["connect_timeout"] = DEFAULT_CONNECT_TIMEOUT
     try:
-        conn = psycopg.connect(url, **options)
-    except psycopg.Error as exc:
+        conn = pg.connect(url, **options)
+    except pg.Error as exc:
         raise server_error(exc, url) from None
     try:
         if readonly:
             conn.execute("SET default_transaction_read_only = on")
         conn.execute("SET statement_timeout = 0")
-        try:
-            register_vector(conn)
-        except psycopg.ProgrammingError:
-            pass  # no vector type yet: the writer's first migration creates the extension
-    except psycopg.Error as exc:
+    except pg.Error as exc:
         conn.close()
         raise server_error(exc, url) from None
-    return conn
+    return cast("psycopg.Connection[Any]", conn)
 
 
 def server_error(exc: Exception, url: str) -> KenningError:

@@ -57,9 +57,13 @@ def _array(value: Any) -> Any:
 class EmbeddingsPart(Connected):
     """The embedding cache and vector candidates (see `kenning.store.base.Store` for each contract)."""
 
+    #: the vectors' dimension once the first are stored (meta `vector_dim`); None before, or not yet read
+    _dim: int | None
+
     def _snapshot_behind(self) -> None:
         self.conn.execute(
-            "INSERT INTO meta VALUES (%s, '1') ON CONFLICT (key) DO UPDATE SET value = '1'", (SNAPSHOT_BEHIND,)
+            "INSERT INTO meta VALUES (%s, '1') ON CONFLICT (key) DO UPDATE SET value = '1'",
+            (SNAPSHOT_BEHIND,),
         )
 
     @guarded
@@ -110,7 +114,7 @@ class EmbeddingsPart(Connected):
                 self._dim = dim
 
     def _vector_dim(self) -> int | None:
-        if getattr(self, "_dim", None) is None:
+        if self._dim is None:
             row = self.conn.execute("SELECT value FROM meta WHERE key = 'vector_dim'").fetchone()
             self._dim = int(row[0]) if row else None
         return self._dim
@@ -181,14 +185,13 @@ class EmbeddingsPart(Connected):
     def _vector_rows(self) -> int:
         """An estimate of the vector rows (the planner's, refreshed by autovacuum): enough to choose a path."""
         row = self.conn.execute(
-            "SELECT c.reltuples::bigint FROM pg_class c "
-            "WHERE c.oid = to_regclass(%s)",
+            "SELECT c.reltuples::bigint FROM pg_class c WHERE c.oid = to_regclass(%s)",
             (f"{schema.quoted(self.schema)}.vectors",),
         ).fetchone()
         if row is None or row[0] <= 0:
             # never analysed (a new index): count, which is cheap while it is small
-            counted = self.conn.execute("SELECT count(*) FROM (SELECT 1 FROM vectors LIMIT %s) s", (
-                EXACT_BELOW + 1,
-            )).fetchone()
+            counted = self.conn.execute(
+                "SELECT count(*) FROM (SELECT 1 FROM vectors LIMIT %s) s", (EXACT_BELOW + 1,)
+            ).fetchone()
             return int(counted[0]) if counted else 0
         return int(row[0])

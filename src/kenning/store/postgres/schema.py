@@ -118,9 +118,7 @@ def refuse_newer(version: int, where: str) -> None:
 
 def check_tables(conn: psycopg.Connection[Any], schema: str, where: str) -> None:
     """IndexCorrupt when a table the schema needs is gone."""
-    present = {
-        r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = %s", (schema,))
-    }
+    present = {r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = %s", (schema,))}
     missing = sorted(_EXPECTED_TABLES - present)
     if missing:
         raise IndexCorrupt(
@@ -163,9 +161,7 @@ def migrate(conn: psycopg.Connection[Any], schema: str, where: str) -> None:
         with conn.transaction():
             conn.execute(f"SET LOCAL search_path TO {q}, public")
             conn.execute(sql)
-            conn.execute(
-                f"INSERT INTO {q}.migrations VALUES (%s, %s, %s)", (version, name, time.time())
-            )
+            conn.execute(f"INSERT INTO {q}.migrations VALUES (%s, %s, %s)", (version, name, time.time()))
 
 
 def vector_index(conn: psycopg.Connection[Any], schema: str, dim: int) -> None:

@@ -130,6 +130,7 @@ class PostgresStore(LexicalPart, EmbeddingsPart, Store):
 
     @guarded
     def rollback(self) -> None:
+        self._dim = None  # the first vectors' dimension may have been recorded in what is undone
         status, kinds = self._status()
         if status not in (kinds.IDLE, kinds.UNKNOWN):
             self.conn.execute("ROLLBACK")
