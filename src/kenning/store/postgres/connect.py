@@ -177,6 +177,13 @@ class Connected:
     schema: str
     where: str
     conn: psycopg.Connection[Any]
+    #: passages added in the open transaction and not yet sent (see `PostgresStore.add_passage_values`)
+    _pending: list[Any]
+    #: the vector snapshot's marker was set in the open transaction (once per transaction is enough)
+    _behind: bool = False
+
+    def _flush(self) -> None:
+        """Send what is pending: before any read, and at the commit."""
 
     def _status(self) -> tuple[Any, Any]:
         from psycopg.pq import TransactionStatus
@@ -197,9 +204,14 @@ class Connected:
             with contextlib.suppress(Exception):
                 self.conn.execute("ROLLBACK")
             raise
+        finally:
+            self._behind = False
         self.conn.execute("COMMIT")
 
 
+# what may run while passages wait to be sent: more of them, the files they belong to, and a rollback (which
+# drops them); anything else sends them first
+_KEEPS_PENDING = frozenset({"add_passage_values", "upsert_file", "touch_file", "rollback"})
 _S = TypeVar("_S", bound=Connected)
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -208,10 +220,14 @@ _R = TypeVar("_R")
 def guarded(method: Callable[Concatenate[_S, _P], _R]) -> Callable[Concatenate[_S, _P], _R]:
     """Raise what a server failure inside `method` means as a kenning error (see `server_error`)."""
 
+    sends_pending = method.__name__ not in _KEEPS_PENDING
+
     def guarded(self: _S, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         import psycopg
 
         try:
+            if sends_pending and self._pending:
+                self._flush()  # a read, a delete, a commit sees every passage added before it
             return method(self, *args, **kwargs)
         except psycopg.Error as exc:
             raise server_error(exc, self.url) from exc

@@ -26,19 +26,22 @@ B = 0.75
 # FTS5's bm25(): each (term, passage) pair's part, summed per passage; df over the whole index even when the
 # candidates are kept to an allow-list (as FTS5 computes it whatever the WHERE clause keeps)
 _BM25 = f"""
-WITH q(term, n) AS (SELECT * FROM unnest(%(terms)s::text[], %(counts)s::int[])),
-df AS (SELECT po.term, count(*)::float8 AS df FROM postings po JOIN q USING (term) GROUP BY po.term),
+WITH hits AS MATERIALIZED (
+    SELECT term, passage_id, tf, length, count(*) OVER (PARTITION BY term)::float8 AS df
+    FROM postings WHERE term = ANY(%(terms)s)
+),
+q(term, n) AS (SELECT * FROM unnest(%(terms)s::text[], %(counts)s::int[])),
 t AS (SELECT passages::float8 AS n, tokens::float8 / greatest(passages, 1) AS avgdl FROM lexicon_totals)
-SELECT po.passage_id,
-       sum(q.n * greatest(ln((t.n - df.df + 0.5) / (df.df + 0.5)), 1e-6)
-           * (po.tf * {K1 + 1.0}) / (po.tf + {K1} * ({1 - B} + {B} * po.length / nullif(t.avgdl, 0)))) AS score
-FROM postings po JOIN q USING (term) JOIN df USING (term) CROSS JOIN t {{allowed}}
-GROUP BY po.passage_id
-ORDER BY score DESC, po.passage_id
+SELECT h.passage_id,
+       sum(q.n * greatest(ln((t.n - h.df + 0.5) / (h.df + 0.5)), 1e-6)
+           * (h.tf * {K1 + 1.0}) / (h.tf + {K1} * ({1 - B} + {B} * h.length / nullif(t.avgdl, 0)))) AS score
+FROM hits h JOIN q USING (term) CROSS JOIN t {{allowed}}
+GROUP BY h.passage_id
+ORDER BY score DESC, h.passage_id
 LIMIT %(limit)s
 """
 _ALL = _BM25.format(allowed="")
-_ALLOWED = _BM25.format(allowed="JOIN unnest(%(allowed)s::bigint[]) AS a(id) ON a.id = po.passage_id")
+_ALLOWED = _BM25.format(allowed="JOIN unnest(%(allowed)s::bigint[]) AS a(id) ON a.id = h.passage_id")
 
 
 def postings(first: int, rows: Sequence[Sequence[Any]]) -> tuple[list[tuple[str, int, int, int]], list[int]]:

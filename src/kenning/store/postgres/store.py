@@ -27,6 +27,10 @@ from kenning.store.postgres.lexical import LexicalPart, postings
 from kenning.store.rows import Definition, FileRow, PassageRow, PassageValues, symbol
 from kenning.types import Symbol
 
+#: passages kept back at most before they are sent, whatever comes next
+_SEND_EVERY = 2000
+#: passage ids reserved from the sequence at a time
+_ID_BLOCK = 10_000
 _PASSAGE_COLUMNS = (
     "id, file_id, start_line, end_line, heading, text, parts, ehash, sym_kind, sym_name, sym_scope, "
     "sym_signature, sym_doc, grp, length"
@@ -54,6 +58,8 @@ class PostgresStore(LexicalPart, EmbeddingsPart, Store):
         self.where = f"{describe(url)} (schema {schema_})"
         self._allowed = None
         self._dim: int | None = None
+        self._pending = []
+        self._next_id = self._id_limit = 0
         self.conn = connect(url, purpose="search" if readonly else "index", readonly=readonly)
         try:
             self._open()
@@ -114,6 +120,7 @@ class PostgresStore(LexicalPart, EmbeddingsPart, Store):
             )
 
     def close(self) -> None:
+        self._pending = []  # closing rolls back the open transaction, and these were never sent
         with contextlib.suppress(Exception):
             self.conn.close()
 
@@ -121,15 +128,19 @@ class PostgresStore(LexicalPart, EmbeddingsPart, Store):
     @guarded
     def begin(self) -> None:
         self.conn.execute("BEGIN")
+        self._behind = False
 
     @guarded
     def commit(self) -> None:
         status, kinds = self._status()
         if status != kinds.IDLE:
             self.conn.execute("COMMIT")
+        self._behind = False
 
     @guarded
     def rollback(self) -> None:
+        self._pending = []  # never sent: nothing to undo on the server
+        self._behind = False
         self._dim = None  # the first vectors' dimension may have been recorded in what is undone
         status, kinds = self._status()
         if status not in (kinds.IDLE, kinds.UNKNOWN):
@@ -262,34 +273,64 @@ class PostgresStore(LexicalPart, EmbeddingsPart, Store):
     def add_passage_values(
         self, file_id: int, rows: Sequence[PassageValues], defined: Sequence[Definition] = ()
     ) -> None:
-        with self._atomic():
-            self._snapshot_behind()
-            if not rows:
-                return
-            # ids from a sequence, handed out as one run (only the lock holder writes): they ascend in the
-            # order given, and are never reused, even after a rollback
+        # Inside a transaction the rows wait here and go in one COPY per table at the next read, delete or
+        # commit (`guarded` sends them): a round trip per file cost more than the writes themselves.
+        status, kinds = self._status()
+        if not rows:
+            with self._atomic():
+                self._snapshot_behind()
+            return
+        first = self._take_ids(len(rows))
+        self._pending.append((file_id, first, rows, defined))
+        if status == kinds.IDLE or sum(len(p[2]) for p in self._pending) >= _SEND_EVERY:
+            self._flush()
+
+    def _take_ids(self, n: int) -> int:
+        """`n` ascending passage ids, from a block reserved from the sequence (only the lock holder writes; a
+        block's unused ids are skipped, never reused)."""
+        if self._next_id + n > self._id_limit:
+            block = max(n, _ID_BLOCK)
             found = self.conn.execute(
-                "SELECT setval('passage_ids', nextval('passage_ids') + %s - 1)", (len(rows),)
+                "SELECT setval('passage_ids', nextval('passage_ids') + %s - 1)", (block,)
             ).fetchone()
             assert found is not None
-            first = int(found[0]) - len(rows) + 1
-            terms, lengths = postings(first, rows)
+            self._id_limit = int(found[0]) + 1
+            self._next_id = self._id_limit - block
+        first = self._next_id
+        self._next_id += n
+        return first
+
+    def _flush(self) -> None:
+        pending, self._pending = self._pending, []
+        if not pending:
+            return
+        with self._atomic():
+            self._snapshot_behind()
             cur = self.conn.cursor()
+            total_rows = total_tokens = 0
             with cur.copy(f"COPY passages ({_PASSAGE_COLUMNS}) FROM STDIN") as copy:
-                for i, row in enumerate(rows):
-                    copy.write_row((first + i, file_id, *(_clean(v) for v in row), lengths[i]))
-            if defined:
-                seq: dict[int, int] = {}
+                all_terms = []
+                for file_id, first, rows, _ in pending:
+                    terms, lengths = postings(first, rows)
+                    all_terms.append(terms)
+                    total_rows += len(rows)
+                    total_tokens += sum(lengths)
+                    for i, row in enumerate(rows):
+                        copy.write_row((first + i, file_id, *(_clean(v) for v in row), lengths[i]))
+            if any(p[3] for p in pending):
                 with cur.copy("COPY definitions (passage_id, seq, kind, name, scope) FROM STDIN") as copy:
-                    for i, kind, name, scope in defined:
-                        seq[i] = seq.get(i, -1) + 1
-                        copy.write_row((first + i, seq[i], kind, _clean(name), _clean(scope)))
+                    for _, first, _, defined in pending:
+                        seq: dict[int, int] = {}
+                        for i, kind, name, scope in defined:
+                            seq[i] = seq.get(i, -1) + 1
+                            copy.write_row((first + i, seq[i], kind, _clean(name), _clean(scope)))
             with cur.copy("COPY postings (term, passage_id, tf, length) FROM STDIN") as copy:
-                for posting in terms:
-                    copy.write_row(posting)
+                for terms in all_terms:
+                    for posting in terms:
+                        copy.write_row(posting)
             self.conn.execute(
                 "UPDATE lexicon_totals SET passages = passages + %s, tokens = tokens + %s",
-                (len(rows), sum(lengths)),
+                (total_rows, total_tokens),
             )
 
     # -- passages: reads ----------------------------------------------------------------------------------------

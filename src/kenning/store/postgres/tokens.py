@@ -9,6 +9,7 @@ here. `tests/test_postgres_tokens.py` checks the two against each other through 
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections import Counter
@@ -21,6 +22,7 @@ _TOKEN = re.compile(r"[\w\u0300-\u036f]+")
 _MAX_TOKEN = 64  # bytes: FTS5 passes longer tokens through unstemmed
 
 
+@functools.lru_cache(maxsize=1 << 18)
 def _fold(token: str) -> str:
     """Lower-case and strip diacritics, as unicode61 with remove_diacritics 2 does."""
     low = token.lower()
@@ -219,8 +221,9 @@ def _porter(w: str) -> str:
     return w
 
 
+@functools.lru_cache(maxsize=1 << 18)
 def stem(token: str) -> str:
-    """FTS5's porter stem of one folded token."""
+    """FTS5's porter stem of one folded token (cached: a corpus repeats a few thousand words)."""
     if token.isascii():
         if not 3 <= len(token) <= _MAX_TOKEN:
             return token
