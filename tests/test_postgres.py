@@ -132,6 +132,11 @@ def test_a_reader_elsewhere_finds_the_index_ci_built_by_its_name(pg_url: str, tm
     found = pg(pg_url, "search", "--lexical", "token bucket", "--json", cwd=reader / "src")
     assert found.returncode == 0, found.stderr
     assert hits(found) == ["src/limits.py"]
+    # the reader's files were written after CI's: same bytes, other mtimes, so not stale
+    assert [json.loads(line)["stale"] for line in found.stdout.splitlines() if '"hit"' in line] == [False]
+    (reader / "src" / "limits.py").write_text('class RateLimiter:\n    """A token bucket, changed here."""\n')
+    changed = pg(pg_url, "search", "--lexical", "token bucket", "--json", cwd=reader)
+    assert [json.loads(line)["stale"] for line in changed.stdout.splitlines() if '"hit"' in line] == [True]
     named = pg(pg_url, "search", "bucket", str(reader), "--store-name", "other", cwd=tmp_path)
     assert named.returncode == 2 and "no index" in named.stderr
 
@@ -250,3 +255,47 @@ def test_opening_a_missing_index_to_read_says_it_is_missing(pg_url: str) -> None
 
     with pytest.raises(IndexMissing, match="there is no index"):
         PostgresStore(pg_url, "kenning_nothing", identity="x", readonly=True)
+
+
+def test_the_hnsw_path_finds_what_an_exact_scan_finds_and_filters_before_the_top_k(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import numpy as np
+
+    from kenning.store.postgres import PostgresStore
+    from kenning.store.postgres import embeddings as pg_embeddings
+    from kenning.store.rows import passage_values
+    from kenning.types import Passage
+
+    rng = np.random.default_rng(7)
+    store = PostgresStore(pg_url, "kenning_hnsw", identity="t")
+    texts = [f"text {i}" for i in range(400)]
+    hashes = [i.to_bytes(16, "big") for i in range(400)]
+    rows, _ = passage_values([Passage(1, 1, t) for t in texts], hashes, [""] * 400)
+    store.begin()
+    file_id = store.upsert_file("a.txt", 1, 1, "sha", None, "text", None)
+    store.add_passage_values(file_id, rows)
+    vectors = rng.normal(size=(400, 16)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    store.add_embeddings(hashes, list(vectors))
+    store.commit()
+    ids = np.sort(store.passage_ids_for_files([file_id]))
+    query = vectors[3] + 0.1 * vectors[5]
+    query /= np.linalg.norm(query)
+    allowed = ids[::4]
+    exact = store.vector_candidates(query, 10), store.vector_candidates(query, 10, allowed)
+    monkeypatch.setattr(pg_embeddings, "EXACT_BELOW", 0)  # every search through the HNSW index...
+    store.conn.execute("SET enable_seqscan = off")  # ...which the planner would not use on 400 rows
+    approximate = store.vector_candidates(query, 10), store.vector_candidates(query, 10, allowed)
+    for want, got in zip(exact, approximate, strict=True):
+        assert [i for i, _ in got] == [i for i, _ in want]
+        assert [s for _, s in got] == pytest.approx([s for _, s in want], abs=1e-5)
+    assert len(approximate[1]) == 10 and set(i for i, _ in approximate[1]) <= set(allowed.tolist())
+    plan = "\n".join(
+        r[0]
+        for r in store.conn.execute(
+            "EXPLAIN SELECT ehash FROM vectors ORDER BY embedding::vector(16) <=> %s LIMIT 10", (query,)
+        ).fetchall()
+    )
+    assert "vectors_hnsw" in plan
+    store.close()

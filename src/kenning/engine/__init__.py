@@ -6,8 +6,9 @@
         print(f"{hit.path}:{hit.start_line}-{hit.end_line}", hit.score)
 
 Errors are raised as kenning.errors exceptions; the adapters (CLI, MCP, daemon) turn them into their channel's
-form. The Engine opens its index's store (`kenning.store.base.Store`) in one place, `_connect`, and holds the
-writer lock through `self.writer`; the work lives beside it: `index` (an index run), `refresh` (a refresh
+form. The Engine opens its index's store (`kenning.store.base.Store`) in one place, `_connect`, through its
+`Location` (a folder, or a PostgreSQL server's schema: `kenning.store.location`), and holds the writer lock
+through `self.writer`; the work lives beside it: `index` (an index run), `refresh` (a refresh
 before a search), `status` (what it reports) and `pool` (chunking in worker processes).
 """
 
@@ -300,6 +301,8 @@ class Engine:
             try:
                 self._db = self._open_readonly()
             except IndexOutdated:
+                if self.location.shared:
+                    raise  # a team's index is upgraded by its writer (`kenning index`), not by a reader's search
                 # built by an older kenning: its migrations are quick (new columns and tables), so run them
                 # now rather than fail a search; a writer already at work migrates it on its own open
                 try:
