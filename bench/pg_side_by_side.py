@@ -77,6 +77,7 @@ def run_set(name: str, store: str | None, modes: list[str], model: str, work: Pa
                 "queries": len(queries),
             }
         embeddings.EXACT_BELOW = EXACT_BELOW
+        out["size_bytes"] = engine.status(pending=False).size_bytes
         if store:
             engine.drop()
     finally:
@@ -122,7 +123,8 @@ def main() -> None:
             print(
                 f"| {name} | {mode} | {a['nDCG@10']:.4f} | {b['nDCG@10']:.4f} | {b['nDCG@10'] - a['nDCG@10']:+.4f} "
                 f"| {a['p50_ms']:.0f} / {b['p50_ms']:.0f} "
-                f"| {both['sqlite']['index_seconds']:.0f} / {both['postgres']['index_seconds']:.0f} |"
+                f"| {both['sqlite']['index_seconds']:.0f} / {both['postgres']['index_seconds']:.0f} "
+                f"| {both['sqlite']['size_bytes'] / 1e6:.1f} / {both['postgres']['size_bytes'] / 1e6:.1f} |"
             )
 
 

@@ -196,7 +196,8 @@ def test_a_newer_schema_is_refused_with_a_clear_message(pg_url: str, repo: Path)
 
 
 def test_a_wrong_url_is_one_line_and_exit_2(repo: Path) -> None:
-    done = pg("postgresql://ci:hunter2@127.0.0.1:1/kenning", "search", "retry", str(repo), cwd=repo.parent)
+    url = "postgresql://ci:hunter2@127.0.0.1:1/kenning"
+    done = run_cli("search", "retry", str(repo), "--store", url, cwd=repo.parent)  # the flag, not the env
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and done.stderr.startswith(
         "kenning: error: cannot reach the PostgreSQL"

@@ -288,9 +288,11 @@ class Engine:
         if self.manifest_error is not None:
             raise self.manifest_error
         if not self.exists():
+            where = f" at {self.location.describe()}" if self.location.shared else ""
             raise IndexMissing(
-                f"{self.root} has no index for model '{self.embedder.name}'",
-                hint=f"run `kenning index {self.root}`",
+                f"{self.root} has no index for model '{self.embedder.name}'{where}",
+                hint=f"run `kenning index {self.root}`"
+                + (" with this store (or name the index with --store-name)" if where else ""),
             )
         generation = self.location.generation(self.embedder.slug)
         if self._db is not None and self._db_file != generation:
