@@ -292,6 +292,8 @@ def test_the_hnsw_path_finds_what_an_exact_scan_finds_and_filters_before_the_top
         assert [i for i, _ in got] == [i for i, _ in want]
         assert [s for _, s in got] == pytest.approx([s for _, s in want], abs=1e-5)
     assert len(approximate[1]) == 10 and set(i for i, _ in approximate[1]) <= set(allowed.tolist())
+    deep = store.vector_candidates(query, 600)  # more than pgvector's largest ef_search: still answered
+    assert 0 < len(deep) <= 400 and [x for _, x in deep] == sorted((x for _, x in deep), reverse=True)
     plan = "\n".join(
         r[0]
         for r in store.conn.execute(

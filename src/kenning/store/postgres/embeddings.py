@@ -174,10 +174,11 @@ class EmbeddingsPart(Connected):
             allowed=_ALLOWED if allowed is not None else "",
         )
         with self._atomic(read_only=True):
+            # for this transaction only; pgvector takes an ef_search of 1 to 1000
             self.conn.execute(
                 "SELECT set_config('hnsw.ef_search', %s, true), "
                 "set_config('hnsw.iterative_scan', 'relaxed_order', true)",
-                (str(max(EF_SEARCH, 2 * k)),),
+                (str(min(1000, max(EF_SEARCH, 2 * k))),),
             )
             rows = self.conn.execute(sql, args).fetchall()
         return [(int(r[0]), float(r[1])) for r in rows]
