@@ -7,8 +7,9 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -218,3 +219,18 @@ def signal_in_phase(proc: subprocess.Popen[str], phase: str, delay: float, sig: 
     proc.send_signal(sig)
     if sig != 0 and stalled:
         _unstall(proc, stalled)
+
+
+@pytest.fixture(scope="session")
+def pg_server_running() -> Iterator[Any]:
+    """One real PostgreSQL server with pgvector for the whole run (see tests/pgserver.py)."""
+    import pg_server
+
+    with pg_server.running(pg_server.require()) as server:
+        yield server
+
+
+@pytest.fixture
+def pg_url(pg_server_running: Any) -> str:
+    """A fresh database on the test server: a test's indexes never meet another test's."""
+    return str(pg_server_running.url(pg_server_running.new_database()))

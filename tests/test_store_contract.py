@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -57,12 +58,34 @@ def sqlite_backend(folder: Path) -> Iterator[Backend]:
     )
 
 
-BACKENDS: dict[str, Callable[[Path], AbstractContextManager[Backend]]] = {"sqlite": sqlite_backend}
+@contextmanager
+def postgres_backend(folder: Path, server: Any) -> Iterator[Backend]:
+    # a schema of its own on the session's server, dropped after the test
+    from kenning.store.postgres import AdvisoryLock, PostgresStore
+
+    url = server.url()
+    schema = f"kenning_contract_{folder.name[-20:].lower().replace('-', '_')}_{id(folder) % 10**6}"
+    try:
+        yield Backend(
+            lambda identity, readonly: PostgresStore(url, schema, identity=identity, readonly=readonly),
+            lambda: AdvisoryLock(url, schema),
+        )
+    finally:
+        server.psql(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+
+BACKENDS: dict[str, Callable[..., AbstractContextManager[Backend]]] = {
+    "sqlite": sqlite_backend,
+    "postgres": postgres_backend,
+}
+#: backends that need a server: the session's server fixture, passed as the second argument
+SERVERS = {"postgres": "pg_server_running"}
 
 
 @pytest.fixture(params=sorted(BACKENDS))
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    with BACKENDS[request.param](tmp_path) as made:
+    extra = [request.getfixturevalue(SERVERS[request.param])] if request.param in SERVERS else []
+    with BACKENDS[request.param](tmp_path, *extra) as made:
         try:
             yield made
         finally:

@@ -90,6 +90,9 @@ def _mode_arg(p: argparse.ArgumentParser) -> None:
         help="auto (default; $KENNING_MODE): use a running daemon, else work in this process; "
         "server: require the daemon; direct: never use it",
     )
+    # the commands a daemon may answer are those that open an index: where it is, a folder or a server
+    p.add_argument("--store", metavar="URL", help=usage.STORE_HELP)
+    p.add_argument("--store-name", metavar="NAME", help=usage.STORE_NAME_HELP)
 
 
 def _serve_args(p: argparse.ArgumentParser, *, roots: bool = True) -> None:

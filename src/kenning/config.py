@@ -4,6 +4,9 @@ Precedence, lowest first: built-in defaults < `~/.config/kenning/config.toml` (o
 `<root>/.kenning.toml` < `KENNING_*` environment variables < command-line flags. Loading reads files; nothing
 happens at import.
 
+`store` (a PostgreSQL URL: where the index lives) is likewise honoured only from the user's config, the
+environment or a flag: a workspace file must not send its reader's files to a server it names.
+
 `allow_remote` (sending workspace text to a remote embedder) is honoured only from the user's own config, the
 environment or a flag: a `.kenning.toml` inside a cloned repository must not be able to opt its reader in.
 """
@@ -11,11 +14,13 @@ environment or a flag: a `.kenning.toml` inside a cloned repository must not be 
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from kenning.errors import ConfigError
 
@@ -40,6 +45,9 @@ class Config:
     # seconds a search may spend bringing files changed since indexing into the index first (0 = never)
     refresh_timeout: float = 5.0
     allow_remote: bool = False
+    # where indexes live: unset for the SQLite folder beside each root, or a PostgreSQL URL for a team's server
+    store: str | None = None
+    store_name: str | None = None  # the index's name on that server; default: the root folder's name
     embedders: dict[str, dict[str, Any]] = field(default_factory=dict)  # [embedders.NAME] tables
     sources: tuple[str, ...] = ()  # which files/layers contributed, for `kenning status`
     explicit: frozenset[str] = frozenset()  # settings given by a file, the environment or a flag
@@ -66,6 +74,8 @@ _SCALARS: dict[str, type] = {
     "grep_timeout": int,
     "refresh_timeout": float,
     "allow_remote": bool,
+    "store": str,
+    "store_name": str,
 }
 
 
@@ -148,6 +158,12 @@ def _merge(
         if key not in _SCALARS:
             known = ", ".join(sorted(_SCALARS))
             raise ConfigError(f"{where}: unknown setting '{key}'", hint=f"known settings: {known}, embedders")
+        if key == "store" and not trusted:
+            # a repository must not be able to send its reader's files to a server it names
+            raise ConfigError(
+                f"{where}: store cannot be set by a workspace file",
+                hint=f"set it in {user_config_path()}, $KENNING_STORE or --store",
+            )
         if key == "allow_remote" and not trusted:
             raise ConfigError(
                 f"{where}: allow_remote cannot be set by a workspace file",
@@ -206,6 +222,12 @@ def _validated(config: Config) -> Config:
         raise ConfigError(
             f"refresh_timeout={config.refresh_timeout} must be between 0 and 3600 seconds",
             hint="use 0 to search without refreshing first",
+        )
+    if config.store is not None and urlsplit(config.store).scheme not in ("postgresql", "postgres"):
+        shown = re.sub(r"(://[^:/@\s]*:)[^@\s]*@", r"\1***@", config.store)
+        raise ConfigError(
+            f"store={shown!r} is not a PostgreSQL URL",
+            hint="use postgresql://[user@]host[:port]/database, or leave store unset for the local index",
         )
     if config.preview not in PREVIEWS:
         raise ConfigError(f"preview={config.preview!r} must be one of {', '.join(PREVIEWS)}")

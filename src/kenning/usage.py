@@ -15,6 +15,11 @@ EPILOG = (
     "config: defaults < ~/.config/kenning/config.toml < ROOT/.kenning.toml < KENNING_* env < flags."
 )
 
+STORE_HELP = (
+    "keep the index on this PostgreSQL server (postgresql://[user@]host[:port]/db; $KENNING_STORE); "
+    "default: a folder beside the root"
+)
+STORE_NAME_HELP = "the index's name on that server (default: the root folder's name; $KENNING_STORE_NAME)"
 EXAMPLES = {
     "index": """examples:
   kenning index ~/src/project              build or refresh the index of a folder

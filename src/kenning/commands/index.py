@@ -29,7 +29,12 @@ def cmd_index(args: argparse.Namespace) -> int:
     from kenning.walk import check_root
 
     root = check_root(args.root)
-    config = load_config(root).with_overrides(allow_remote=args.allow_remote, model=args.model)
+    config = load_config(root).with_overrides(
+        allow_remote=args.allow_remote,
+        model=args.model,
+        store=getattr(args, "store", None),
+        store_name=getattr(args, "store_name", None),
+    )
     if args.drop:
         if not args.yes and not confirm_drop(root):
             return 1

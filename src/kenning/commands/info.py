@@ -23,9 +23,10 @@ def cmd_status(args: argparse.Namespace) -> int:
     from kenning.walk import check_root
 
     start = check_root(args.root)
-    config = load_config(start)
+    flags = {"store": getattr(args, "store", None), "store_name": getattr(args, "store_name", None)}
+    config = load_config(start).with_overrides(**flags)
     root = find_index_root(start, config) or start
-    engine = make_engine(root, load_config(root), args.model)
+    engine = make_engine(root, load_config(root).with_overrides(**flags), args.model)
     status = engine.status()
     if args.json:
         out([json.dumps(status.to_json())])

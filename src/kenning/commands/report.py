@@ -83,6 +83,8 @@ def index_summary_json(r: IndexReport) -> dict[str, Any]:
 def status_lines(s: Status) -> Iterator[str]:
     yield f"root      {s.root}"
     yield f"index     {s.index_dir}" + ("" if s.exists else "  (none yet: run `kenning index`)")
+    if s.store != "sqlite":
+        yield f"store     {s.store}"
     yield f"model     {s.model}  [{s.identity}]"
     if not s.exists:
         return

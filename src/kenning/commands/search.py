@@ -35,10 +35,16 @@ def cmd_search(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     queries, root_arg = search_inputs(args)
     start = check_root(root_arg)
-    config = load_config(start).with_overrides(preview=args.preview, limit=args.limit)
+    flags = {
+        "preview": args.preview,
+        "limit": args.limit,
+        "store": getattr(args, "store", None),
+        "store_name": getattr(args, "store_name", None),
+    }
+    config = load_config(start).with_overrides(**flags)
     found = find_index_root(start, config)
     if found is not None:
-        config = load_config(found).with_overrides(preview=args.preview, limit=args.limit)
+        config = load_config(found).with_overrides(**flags)
     # the literal fallback applies no symbol kind, but an unknown one is refused there too
     check_symbol_types(args.symbol_type or ())
     level = min_score(args.min_score)

@@ -107,6 +107,12 @@ def portable(args: argparse.Namespace) -> dict[str, Any] | None:
 
     if relative_setting():
         return None  # relative to our working directory, which the daemon does not share
+    if (
+        getattr(args, "store", None)
+        or os.environ.get("KENNING_STORE")
+        or os.environ.get("KENNING_STORE_NAME")
+    ):
+        return None  # an index on a server this process names: the daemon, started elsewhere, may not know it
     data = dict(vars(args))
     data["mode"] = "direct"
     if args.command == "search":

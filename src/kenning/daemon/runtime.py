@@ -328,6 +328,8 @@ class RootRuntime:
             if self.watcher is not None or self._make_watcher is None or self._stopping:
                 return
             engine = self.engine()
+            if engine.location.shared:
+                return  # a team's index on a server: written by `kenning index` alone, never by a watcher
             if not engine.exists():
                 return  # nothing to keep fresh yet; the first index run starts the watcher
             self._selection = engine.manifest.selection if engine.manifest else Selection()

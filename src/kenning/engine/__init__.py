@@ -6,8 +6,9 @@
         print(f"{hit.path}:{hit.start_line}-{hit.end_line}", hit.score)
 
 Errors are raised as kenning.errors exceptions; the adapters (CLI, MCP, daemon) turn them into their channel's
-form. The Engine opens its index's store (`kenning.store.base.Store`) in one place, `_connect`, and holds the
-writer lock through `self.writer`; the work lives beside it: `index` (an index run), `refresh` (a refresh
+form. The Engine opens its index's store (`kenning.store.base.Store`) in one place, `_connect`, through its
+`Location` (a folder, or a PostgreSQL server's schema: `kenning.store.location`), and holds the writer lock
+through `self.writer`; the work lives beside it: `index` (an index run), `refresh` (a refresh
 before a search), `status` (what it reports) and `pool` (chunking in worker processes).
 """
 
@@ -15,8 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -49,7 +48,6 @@ from kenning.engine.refresh import (
 from kenning.engine.status import Changes, Refreshed, Status
 from kenning.errors import (
     IndexBusy,
-    IndexCorrupt,
     IndexError_,
     IndexMissing,
     IndexOutdated,
@@ -57,17 +55,9 @@ from kenning.errors import (
     UsageError,
 )
 from kenning.search import Filters, SearchRequest, as_request, execute
-from kenning.store import FileWriterLock, SqliteStore, Store, VectorIndex, WriterLock, load_vectors
-from kenning.store.layout import (
-    KEPT_BY_DROP,
-    REBUILD_HINT,
-    Manifest,
-    find_index_root,
-    index_home,
-    private_dir,
-    read_manifest,
-    write_manifest,
-)
+from kenning.store import Store, VectorIndex, WriterLock, load_vectors
+from kenning.store.layout import Manifest, find_index_root, index_home
+from kenning.store.location import Location, SqliteLocation, open_location
 from kenning.store.vectors import Segment, StoreVectors
 from kenning.types import Mode, Preview, Refresh, SearchResult, Selection, within
 from kenning.walk.userpath import resolve_user_path, user_path
@@ -94,12 +84,6 @@ def file_stamp(path: Path) -> tuple[int, int, int] | None:
     return st.st_dev, st.st_ino, st.st_mtime_ns
 
 
-def _same_file(path: Path) -> tuple[int, int] | None:
-    # device and inode only: every commit changes the database's mtime, a rebuild or drop its inode
-    stamp = file_stamp(path)
-    return stamp[:2] if stamp else None
-
-
 class Engine:
     def __init__(
         self,
@@ -114,7 +98,9 @@ class Engine:
         self.root = walk.check_root(root)
         self.config = config if config is not None else load_config(self.root)
         self.home = index_home(self.root, self.config.index_dir)
-        self.writer: WriterLock = FileWriterLock(self.home)
+        # where the index lives (this folder, or a server's schema): the one object that knows its backend
+        self.location: Location = open_location(self.root, self.config)
+        self.writer: WriterLock = self.location.writer
         # an unreadable manifest must not block the commands that repair it (--rebuild, --drop)
         self.manifest: Manifest | None = None
         self.manifest_error: IndexError_ | None = None
@@ -131,7 +117,7 @@ class Engine:
             )
             self.embedder = embedders(self.model_name, self.config)
         self._db: Store | None = None
-        self._db_file: tuple[int, int] | None = None  # (device, inode) of the open database
+        self._db_file: object = None  # the location's generation of the open database (its inode)
         self._vectors: VectorIndex | None = None
         self._vectors_generation: str | None = None
         self._segments: dict[str, Segment] = {}  # the snapshot's segments loaded so far, by name
@@ -148,7 +134,7 @@ class Engine:
     def reload_manifest(self) -> None:
         """Read the manifest again (another process rebuilt, repaired or re-selected the index)."""
         try:
-            self.manifest, self.manifest_error = read_manifest(self.home), None
+            self.manifest, self.manifest_error = self.location.read_manifest(), None
         except IndexError_ as exc:
             self.manifest, self.manifest_error = None, exc
 
@@ -173,8 +159,7 @@ class Engine:
         if self.manifest is None and self.manifest_error is None:
             # another process may have built it since this Engine was made (a long-lived one: MCP, the daemon)
             self.reload_manifest()
-        # exists, not is_file: a folder in its place is a damaged index to report, not a missing one
-        return self.manifest is not None and self.db_path.exists()
+        return self.manifest is not None and self.location.has_index(self.embedder.slug)
 
     def _index_dir_name(self) -> str:
         # the walk must never index the index: name it when it lives inside the root
@@ -213,24 +198,21 @@ class Engine:
         if self.manifest_error is not None and not rebuild:
             raise self.manifest_error
         with self.writer.hold(wait=wait, operation="index"):
-            if rebuild and self.manifest_error:
-                manifest_path = self.home / "kenning.json"
-                if manifest_path.is_dir():
-                    shutil.rmtree(manifest_path)  # a folder in its place: nothing could write the manifest
+            repair = bool(rebuild and self.manifest_error)
+            if repair:
                 self.manifest = None
             else:
-                self.manifest = read_manifest(self.home)
+                self.manifest = self.location.read_manifest()
             self.manifest_error = None
             chosen = selection or self.stored_selection(rebuild=rebuild)
             if semantic is None:
                 semantic = not (self.manifest and self.manifest.lexical_only)
-            if rebuild and self.directory.exists():
+            if rebuild:
                 self.close()
-                shutil.rmtree(self.directory)
-            private_dir(self.directory)
-            created = self.manifest.created if self.manifest else time.time()
+            self.location.prepare(self.embedder.slug, rebuild=rebuild, repair_manifest=repair)
+            created = self.manifest.created if self.manifest and not rebuild else time.time()
             manifest = Manifest(str(self.root), self.model_name, chosen, created, lexical_only=not semantic)
-            write_manifest(self.home, manifest)
+            self.location.write_manifest(manifest)
             self.manifest = manifest
             db = self._connect()
             try:
@@ -263,7 +245,9 @@ class Engine:
                 "forgetting the root would empty the whole index", hint="use `kenning index --drop`"
             )
         if not self.exists():
-            raise IndexMissing(f"no index at {self.home}", hint=f"run `kenning index {self.root}` first")
+            raise IndexMissing(
+                f"no index at {self.location.describe()}", hint=f"run `kenning index {self.root}` first"
+            )
         with self.writer.hold(wait=wait, operation="forget"):
             db = self._connect()
             try:
@@ -283,52 +267,45 @@ class Engine:
         return sorted(removed)
 
     def drop(self, *, wait: float = 0.0) -> bool:
-        """Delete the whole index of this root (every model's), leaving the files alone; False if there was none.
-
-        The folder stays, with its lock (and .gitignore): a writer queued behind this one waits on that lock
-        file, and deleting it would fail that writer, or let it lock a deleted file while another process
-        locks a new one under the same name.
-        """
+        """Delete the whole index of this root (every model's), leaving the files alone; False if there was none
+        (see `Location.drop`)."""
         self.close()
-        if not self.home.exists():
+        if isinstance(self.location, SqliteLocation) and not self.home.exists():
             return False
-        existed = False
         with self.writer.hold(wait=wait, operation="drop"):
-            for child in self.home.iterdir():
-                if child.name in KEPT_BY_DROP:
-                    continue
-                existed = True
-                if child.is_dir() and not child.is_symlink():
-                    shutil.rmtree(child)
-                else:
-                    child.unlink()
+            existed = self.location.drop()
         self.manifest, self.manifest_error = None, None
         return existed
 
     # -- reading ---------------------------------------------------------------------------------------------
     def _connect(self, *, readonly: bool = False, immutable: bool = False) -> Store:
-        """Open this index's store: the one place that names its backend. A writer (not `readonly`) holds
-        `self.writer` and gets a store it may migrate; see `SqliteStore` for `immutable`."""
-        return SqliteStore(
-            self.db_path, identity=self.embedder.identity, readonly=readonly, immutable=immutable
+        """Open this index's store, through its location (the one object that knows the backend). A writer
+        (not `readonly`) holds `self.writer` and gets a store it may migrate; see `SqliteStore` for `immutable`."""
+        return self.location.connect(
+            self.embedder.slug, self.embedder.identity, readonly=readonly, immutable=immutable
         )
 
     def _open(self) -> Store:
         if self.manifest_error is not None:
             raise self.manifest_error
         if not self.exists():
+            where = f" at {self.location.describe()}" if self.location.shared else ""
             raise IndexMissing(
-                f"{self.root} has no index for model '{self.embedder.name}'",
-                hint=f"run `kenning index {self.root}`",
+                f"{self.root} has no index for model '{self.embedder.name}'{where}",
+                hint=f"run `kenning index {self.root}`"
+                + (" with this store (or name the index with --store-name)" if where else ""),
             )
-        if self._db is not None and self._db_file != _same_file(self.db_path):
+        generation = self.location.generation(self.embedder.slug)
+        if self._db is not None and self._db_file != generation:
             # rebuilt or dropped and made again by another writer: this connection reads a deleted file
             self.close()
         if self._db is None:
-            self._db_file = _same_file(self.db_path)
+            self._db_file = generation
             try:
                 self._db = self._open_readonly()
             except IndexOutdated:
+                if self.location.shared:
+                    raise  # a team's index is upgraded by its writer (`kenning index`), not by a reader's search
                 # built by an older kenning: its migrations are quick (new columns and tables), so run them
                 # now rather than fail a search; a writer already at work migrates it on its own open
                 try:
@@ -340,27 +317,7 @@ class Engine:
         return self._db
 
     def _open_readonly(self) -> Store:
-        try:
-            return self._connect(readonly=True)
-        except IndexMissing:
-            if self.writer.active():
-                raise  # a first run is creating it
-            try:  # the run may have committed between the two looks
-                return self._connect(readonly=True)
-            except IndexMissing:
-                pass
-        except IndexError_ as exc:
-            if type(exc) is not IndexError_ or os.access(self.directory, os.W_OK):
-                raise
-            # a folder this user cannot write (another user's index, a read-only mount): SQLite cannot make the
-            # file it shares with writers there, so it reads the database as a file nobody changes meanwhile
-            return self._connect(readonly=True, immutable=True)
-        # a database without its schema that nobody is writing: a first run that died, or a damaged file
-        raise IndexCorrupt(
-            f"the index at {self.directory} is damaged: its database holds no index, and no kenning process "
-            "is writing it",
-            hint=REBUILD_HINT,
-        )
+        return self.location.open_reader(self.embedder.slug, self.embedder.identity)
 
     def _vector_index(self, db: Store) -> VectorIndex:
         if db.features.indexes_vectors:
@@ -455,12 +412,9 @@ class Engine:
         return refresh_before_search(self, timeout=timeout)
 
     def _writable(self) -> bool:
-        """Whether this process may write the index: its lock, its folder and its database."""
-        lock = self.home / "writer.lock"
-        return all(
-            os.access(p, os.W_OK)
-            for p in (self.home, self.directory, self.db_path, *([lock] if lock.exists() else []))
-        )
+        """Whether this process may write the index: its lock, its folder and its database (never a shared
+        index on a server, which only `kenning index` writes)."""
+        return self.location.writable(self.embedder.slug)
 
     @contextlib.contextmanager
     def _refresh_turn(self) -> Iterator[None]:
@@ -486,13 +440,15 @@ class Engine:
     def status(self, *, pending: bool = True) -> Status:
         if self.manifest_error is not None:
             raise self.manifest_error  # "no index yet" would hide the damage and how to repair it
-        st = Status(str(self.root), str(self.home), self.exists(), self.model_name, self.embedder.identity)
-        if self.home.exists():
-            st.other_models = sorted(
-                p.name
-                for p in self.home.iterdir()
-                if p.is_dir() and p.name != self.embedder.slug and (p / "index.db").exists()
-            )
+        st = Status(
+            str(self.root),
+            self.location.describe(),
+            self.exists(),
+            self.model_name,
+            self.embedder.identity,
+            store=self.location.kind,
+        )
+        st.other_models = self.location.other_models(self.embedder.slug)
         if not st.exists:
             return st
         st.selection = self.stored_selection()
@@ -508,7 +464,7 @@ class Engine:
             counts["embedded"],
             counts["skipped"],
         )
-        st.size_bytes = sum(p.stat().st_size for p in self.directory.iterdir() if p.is_file())
+        st.size_bytes = self.location.size_bytes(self.embedder.slug)
         last = db.get_meta("last_indexed")
         st.last_indexed = float(last) if last else None
         st.rechunk = db.get_meta("settings") != index_settings(self.config)
@@ -535,6 +491,7 @@ class Engine:
             self._db = None
         self._vectors = None
         self._segments = {}
+        self.location.close()
 
     def __enter__(self) -> Engine:
         return self

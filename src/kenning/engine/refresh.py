@@ -18,7 +18,6 @@ from kenning.engine.index import EmbedBudget, IndexReport, Scope, index_settings
 from kenning.engine.status import Changes, Refreshed
 from kenning.errors import IndexBusy, IndexError_, IndexMissing
 from kenning.store import Store
-from kenning.store.layout import read_manifest
 from kenning.types import Selection, within
 from kenning.walk.changes import sha256_bytes
 
@@ -85,7 +84,9 @@ def refresh_before_search(engine: Engine, *, timeout: float | None = None) -> Re
     bound = engine.config.refresh_timeout if timeout is None else timeout
     deadline = started + bound
     done = Refreshed()
-    if bound <= 0 or engine.manifest_error is not None or not engine.exists():
+    if bound <= 0 or engine.manifest_error is not None or engine.location.shared or not engine.exists():
+        # a shared index on a server is written by `kenning index` alone (CI's, say): a reader's search
+        # never brings its own edits into the team's index
         return done  # the search itself says what is wrong with the index
     try:
         changes = find_changes(engine, deadline=deadline)
@@ -163,7 +164,7 @@ def _refresh_paths(engine: Engine, paths: list[str], deadline: float, done: Refr
 
 def _refresh_locked(engine: Engine, paths: list[str], deadline: float) -> IndexReport:
     # the manifest as it is now, under the lock: another writer may have changed it since it was read
-    manifest = read_manifest(engine.home)
+    manifest = engine.location.read_manifest()
     selection = manifest.selection if manifest else Selection()
     semantic = not (manifest and manifest.lexical_only)  # a --lexical-only index stays so
     scope = Scope(paths) if len(paths) <= REFRESH_SCOPED_FILES else Scope()

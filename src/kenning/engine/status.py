@@ -37,6 +37,9 @@ class Status:
     rechunk: bool = False  # built with other chunking settings (an older kenning, or changed config)
     # folders the default ignore list pruned, as of the last index run (see IndexReport.pruned)
     pruned: list[str] = dataclasses.field(default_factory=list)
+    store: str = (
+        "sqlite"  # the backend: "sqlite" (index_dir is a folder) or "postgres" (a server, no password)
+    )
 
     @property
     def coverage(self) -> float:

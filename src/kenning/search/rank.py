@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -21,6 +21,7 @@ from kenning.search.request import MIN_DEPTH, SYMBOL_FIRST, Plan
 from kenning.store import PassageRow, Store
 from kenning.store.terms import is_identifier_query
 from kenning.types import ArmTrace, Hit, MatchedBy, Trace
+from kenning.walk.changes import sha256_file
 
 # Each arm's scores are min-max normalised between its best and its score at this rank (see fuse_scores), so
 # the depth a search fetches, which grows with --limit, never reorders its first results. At 500 (fetching
@@ -198,11 +199,24 @@ def fuse_hits(
     taken: dict[str, list[tuple[int, int]]] = {}
     one_line: dict[tuple[str, int], int] = {}  # (path, line) -> the hit that stands for that line
     stat_cache: dict[str, tuple[int, int] | None] = {}
+    same: dict[str, bool] = {}
+
+    def same_content(path: str) -> bool:
+        # a file of the indexed size whose mtime differs: another checkout of it (a team's index searched on
+        # another machine), or a file touched since; it is stale only if its bytes differ
+        if path not in same:
+            stored = db.file_digests([path]).get(path)
+            try:
+                same[path] = stored is not None and sha256_file(Path(root, path)) == stored
+            except OSError:
+                same[path] = False
+        return same[path]
+
     for fused_rank, pid in enumerate(order, 1):
         row = rows.get(pid)
         if row is None:
             continue  # a vector whose passage was removed since the snapshot was written
-        stale = _stale(root, row, stat_cache)
+        stale = _stale(root, row, stat_cache, same_content)
         if stale and stat_cache[row.path] is None and not os.path.lexists(os.path.join(root, row.path)):
             gone.add(row.path)
             continue
@@ -292,7 +306,12 @@ def _demote_leading_tests(
     return demoted
 
 
-def _stale(root: Path, row: PassageRow, cache: dict[str, tuple[int, int] | None]) -> bool:
+def _stale(
+    root: Path,
+    row: PassageRow,
+    cache: dict[str, tuple[int, int] | None],
+    same_content: Callable[[str], bool],
+) -> bool:
     if row.path not in cache:
         try:
             # os.path.join, not Path's `/`: its parsing cost shows in a warm query
@@ -300,4 +319,7 @@ def _stale(root: Path, row: PassageRow, cache: dict[str, tuple[int, int] | None]
             cache[row.path] = (st.st_size, st.st_mtime_ns)
         except OSError:
             cache[row.path] = None
-    return cache[row.path] != (row.size, row.mtime_ns)
+    seen = cache[row.path]
+    if seen == (row.size, row.mtime_ns):
+        return False
+    return seen is None or seen[0] != row.size or not same_content(row.path)

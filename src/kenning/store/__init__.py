@@ -1,6 +1,7 @@
-"""Storage of one index: the `Store` interface (`base`), its SQLite backend (`sqlite`), the rows they exchange
-(`rows`), the writer lock (`lock`), the on-disk layout (`layout`), lexical terms (`terms`) and the vector
-snapshot searched beside a store without a vector index of its own (`vectors`)."""
+"""Storage of one index: the `Store` interface (`base`), its SQLite and PostgreSQL backends (`sqlite`, `postgres`),
+where an index lives and how it is opened (`location`), the rows they exchange (`rows`), the writer lock (`lock`),
+the on-disk layout (`layout`), lexical terms (`terms`) and the vector snapshot searched beside a store without a
+vector index of its own (`vectors`)."""
 
 from __future__ import annotations
 

@@ -2,9 +2,9 @@
 
 A store holds one index for one embedder identity: its files, their passages (text, lines, symbols), a lexical
 index over the passages, the embedding cache (vectors keyed by a hash of the text they were made from, so an
-unchanged or moved passage is never embedded twice), the totals a search reports, and free-form metadata. The
-SQLite store (`kenning.store.sqlite`) is today's only backend; a second one implements this class and runs the
-contract suite (`tests/test_store_contract.py`) by adding one fixture parameter.
+unchanged or moved passage is never embedded twice), the totals a search reports, and free-form metadata. Two
+backends implement it, SQLite (`kenning.store.sqlite`, a file per index) and PostgreSQL (`kenning.store.postgres`,
+a schema per index on a server), and both run the contract suite (`tests/test_store_contract.py`).
 
 The split follows Django's database backends: one base class whose concrete methods are built on a few
 primitives, and per-backend `features` that callers consult instead of `isinstance` checks.
@@ -12,8 +12,8 @@ primitives, and per-backend `features` that callers consult instead of `isinstan
 `Store` is an `abc.ABC`, not a `typing.Protocol`: a backend that leaves a method out fails when it is
 constructed, not in the middle of a search, and the base class carries the behaviour every backend shares
 (`cached_counts`, `save_counts`, `snapshot_behind`, an exact `vector_candidates`, the context manager) so that
-a backend writes each rule once. Nothing outside `kenning.store` names a backend class except the one place
-that opens it (`Engine._connect`).
+a backend writes each rule once. Nothing outside `kenning.store` names a backend class: the Engine opens its
+store through a `kenning.store.location.Location`.
 
 Conventions that hold for every method unless it says otherwise:
 

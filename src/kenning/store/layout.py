@@ -91,9 +91,14 @@ def read_manifest(home: Path) -> Manifest | None:
         raise IndexCorrupt(
             f"the index manifest {path} is damaged ({exc.__class__.__name__}: {exc})", hint=REBUILD_HINT
         ) from exc
+    return parse_manifest(data, str(path))
+
+
+def parse_manifest(data: Any, label: str) -> Manifest:
+    """A manifest from its JSON, `label` naming where it was read (a file, an index on a server)."""
     if not isinstance(data, dict) or data.get("format") != MANIFEST_FORMAT:
         raise IndexMismatch(
-            f"{path} has format {data.get('format') if isinstance(data, dict) else '?'}; "
+            f"{label} has format {data.get('format') if isinstance(data, dict) else '?'}; "
             f"this kenning reads {MANIFEST_FORMAT}",
             hint="upgrade kenning, or `kenning index --rebuild`",
         )
@@ -110,7 +115,7 @@ def read_manifest(home: Path) -> Manifest | None:
             lexical_only=data.get("lexical_only") is True,
         )
     except (KeyError, TypeError, ValueError) as exc:
-        raise IndexCorrupt(f"the index manifest {path} is malformed ({exc})", hint=REBUILD_HINT) from exc
+        raise IndexCorrupt(f"the index manifest {label} is malformed ({exc})", hint=REBUILD_HINT) from exc
 
 
 PRIVATE_DIR = 0o700
@@ -237,6 +242,9 @@ def find_index_root(start: Path | str, config: Config | None = None) -> Path | N
     if here.is_file():
         here = here.parent
     index_dir = config.index_dir if config is not None else None
+    if config is not None and config.store:
+        # an index on a server: its root is the repository's top (where CI indexed it), else where we stand
+        return next((c for c in (here, *here.parents) if (c / ".git").exists()), here)
     for candidate in (here, *here.parents):
         # exists, not is_file: a damaged manifest (a folder in its place) must be reported, not looked past
         if (index_home(candidate, index_dir) / "kenning.json").exists():

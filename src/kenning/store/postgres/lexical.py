@@ -1,0 +1,87 @@
+"""The lexical arm of the PostgreSQL store: Okapi BM25 in plain SQL over a postings table.
+
+Every passage's heading, text and identifier parts are cut into FTS5's terms (`tokens.py`); a posting holds a
+(term, passage) pair with the term's count there and the passage's length in terms, and `lexicon_totals` the
+number of passages and of terms, kept in step in the writer's transactions. A query's score is FTS5's bm25()
+to the digit: k1 1.2, b 0.75, IDF ln((N - df + 0.5) / (df + 0.5)) floored at 1e-6, each query term counted as
+often as it occurs (two words with one stem count twice, as two FTS5 phrases do), and the three columns
+weighted alike. It needs no extension, so it runs on any managed PostgreSQL that has pgvector.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from kenning.store.postgres.connect import Connected, guarded
+from kenning.store.postgres.tokens import document_terms, query_tokens
+from kenning.store.terms import any_of_terms
+
+K1 = 1.2
+B = 0.75
+
+# FTS5's bm25(): each (term, passage) pair's part, summed per passage; df over the whole index even when the
+# candidates are kept to an allow-list (as FTS5 computes it whatever the WHERE clause keeps)
+_BM25 = f"""
+WITH hits AS MATERIALIZED (
+    SELECT term, passage_id, tf, length, count(*) OVER (PARTITION BY term)::float8 AS df
+    FROM postings WHERE term = ANY(%(terms)s)
+),
+q(term, n) AS (SELECT * FROM unnest(%(terms)s::text[], %(counts)s::int[])),
+t AS (SELECT passages::float8 AS n, tokens::float8 / greatest(passages, 1) AS avgdl FROM lexicon_totals)
+SELECT h.passage_id,
+       sum(q.n * greatest(ln((t.n - h.df + 0.5) / (h.df + 0.5)), 1e-6)
+           * (h.tf * {K1 + 1.0}) / (h.tf + {K1} * ({1 - B} + {B} * h.length / nullif(t.avgdl, 0)))) AS score
+FROM hits h JOIN q USING (term) CROSS JOIN t {{allowed}}
+GROUP BY h.passage_id
+ORDER BY score DESC, h.passage_id
+LIMIT %(limit)s
+"""
+_ALL = _BM25.format(allowed="")
+_ALLOWED = _BM25.format(allowed="JOIN unnest(%(allowed)s::bigint[]) AS a(id) ON a.id = h.passage_id")
+
+
+def postings(first: int, rows: Sequence[Sequence[Any]]) -> tuple[list[str], list[int]]:
+    """The postings of passages `first`, `first + 1`... (rows as `rows.passage_values` builds them: heading,
+    text and parts at 2, 3, 4) as lines of COPY's text format, and each passage's length in terms. A term is
+    letters, digits and `_` only, so it needs no escaping there."""
+    out: list[str] = []
+    lengths: list[int] = []
+    for i, row in enumerate(rows):
+        counts, length = document_terms(row[2], row[3], row[4])
+        lengths.append(length)
+        tail = f"\t{first + i}\t"
+        end = f"\t{length}\n"
+        out.extend(f"{term}{tail}{tf}{end}" for term, tf in counts.items())
+    return out, lengths
+
+
+class LexicalPart(Connected):
+    """Lexical candidates (see `kenning.store.base.Store.lexical` for the contract)."""
+
+    _allowed: list[int] | None
+
+    def restrict_lexical(self, allowed: np.ndarray) -> None:
+        # kept here and sent with each filtered query: a temporary table would need more than SELECT
+        self._allowed = [int(i) for i in allowed.tolist()]
+
+    @guarded
+    def lexical(self, query: str, limit: int, *, filtered: bool = False) -> list[tuple[int, float]]:
+        stems: Counter[str] = Counter()
+        for term in any_of_terms(query):
+            stems.update(query_tokens(term))
+        if not stems or limit <= 0:
+            return []
+        args: dict[str, Any] = {"terms": list(stems), "counts": list(stems.values()), "limit": limit}
+        sql = _ALL
+        if filtered:
+            allowed = getattr(self, "_allowed", None) or []
+            if not allowed:
+                return []
+            args["allowed"] = allowed
+            sql = _ALLOWED
+        rows = self.conn.execute(sql, args).fetchall()
+        return [(int(r[0]), float(r[1])) for r in rows]
