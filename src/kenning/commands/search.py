@@ -21,8 +21,9 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from kenning.config import Config
+    from kenning.render.budget import Packed
     from kenning.search import Filters, SearchRequest
-    from kenning.types import Mode, Preview
+    from kenning.types import Mode, Preview, SearchResult
 
 
 def cmd_search(args: argparse.Namespace) -> int:
@@ -69,11 +70,38 @@ def cmd_search(args: argparse.Namespace) -> int:
             raise Interrupted(INTERRUPTED, hint=RESUME)
     results = engine.search(request)
     preview = request.preview
+    packed = _pack(results, request) if request.budget else None
     if args.json:
-        out(render_json(results, preview, root=str(engine.root), model=engine.model_name, started=started))
+        out(
+            render_json(
+                results,
+                preview,
+                root=str(engine.root),
+                model=engine.model_name,
+                started=started,
+                packed=packed,
+            )
+        )
+    elif packed is not None:
+        from kenning.render import render_packed_text
+
+        out(render_packed_text(results, packed))
     else:
         out(render_text(results, preview))
     return found_code(results, args.min_score is not None)
+
+
+def _pack(results: Sequence[SearchResult], request: SearchRequest) -> Packed:
+    """The hits that fit the request's budget, counted as the text output shows them."""
+    from kenning.render.budget import RESERVE, candidates, pack, text_cost
+    from kenning.render.tokens import counter
+
+    assert request.budget is not None
+    count = counter()
+    notes = sum(count.count(n) for r in results for n in r.notes)
+    found = candidates([(r.query, r.hits) for r in results])
+    cost = text_cost(count, labels=len(results) > 1)
+    return pack(found, request.budget, cost, count, preview=request.preview, reserve=RESERVE + notes)
 
 
 def _request(
@@ -99,7 +127,8 @@ def _request(
     return SearchRequest(
         tuple(queries),
         mode=mode,
-        limit=config.limit,
+        # with a budget, the budget decides how many hits are shown, out of BUDGET_POOL unless -k says
+        limit=args.limit if args.budget and args.limit else None if args.budget else config.limit,
         filters=filters,
         fuse=args.fuse,
         trace=args.trace,
@@ -109,6 +138,7 @@ def _request(
         preview=cast("Preview", config.preview),
         before=context[0],
         after=context[1],
+        budget=args.budget,
     )
 
 

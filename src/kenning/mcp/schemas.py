@@ -16,8 +16,12 @@ MAX_LIST_ITEMS = 64
 MAX_ITEM_CHARS = 1024
 MAX_PATTERN_CHARS = 1000
 MAX_OUTPUT_CHARS = 40_000  # what one tool answer may put in front of the model
-MAX_GREP_LINES = 200
 MAX_SYMBOLS = 1000
+# tokens an answer of text_search or grep takes unless the call gives its own budget: chosen by measurement
+# (BENCHMARKS.md, "Token budget")
+DEFAULT_BUDGET = 2000
+MIN_BUDGET = 100
+MAX_BUDGET = 10_000  # about MAX_OUTPUT_CHARS of code
 
 Schema = dict[str, Any]
 
@@ -28,6 +32,16 @@ def _strings(what: str, *, max_items: int = MAX_LIST_ITEMS, max_chars: int = MAX
         "items": {"type": "string", "minLength": 1, "maxLength": max_chars},
         "maxItems": max_items,
         "description": what,
+    }
+
+
+def _budget(how: str) -> Schema:
+    return {
+        "type": "integer",
+        "minimum": MIN_BUDGET,
+        "maximum": MAX_BUDGET,
+        "default": DEFAULT_BUDGET,
+        "description": f"Tokens the answer may take, as the answer counts them. {how}",
     }
 
 
@@ -62,9 +76,15 @@ TEXT_SEARCH_INPUT: Schema = {
             "type": "integer",
             "minimum": 1,
             "maximum": 50,
-            "default": 10,
-            "description": "Passages to return (per group).",
+            "description": "At most this many passages (per group). Default: as many as the budget holds, of "
+            "the best 50.",
         },
+        "budget": _budget(
+            "Passages are trimmed to the lines that match, neighbours of one file merged, copies listed once; "
+            "a last line says what was cut. Spend it on the right place rather than on more hits: narrow with "
+            "paths, globs or types first, then read one location whole (preview full with its file in paths) "
+            "instead of raising the budget."
+        ),
         "paths": _SEARCH_PATHS,
         "globs": _strings('ripgrep-style globs on the path; \'!\' excludes. Example: ["*.py", "!tests/**"].'),
         "types": _strings('File types by ripgrep name. Example: ["py", "md"].', max_items=32, max_chars=64),
@@ -79,8 +99,9 @@ TEXT_SEARCH_INPUT: Schema = {
             "type": "string",
             "enum": ["short", "none", "full"],
             "default": "short",
-            "description": "How much of each passage to return: short (up to 10 lines near the match), none "
-            "(location only) or full (the whole passage).",
+            "description": "How much of each passage to return: short (up to 10 lines, the window that holds "
+            "the most query words), none (location only) or full (the whole passage, as far as the budget "
+            "holds).",
         },
         "modified_after": {
             "type": "string",
@@ -130,62 +151,48 @@ _TRACE_ARM: Schema = {
 
 _HIT: Schema = {
     "type": "object",
+    "description": "What is shown of one passage, or of several overlapping or adjacent ones of one file. Fields "
+    "that would be empty, null or false are left out.",
     "properties": {
         "path": {"type": "string", "description": "Relative to the root it was found in."},
-        "root": {"type": "string"},
-        "start_line": {"type": "integer", "minimum": 1},
-        "end_line": {"type": "integer", "minimum": 1},
+        "root": {
+            "type": "string",
+            "description": "The served root holding it (only when several are served).",
+        },
+        "start_line": {"type": "integer", "minimum": 1, "description": "First line shown."},
+        "end_line": {"type": "integer", "minimum": 1, "description": "Last line shown."},
         "score": {
             "type": "number",
             "description": "Ranks hits within one group of one answer (the best is near 1 whatever it is); not a "
             "confidence: see the group's match.",
         },
         "matched_by": {"type": "string", "enum": ["lexical", "semantic", "both"]},
-        "stale": {"type": "boolean", "description": "The file changed since it was indexed."},
-        "lexical_only": {
-            "type": "boolean",
-            "description": "The passage has no embedding yet (it changed since the last full index run), so "
-            "only its words could find it.",
+        "text": {
+            "type": ["string", "null"],
+            "description": "Lines start_line to end_line (null: preview none).",
         },
-        "heading": {"type": "string"},
-        "text": {"type": ["string", "null"], "description": "The passage as the preview level shows it."},
-        "text_start_line": {"type": ["integer", "null"]},
+        "passage": {"type": "string", "description": "start-end of the whole passage, when part is shown."},
+        "symbol": {"type": "string", "description": "The code symbol it belongs to: kind and scope."},
+        "signature": {
+            "type": "string",
+            "description": "That symbol's signature, when the text does not show it.",
+        },
+        "defines": {"type": "array", "items": {"type": "string"}, "description": "Symbols defined in it."},
+        "heading": {"type": "string", "description": "The document section it is in."},
+        "stale": {"type": "boolean", "description": "The file changed since it was indexed."},
+        "lexical_only": {"type": "boolean", "description": "No embedding yet: only its words could find it."},
         "groups": {
             "type": "array",
             "items": {"type": "string"},
-            "description": "Which query groups found it, with the rank in each, e.g. Q1#1.",
+            "description": "Which query groups found it, with the rank in each, e.g. Q1#1 (several queries).",
         },
-        "symbol": {
-            "type": ["object", "null"],
-            "description": "The code symbol the passage belongs to.",
-            "properties": {
-                "kind": {"type": "string", "enum": list(SYMBOL_KINDS)},
-                "name": {"type": "string"},
-                "scope": {"type": "string"},
-                "signature": {"type": "string"},
-                "doc": {"type": "string"},
-            },
-            "required": ["kind", "name", "scope"],
-        },
-        "defines": {
-            "type": "array",
-            "description": "Every symbol whose definition starts in the passage.",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "kind": {"type": "string"},
-                    "name": {"type": "string"},
-                    "scope": {"type": "string"},
-                },
-                "required": ["kind", "name", "scope"],
-            },
-        },
+        "also_at": {"type": "array", "items": {"type": "string"}, "description": "path:start-end of copies."},
         "trace": {
-            "type": ["object", "null"],
+            "type": "object",
             "properties": {"lexical": _TRACE_ARM, "semantic": _TRACE_ARM, "fused_rank": {"type": "integer"}},
         },
     },
-    "required": ["path", "root", "start_line", "end_line", "score", "matched_by", "stale", "text", "groups"],
+    "required": ["path", "start_line", "end_line", "score", "matched_by", "text"],
 }
 
 _MATCH: Schema = {
@@ -241,7 +248,20 @@ TEXT_SEARCH_OUTPUT: Schema = {
         "notes": {"type": "array", "items": {"type": "string"}},
         "truncated": {
             "type": "boolean",
-            "description": "Some hits were left out to bound the answer's size.",
+            "description": "Some hits were left out to keep within the budget.",
+        },
+        "budget": {
+            "type": "object",
+            "description": "The tokens the answer could take and took (at most, in either its text or this "
+            "structured form), the tokenizer that counted them, and what was cut.",
+            "properties": {
+                "tokens": {"type": "integer"},
+                "used": {"type": "integer"},
+                "tokenizer": {"type": "string"},
+                "left_out": {"type": "integer", "description": "Hits not shown."},
+                "trimmed": {"type": "integer", "description": "Hits shown in part."},
+            },
+            "required": ["tokens", "used", "tokenizer", "left_out", "trimmed"],
         },
         "good_match": {
             "type": "boolean",
@@ -422,6 +442,11 @@ GREP_INPUT: Schema = {
             "default": 0,
             "description": "Lines of context before and after each match.",
         },
+        "budget": _budget(
+            "Lines come grouped by file; a run of consecutive matching lines shows its first two and its "
+            "last; files past the budget are counted, not shown. Narrow the pattern or paths rather than "
+            "raising it."
+        ),
     },
     "required": ["pattern"],
     "additionalProperties": False,
@@ -436,36 +461,48 @@ GREP_OUTPUT: Schema = {
                 "type": "object",
                 "properties": {
                     "path": {"type": "string"},
-                    "root": {"type": "string"},
+                    "root": {"type": "string", "description": "Only when several roots are served."},
                     "lines": {
                         "type": "array",
+                        "description": "Matching lines (and context lines, with match false), or a run of "
+                        "matching lines collapsed to its span and count.",
                         "items": {
                             "type": "object",
                             "properties": {
                                 "line": {"type": "integer"},
                                 "text": {"type": "string"},
-                                "match": {"type": "boolean"},
+                                "match": {"type": "boolean", "description": "false: a context line."},
                                 "symbol": {
-                                    "type": ["string", "null"],
-                                    "description": "The enclosing code symbol of a match, e.g. "
-                                    "'function Outer.method'.",
+                                    "type": "string",
+                                    "description": "The enclosing code symbol, e.g. 'function Outer.method', "
+                                    "on the first match inside it.",
                                 },
+                                "collapsed": {"type": "string", "description": "start-end not shown."},
+                                "matches": {"type": "integer"},
                             },
-                            "required": ["line", "text", "match"],
                         },
                     },
                 },
-                "required": ["path", "root", "lines"],
+                "required": ["path", "lines"],
             },
         },
-        "matched_lines": {"type": "integer"},
-        "truncated": {"type": "boolean"},
+        "matched_lines": {"type": "integer", "description": "Matching lines found, shown or not."},
+        "truncated": {"type": "boolean", "description": "Some matching lines are not shown (the budget)."},
         "partial": {
             "type": "boolean",
             "description": "The search stopped at its time limit (grep_timeout) before every file was searched.",
         },
+        "budget": {
+            "type": "object",
+            "properties": {
+                "tokens": {"type": "integer"},
+                "used": {"type": "integer"},
+                "tokenizer": {"type": "string"},
+            },
+            "required": ["tokens", "used", "tokenizer"],
+        },
     },
-    "required": ["files", "matched_lines", "truncated", "partial"],
+    "required": ["files", "matched_lines", "truncated", "partial", "budget"],
 }
 
 SYMBOLS_INPUT: Schema = {

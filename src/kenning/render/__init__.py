@@ -41,10 +41,13 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kenning.store.terms import query_terms
 from kenning.types import Confidence, Hit, Preview, SearchResult
+
+if TYPE_CHECKING:
+    from kenning.render.budget import Block, Packed
 
 JSON_SCHEMA_VERSION = 1
 SHORT_LINES = 10
@@ -257,6 +260,28 @@ def hit_json(hit: Hit, result: SearchResult, rank: int, preview: Preview) -> dic
     return record
 
 
+def render_packed_text(results: Sequence[SearchResult], packed: Packed) -> Iterator[str]:
+    """A budgeted answer as text: each group's notes, the blocks that fit, what was cut, and the count."""
+    from kenning.render.budget import block_text, cut_line, tokens_line
+
+    grouped = len(results) > 1
+    for result in results:
+        prefix = f"{result.group}: " if grouped else ""
+        for note in result.notes:
+            yield f"note: {prefix}{note}"
+        if result.hits and not matches_well(result):
+            yield f"{prefix}{WEAK}"
+        if not result.hits:
+            yield f"{prefix}no passages matched among {result.searched} searched"
+    for block in packed.blocks:
+        yield from block_text(block, labels=grouped)
+        yield ""
+    cut = cut_line(packed, more="raise --budget, or show one location whole with --preview full --path FILE")
+    if cut:
+        yield cut
+    yield tokens_line(packed)
+
+
 def render_json(
     results: Sequence[SearchResult],
     preview: Preview,
@@ -265,9 +290,16 @@ def render_json(
     model: str,
     started: float,
     literal: bool = False,
+    packed: Packed | None = None,
 ) -> Iterator[str]:
     total = 0
-    for result in results:
+    if packed is not None:
+        ranks = {id(h): (r, rank) for r in results for rank, h in enumerate(r.hits, 1)}
+        for block in packed.blocks:
+            total += 1
+            result, rank = ranks[id(block.first.hit)]
+            yield json.dumps(_block_record(block, result, rank, preview), ensure_ascii=False)
+    for result in results if packed is None else ():
         for rank, hit in enumerate(result.hits, 1):
             total += 1
             yield json.dumps(hit_json(hit, result, rank, preview), ensure_ascii=False)
@@ -293,8 +325,37 @@ def render_json(
         "elapsed_ms": round((time.perf_counter() - started) * 1000, 1),
         "literal": literal,
         "good_match": any(r.hits and matches_well(r) for r in results),
+        "budget": None
+        if packed is None
+        else {
+            "tokens": packed.budget,
+            "used": packed.used,
+            "tokenizer": packed.tokenizer,
+            "left_out": packed.left_out,
+            "trimmed": packed.trimmed,
+        },
     }
     yield json.dumps(summary, ensure_ascii=False)
+
+
+def _block_record(block: Block, result: SearchResult, rank: int, preview: Preview) -> dict[str, Any]:
+    """A hit record of a budgeted search: the best hit's fields, its span the lines shown."""
+    record = hit_json(block.first.hit, result, rank, preview)
+    hit = block.first.hit
+    record.update(
+        start_line=block.start_line,
+        end_line=block.end_line,
+        text=None if preview == "none" else "\n".join(t for _, t in block.lines),
+        text_start_line=None if preview == "none" else block.start_line,
+        passage={"start_line": hit.start_line, "end_line": hit.end_line},
+        merged=[_place(c.hit.path, c.hit, c.labels) for c in block.merged],
+        also_at=[_place(c.path, c.hit, c.labels) for c in block.also],
+    )
+    return record
+
+
+def _place(path: str, hit: Hit, labels: tuple[str, ...]) -> dict[str, Any]:
+    return {"path": path, "start_line": hit.start_line, "end_line": hit.end_line, "found_as": list(labels)}
 
 
 def human_size(n: float) -> str:
