@@ -21,6 +21,7 @@ from kenning.render.budget import (
     RESERVE,
     Block,
     Candidate,
+    Packed,
     block_json,
     block_text,
     cut_line,
@@ -192,15 +193,17 @@ def _packed_answer(
         Candidate(hit, query, tuple(labels), str(engine.root), show(engine, hit.path))
         for engine, hit, labels, query in combined
     ]
-    head = count.count(json.dumps(structured, ensure_ascii=False, separators=(",", ":")))
-    reserve = max(count.count("\n".join(lines)), head) + RESERVE
+    more = 'raise budget, narrow with paths, or see one location whole with preview "full" and its path'
+    # the answer's own lines at their longest: a cut line and the count with five-digit numbers
+    widest = Packed([], budget, 99999, count.name, 99999, 99999)
+    ending = count.count(cut_line(widest, more=more) or "") + count.count(tokens_line(widest)) + 4
+    summary = dict(structured, hits=[], truncated=True, budget=_budget_json(widest))
+    head = count.count(json.dumps(summary, ensure_ascii=False, separators=(",", ":")))
+    reserve = max(count.count("\n".join(lines)), head) + ending
     packed = pack(found, budget, cost, count, preview=preview, reserve=reserve)
     for block in packed.blocks:
         lines.extend(["", *block_text(block, labels=grouped)])
-    cut = cut_line(
-        packed,
-        more='raise budget, narrow with paths, or see one location whole with preview "full" and its path',
-    )
+    cut = cut_line(packed, more=more)
     if cut:
         lines.extend(["", cut])
         structured["notes"].append(cut)
@@ -208,15 +211,19 @@ def _packed_answer(
     structured.update(
         hits=[as_json(b) for b in packed.blocks],
         truncated=packed.left_out > 0,
-        budget={
-            "tokens": budget,
-            "used": packed.used,
-            "tokenizer": packed.tokenizer,
-            "left_out": packed.left_out,
-            "trimmed": packed.trimmed,
-        },
+        budget=_budget_json(packed),
     )
     return Answer("\n".join(lines), structured)
+
+
+def _budget_json(packed: Packed) -> dict[str, Any]:
+    return {
+        "tokens": packed.budget,
+        "used": packed.used,
+        "tokenizer": packed.tokenizer,
+        "left_out": packed.left_out,
+        "trimmed": packed.trimmed,
+    }
 
 
 def _merged_confidence(found: list[Confidence | None]) -> Confidence | None:
