@@ -335,7 +335,7 @@ class GrepPacker:
         listed = list(items)
         self.total_files += 1
         self.total += sum(1 for i in listed if not isinstance(i, str) and i.match)
-        entry: dict[str, Any] = {"path": shown if self.several else path, "lines": []}
+        entry: dict[str, Any] = {"path": path, "lines": []}
         if self.several:
             entry["root"] = root
         if not self._fits(f"{shown}:", entry):

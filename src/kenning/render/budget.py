@@ -300,7 +300,7 @@ def block_json(block: Block, *, root: str | None = None, labels: bool = False) -
     fields that say something (no nulls, no empty lists, no flags that are false)."""
     hit = block.first.hit
     item: dict[str, object] = {
-        "path": block.first.path,
+        "path": hit.path,
         "start_line": block.start_line,
         "end_line": block.end_line,
         "score": round(hit.score, 4),
