@@ -40,20 +40,20 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE / "quality"), str(HERE / "quality" / "peers"), str(HERE)]
 
+from common import terms as rg_terms  # noqa: E402
 from kenning_run import DEFAULT, kenning_revision, open_index  # noqa: E402
 from rg_peer import rank as rg_rank  # noqa: E402
 from rg_peer import search as rg_search  # noqa: E402
-from sets import DEV_SETS, EvalSet, fingerprint, resolve  # noqa: E402
 
-from common import terms as rg_terms  # noqa: E402
 from eval import read_queries, score  # noqa: E402
 from kenning.engine import Engine  # noqa: E402
 from kenning.mcp import schemas  # noqa: E402
 from kenning.mcp.answers import search_answer  # noqa: E402
 from kenning.render.tokens import counter  # noqa: E402
 from kenning.search import SearchRequest  # noqa: E402
+from sets import DEV_SETS, EvalSet, fingerprint, resolve  # noqa: E402
 
-MAIN_WORK = Path("/work/main/bench/.work")  # where the lead's harness built the sets its cached indexes index
+WORK = HERE / ".work"  # where the quality harness builds the sets (their files' times are in the index's key)
 LIMITS = (500, 1000, 2000, 4000)
 START, END = "<!-- budget:start -->", "<!-- budget:end -->"
 SPAN = re.compile(r"^(.*):(\d+)-(\d+)$")
@@ -301,7 +301,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-queries", type=int, help="every n-th query, to bound the run")
     parser.add_argument("--build", action="store_true", help="build an index that is not cached (slow)")
     parser.add_argument("--cache", default=str(Path.home() / ".cache" / "kenning-bench"))
-    parser.add_argument("--work", default=str(MAIN_WORK), help="where the sets are built (the harness's)")
+    parser.add_argument("--work", default=str(WORK), help="where the quality harness built the sets")
     parser.add_argument("--out", default=str(HERE.parent / "BENCHMARKS.md"))
     parser.add_argument("--results", default=str(HERE / ".work" / "budget" / "results.json"))
     args = parser.parse_args(argv)

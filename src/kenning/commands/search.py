@@ -70,7 +70,7 @@ def cmd_search(args: argparse.Namespace) -> int:
             raise Interrupted(INTERRUPTED, hint=RESUME)
     results = engine.search(request)
     preview = request.preview
-    packed = _pack(results, request) if request.budget else None
+    packed = _pack(results, request.budget, preview) if request.budget else None
     if args.json:
         out(
             render_json(
@@ -91,17 +91,16 @@ def cmd_search(args: argparse.Namespace) -> int:
     return found_code(results, args.min_score is not None)
 
 
-def _pack(results: Sequence[SearchResult], request: SearchRequest) -> Packed:
-    """The hits that fit the request's budget, counted as the text output shows them."""
+def _pack(results: Sequence[SearchResult], budget: int, preview: Preview) -> Packed:
+    """The hits that fit the budget, counted as the text output shows them."""
     from kenning.render.budget import RESERVE, candidates, pack, text_cost
     from kenning.render.tokens import counter
 
-    assert request.budget is not None
     count = counter()
     notes = sum(count.count(n) for r in results for n in r.notes)
     found = candidates([(r.query, r.hits) for r in results])
     cost = text_cost(count, labels=len(results) > 1)
-    return pack(found, request.budget, cost, count, preview=request.preview, reserve=RESERVE + notes)
+    return pack(found, budget, cost, count, preview=preview, reserve=RESERVE + notes)
 
 
 def _request(
@@ -183,6 +182,7 @@ def found_code(results: Sequence[Any], strict: bool) -> int:
 def _literal(start: Path, queries: list[str], config: Any, args: argparse.Namespace, started: float) -> int:
     from kenning.render import render_json, render_text
     from kenning.search.literal import NOTE, literal_results
+    from kenning.search.request import BUDGET_POOL
     from kenning.types import Selection
 
     selection = Selection(
@@ -202,14 +202,35 @@ def _literal(start: Path, queries: list[str], config: Any, args: argparse.Namesp
         if given
     ]
     paths = [start / p for p in args.path or ()]
+    if args.budget is not None:
+        from kenning.search import SearchRequest
+
+        SearchRequest(
+            tuple(queries), budget=args.budget
+        )  # the budget is refused as an indexed search refuses it
+    limit = args.limit or (BUDGET_POOL if args.budget else config.limit)
     results = literal_results(
-        start, queries, limit=config.limit, selection=selection, paths=paths, unapplied=unapplied
+        start, queries, limit=limit, selection=selection, paths=paths, unapplied=unapplied
     )
+    packed = _pack(results, args.budget, config.preview) if args.budget else None
     if args.json:
         out(
-            render_json(results, config.preview, root=str(start), model="none", started=started, literal=True)
+            render_json(
+                results,
+                config.preview,
+                root=str(start),
+                model="none",
+                started=started,
+                literal=True,
+                packed=packed,
+            )
         )
     else:
         err(NOTE)
-        out(render_text(results, config.preview))
+        if packed is not None:
+            from kenning.render import render_packed_text
+
+            out(render_packed_text(results, packed))
+        else:
+            out(render_text(results, config.preview))
     return found_code(results, args.min_score is not None)

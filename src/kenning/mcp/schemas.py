@@ -1,4 +1,5 @@
-"""The MCP tool contracts: names, descriptions an agent learns from, and the input and output JSON schemas.
+"""The MCP tool contracts: names, the input and output JSON schemas, and (from `descriptions`) the prose an agent
+learns them from.
 
 These schemas are published in `tools/list` and are also what every call is checked against before it runs
 (`kenning.mcp.tools.check_arguments`), so the contract an agent reads is the contract it gets.
@@ -8,7 +9,24 @@ from __future__ import annotations
 
 from typing import Any
 
+from kenning.mcp.descriptions import (
+    GREP_DESCRIPTION,
+    INDEX_STATUS_DESCRIPTION,
+    SERVER_INSTRUCTIONS,
+    SYMBOLS_DESCRIPTION,
+    TEXT_INDEX_DESCRIPTION,
+    TEXT_SEARCH_DESCRIPTION,
+)
 from kenning.types import SYMBOL_KINDS
+
+__all__ = [
+    "GREP_DESCRIPTION",
+    "INDEX_STATUS_DESCRIPTION",
+    "SERVER_INSTRUCTIONS",
+    "SYMBOLS_DESCRIPTION",
+    "TEXT_INDEX_DESCRIPTION",
+    "TEXT_SEARCH_DESCRIPTION",
+]
 
 MAX_QUERY_CHARS = 4000
 MAX_QUERIES = 16
@@ -547,51 +565,3 @@ SYMBOLS_OUTPUT: Schema = {
     },
     "required": ["path", "lang", "supported", "symbols"],
 }
-
-SYMBOLS_DESCRIPTION = """\
-The outline of one source file: every symbol (module, class, interface, function, value, alias) with its \
-scope (Outer.Inner.method), line span and signature, nested in file order. Use it to see a file's structure \
-before reading it, or to find the exact lines of a definition to open."""
-
-TEXT_SEARCH_DESCRIPTION = """\
-Search this workspace's files by meaning and by words (hybrid BM25 + embeddings) and get back ranked passages: \
-each is path:start-end with its text, ready to quote or to read around.
-
-Use it first when you know what you are looking for but not the exact words: "where do we retry failed uploads", \
-"how is the config file parsed", a concept, a behaviour, a symptom. Describe it in your own words; give several \
-phrasings in `queries` when one may miss. Use the `grep` tool instead when you know an exact string, identifier \
-or regex and want every occurrence.
-
-A query that spells an identifier (parse_config, RateLimiter.acquire) puts its definition first; \
-`symbol_types` keeps to functions, classes and so on. Read before you rely: open the file around path:start-end. A score only orders hits within one answer; it is not \
-a confidence, and the top hit may still be wrong. When no passage matches well (none holds a query word and none \
-is close in meaning), the answer says so before the hits and good_match is false: rephrase, or the answer may \
-not be in the workspace. Narrow with `paths`, `globs` or `types`. Files edited since \
-indexing are brought into the index before the search (`refresh`, bounded to a few seconds; a note says when \
-it could not finish); a hit marked stale changed since it was indexed (call text_index on it), one marked \
-lexical_only was found by its words only until text_index embeds it. An empty answer may mean the workspace (or that part of \
-it) was never indexed: check index_status. Without an index the answer comes from literal matching and says so \
-at the top; text_index builds the index."""
-
-TEXT_INDEX_DESCRIPTION = """\
-Build or refresh the search index for files or directories of this workspace (paths ["."] is the whole \
-workspace). Only new or changed files are read and only new passages are embedded, so re-running it after edits \
-is cheap. Returns what was added, changed, removed, unchanged and skipped (with reasons) and the index's totals. \
-With forget=true the paths are removed from the index (the files are untouched). Long runs send progress and can \
-be cancelled; finished work is kept."""
-
-INDEX_STATUS_DESCRIPTION = """\
-What the search index of this workspace holds: files, passages, semantic coverage, files changed since the last \
-index run, the embedding model, and the next step to take (for example: build the index, catch up on changes, or \
-search). Call it when text_search returns nothing or seems out of date."""
-
-GREP_DESCRIPTION = """\
-Exhaustive search for an exact string or regular expression over the workspace's files (no index needed; the \
-same files text_search sees: .gitignore'd, binary and secret files are left out). Use it when you know the exact \
-text, identifier or pattern and need every occurrence; use text_search to find code or prose by what it does or \
-means. Returns matching lines with their line numbers, grouped by file, bounded in size."""
-
-SERVER_INSTRUCTIONS = """\
-kenning searches this workspace. text_search finds passages by meaning and words (path:start-end plus text); \
-grep finds every occurrence of an exact string; text_index builds or refreshes the index; index_status says \
-what is indexed and what to do next. Scores rank within one answer and are not confidences."""

@@ -23,10 +23,19 @@ JSON Lines schema, version 1 (`kenning search --json`): one object per line.
   same) and `"context_note": str|null`: up to N lines of the file before the first and after the last line
   `text` shows (around the whole passage with `--preview none`), clipped as `text` is. They are read from the
   file only while its bytes are the indexed ones; otherwise both lists are empty and `context_note` says why.
+  With `--budget N` (render/budget.py packs the hits) a record stands for what is shown of one or more hits
+  of one file: `start_line`/`end_line` and `text_start_line` are the lines shown (exactly `text`), and it also has
+  `"passage": {"start_line", "end_line"}` (the best hit's whole passage), `"merged": [PLACE]` (other hits whose
+  lines overlap or touch it, folded in) and `"also_at": [PLACE]` (other places holding the same text, not shown
+  again), a PLACE being `{"path", "start_line", "end_line", "found_as": ["Q1#3", ...]}`; the other fields are the
+  best hit's. Records come in the order shown, not one group after another.
 - then one `{"type": "summary", "schema": 1, "root": str, "model": str, "mode": str, "coverage": float,
    "groups": [{"group", "query", "hits", "searched", "notes": [str], "match": MATCH}], "hits": int,
-   "elapsed_ms": float, "literal": bool, "good_match": bool}`; `literal` is true when the answer came from
-   exhaustive search, not the index.
+   "elapsed_ms": float, "literal": bool, "good_match": bool, "budget": BUDGET|null}`; `literal` is true when the
+   answer came from exhaustive search, not the index. `budget` is null without `--budget`, else `{"tokens": N,
+   "used": int, "tokenizer": str, "left_out": int, "trimmed": int}`: the tokens the text output takes at most
+   (counted by `tokenizer`: "o200k_base", or an estimate from the length without the `tokens` extra), the hits
+   not shown, and the records that show only part of their passage.
   A hit's `score` ranks it within its group only (the best is always near 1, whatever it is); how well the
   best passage matches on an absolute scale is its group's `match`: `{"good": bool, "lexical": bool,
   "similarity": float|null, "level": float|null}`. `good` is true when a passage holds a query term that is
