@@ -227,7 +227,8 @@ def semble_streams(key: str, s: EvalSet, cache: Path, runs: Path) -> dict[str, S
 
 
 def ndcg(s: EvalSet, streams: dict[str, Stream], runs: Path, name: str) -> float:
-    run = runs / f"{s.name}.{name.replace(' ', '_')}.jsonl"
+    """nDCG@10 of the locations an answer lists, in its order (../shared/eval/score.py)."""
+    run = runs / f"{name.replace(' ', '_').replace('+', '')}.jsonl"
     with run.open("w") as fh:
         for qid, stream in streams.items():
             fh.write(json.dumps({"query_id": qid, "ranked": stream.listed}) + "\n")
@@ -258,7 +259,8 @@ def render(results: dict[str, Any], machine: str, command: str) -> str:
         f"Command: `{command}`. Tokens: {counter().name}. Each answer is read first item first, as its JSON "
         "(kenning) or its text (semble, ripgrep); *first relevant* is the tokens read up to and including the "
         "first item that holds a judged-relevant document or span (mean / median over the queries that reach "
-        "one; *never* counts the others); *R@T* is the share of the judged documents (spans) read within T tokens.",
+        "one; *never* counts the others); *R@T* is the share of the judged documents (spans) read within T tokens; "
+        "nDCG@10 scores the first ten locations the answer lists (a block's copies included), as listed.",
         "",
     ]
     for name, data in results.items():
@@ -268,15 +270,17 @@ def render(results: dict[str, Any], machine: str, command: str) -> str:
             f"({schemas.DEFAULT_BUDGET}) {data['ndcg_budget']:.4f} against today's k=10 {data['ndcg_today']:.4f}."
         )
         out.append("")
-        out.append("| system | first relevant, mean | median | never | R@500 | R@1000 | R@2000 | R@4000 |")
-        out.append("|---|---:|---:|---:|---:|---:|---:|---:|")
+        out.append(
+            "| system | first relevant, mean | median | never | R@500 | R@1000 | R@2000 | R@4000 | nDCG@10 |"
+        )
+        out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         for system, m in data["systems"].items():
             mean = "-" if m["first_mean"] is None else f"{m['first_mean']:,.0f}"
             median = "-" if m["first_median"] is None else f"{m['first_median']:,.0f}"
             out.append(
                 f"| {system} | {mean} | {median} | {m['never']} | "
                 + " | ".join(f"{m[f'recall@{t}']:.3f}" for t in LIMITS)
-                + " |"
+                + f" | {m.get('ndcg@10', float('nan')):.4f} |"
             )
         out.append("")
     out.append(END)
@@ -336,17 +340,18 @@ def main(argv: list[str] | None = None) -> None:
             streams[key.replace("semble-", "semble ")] = {q: v for q, v in found.items() if q in ids}
         if "ripgrep" in systems:
             streams["ripgrep + read files"] = rg_streams(s.corpus, queries)
-        default = f"kenning {schemas.DEFAULT_BUDGET}"
+        measured = {system: measure(by_query, judge) for system, by_query in streams.items()}
+        for system, by_query in streams.items():
+            measured[system]["ndcg@10"] = ndcg(s, by_query, runs, f"{name}.{system}")
+        default = measured.get(f"kenning {schemas.DEFAULT_BUDGET}", {})
         results[name] = {
             "queries": len(queries),
             "subsampled": len(queries) < len(rows),
             "judged": "line span" if s.judged_by_span else "document",
             "mode": args.mode,
-            "ndcg_budget": ndcg(s, streams[default], runs, default) if default in streams else float("nan"),
-            "ndcg_today": ndcg(s, streams["kenning today"], runs, "kenning today")
-            if "kenning today" in streams
-            else float("nan"),
-            "systems": {system: measure(by_query, judge) for system, by_query in streams.items()},
+            "ndcg_budget": default.get("ndcg@10", float("nan")),
+            "ndcg_today": measured.get("kenning today", {}).get("ndcg@10", float("nan")),
+            "systems": measured,
         }
         results_path.write_text(json.dumps(results, indent=2))
         print(render({name: results[name]}, platform.node(), command), file=sys.stderr)

@@ -98,8 +98,10 @@ def search_answer(
     if literal:
         found += ("; " if found else "") + f"{matched_files} files hold some of the query's words"
     if len(queries) == 1:
+        # with a budget the hits ranked are more than those shown, which the line on what was cut counts
+        how = " ranked" if budget is not None else ""
         lines.append(
-            f'{len(combined)} {"hit" if len(combined) == 1 else "hits"} for "{_echo(queries[0])}"; {found}'
+            f'{len(combined)} {"hit" if len(combined) == 1 else "hits"}{how} for "{_echo(queries[0])}"; {found}'
         )
     else:
         lines.append(

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
+from kenning.render.labels import symbol_line, trace_line
 from kenning.render.tokens import TokenCounter
 from kenning.store.terms import query_terms
 from kenning.types import Hit, Preview
@@ -275,8 +276,6 @@ def block_header(block: Block, *, labels: bool = False) -> str:
 def block_text(block: Block, *, labels: bool = False) -> list[str]:
     """A block as text: its header with the exact span shown, the symbol it sits in, its numbered lines, and
     the other locations of the same text."""
-    from kenning.render import symbol_line, trace_line
-
     out = [block_header(block, labels=labels)]
     label = symbol_line(block.first.hit)
     if label:
