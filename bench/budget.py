@@ -308,6 +308,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--work", default=str(WORK), help="where the quality harness built the sets")
     parser.add_argument("--out", default=str(HERE.parent / "BENCHMARKS.md"))
     parser.add_argument("--results", default=str(HERE / ".work" / "budget" / "results.json"))
+    parser.add_argument(
+        "--merge", action="append", default=[], help="add another run's rows (a results file)"
+    )
+    parser.add_argument(
+        "--report-only", action="store_true", help="rewrite the block from --results, run nothing"
+    )
     args = parser.parse_args(argv)
     budgets = [int(b) for b in args.budgets.split(",")]
     systems = args.systems.split(",")
@@ -317,7 +323,12 @@ def main(argv: list[str] | None = None) -> None:
     runs.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = json.loads(results_path.read_text()) if results_path.is_file() else {}
     command = "nice -n 10 python bench/budget.py" + "".join(f" {a}" for a in (argv or sys.argv[1:]))
-    for name in args.sets.split(","):
+    for other in args.merge:
+        for name, data in json.loads(Path(other).read_text()).items():
+            if name in results:
+                results[name]["systems"].update(data["systems"])
+                results[name].setdefault("merged", []).append(data.get("command", other))
+    for name in [] if args.report_only else args.sets.split(","):
         s = resolve(name, Path(args.work))
         if not cached(s, cache) and not args.build:
             print(f"[{name}] no cached index under {cache}: skipped (--build builds one)", file=sys.stderr)
@@ -343,18 +354,22 @@ def main(argv: list[str] | None = None) -> None:
         measured = {system: measure(by_query, judge) for system, by_query in streams.items()}
         for system, by_query in streams.items():
             measured[system]["ndcg@10"] = ndcg(s, by_query, runs, f"{name}.{system}")
+        # a run of some systems keeps the others' rows (semble runs apart, see --merge)
+        measured = {**results.get(name, {}).get("systems", {}), **measured}
         default = measured.get(f"kenning {schemas.DEFAULT_BUDGET}", {})
         results[name] = {
             "queries": len(queries),
             "subsampled": len(queries) < len(rows),
             "judged": "line span" if s.judged_by_span else "document",
             "mode": args.mode,
+            "command": command,
             "ndcg_budget": default.get("ndcg@10", float("nan")),
             "ndcg_today": measured.get("kenning today", {}).get("ndcg@10", float("nan")),
             "systems": measured,
         }
         results_path.write_text(json.dumps(results, indent=2))
         print(render({name: results[name]}, platform.node(), command), file=sys.stderr)
+    results_path.write_text(json.dumps(results, indent=2))
     write_block(Path(args.out), render(results, f"{platform.machine()} Linux", command))
 
 
