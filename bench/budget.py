@@ -64,7 +64,8 @@ class Stream:
     """One answer as an agent reads it: locations in order, with the tokens read up to and including each."""
 
     items: list[tuple[list[str], int]]  # (locations shown by the item, cumulative tokens)
-    listed: list[str]  # the ranked locations, for nDCG@10
+    listed: list[str]  # the ranked locations, for nDCG@10: the lines shown
+    passages: list[str] | None = None  # the same, each block named by its best hit's whole passage
 
 
 def compact(data: Any) -> str:
@@ -171,13 +172,16 @@ def _answer_stream(structured: dict[str, Any], tokens: Any) -> Stream:
     items: list[tuple[list[str], int]] = []
     total = head
     listed: list[str] = []
+    passages: list[str] = []
     for hit in hits:
         total += tokens(compact(hit)) + 1
-        where = [f"corpus/{hit['path']}:{hit['start_line']}-{hit['end_line']}"]
-        where += [f"corpus/{a}" for a in hit.get("also_at", [])]
+        copies = [f"corpus/{a}" for a in hit.get("also_at", [])]
+        where = [f"corpus/{hit['path']}:{hit['start_line']}-{hit['end_line']}", *copies]
         items.append((where, total))
         listed += where
-    return Stream(items, listed)
+        span = hit.get("passage", f"{hit['start_line']}-{hit['end_line']}")
+        passages += [f"corpus/{hit['path']}:{span}", *copies]
+    return Stream(items, listed, passages)
 
 
 def rg_streams(corpus: Path, queries: list[dict[str, str]]) -> dict[str, Stream]:
@@ -226,12 +230,14 @@ def semble_streams(key: str, s: EvalSet, cache: Path, runs: Path) -> dict[str, S
     return out
 
 
-def ndcg(s: EvalSet, streams: dict[str, Stream], runs: Path, name: str) -> float:
-    """nDCG@10 of the locations an answer lists, in its order (../shared/eval/score.py)."""
-    run = runs / f"{name.replace(' ', '_').replace('+', '')}.jsonl"
+def ndcg(s: EvalSet, streams: dict[str, Stream], runs: Path, name: str, *, passages: bool = False) -> float:
+    """nDCG@10 of the locations an answer lists, in its order (../shared/eval/score.py): the lines shown, or
+    with `passages` each block's whole passage (as today's answer names its hits)."""
+    run = runs / f"{name.replace(' ', '_').replace('+', '')}{'.passages' if passages else ''}.jsonl"
     with run.open("w") as fh:
         for qid, stream in streams.items():
-            fh.write(json.dumps({"query_id": qid, "ranked": stream.listed}) + "\n")
+            ranked = stream.passages if passages and stream.passages is not None else stream.listed
+            fh.write(json.dumps({"query_id": qid, "ranked": ranked}) + "\n")
     return score(s.qrels, run)["nDCG@10"]
 
 
@@ -260,27 +266,32 @@ def render(results: dict[str, Any], machine: str, command: str) -> str:
         "(kenning) or its text (semble, ripgrep); *first relevant* is the tokens read up to and including the "
         "first item that holds a judged-relevant document or span (mean / median over the queries that reach "
         "one; *never* counts the others); *R@T* is the share of the judged documents (spans) read within T tokens; "
-        "nDCG@10 scores the first ten locations the answer lists (a block's copies included), as listed.",
+        "nDCG@10 scores the first ten locations the answer lists (a block's copies included), in its order: "
+        "*shown* by the lines shown, *by passage* by the whole passage each block's best hit is (how today's "
+        "answer names its hits, and what the answer's `passage` field gives).",
         "",
     ]
     for name, data in results.items():
         out.append(
             f"**{name}** ({data['queries']} queries{', subsampled' if data.get('subsampled') else ''}, "
             f"{data['judged']}, {data['mode']}): nDCG@10 at the default budget "
-            f"({schemas.DEFAULT_BUDGET}) {data['ndcg_budget']:.4f} against today's k=10 {data['ndcg_today']:.4f}."
+            f"({schemas.DEFAULT_BUDGET}) {data['ndcg_budget']:.4f} against today's k=10 {data['ndcg_today']:.4f}, "
+            f"each hit named by its passage; by the lines shown, {data.get('ndcg_budget_shown', float('nan')):.4f}."
         )
         out.append("")
         out.append(
-            "| system | first relevant, mean | median | never | R@500 | R@1000 | R@2000 | R@4000 | nDCG@10 |"
+            "| system | first relevant, mean | median | never | R@500 | R@1000 | R@2000 | R@4000 | nDCG@10 shown "
+            "| by passage |"
         )
-        out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+        out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for system, m in data["systems"].items():
             mean = "-" if m["first_mean"] is None else f"{m['first_mean']:,.0f}"
             median = "-" if m["first_median"] is None else f"{m['first_median']:,.0f}"
             out.append(
                 f"| {system} | {mean} | {median} | {m['never']} | "
                 + " | ".join(f"{m[f'recall@{t}']:.3f}" for t in LIMITS)
-                + f" | {m.get('ndcg@10', float('nan')):.4f} |"
+                + f" | {m.get('ndcg@10', float('nan')):.4f}"
+                + (f" | {m['ndcg@10 passages']:.4f} |" if "ndcg@10 passages" in m else " | - |")
             )
         out.append("")
     out.append(END)
@@ -354,17 +365,22 @@ def main(argv: list[str] | None = None) -> None:
         measured = {system: measure(by_query, judge) for system, by_query in streams.items()}
         for system, by_query in streams.items():
             measured[system]["ndcg@10"] = ndcg(s, by_query, runs, f"{name}.{system}")
+            if system.startswith("kenning"):
+                by_passage = ndcg(s, by_query, runs, f"{name}.{system}", passages=True)
+                measured[system]["ndcg@10 passages"] = by_passage
         # a run of some systems keeps the others' rows (semble runs apart, see --merge)
         measured = {**results.get(name, {}).get("systems", {}), **measured}
         default = measured.get(f"kenning {schemas.DEFAULT_BUDGET}", {})
+        today = measured.get("kenning today", {})
         results[name] = {
             "queries": len(queries),
             "subsampled": len(queries) < len(rows),
             "judged": "line span" if s.judged_by_span else "document",
             "mode": args.mode,
             "command": command,
-            "ndcg_budget": default.get("ndcg@10", float("nan")),
-            "ndcg_today": measured.get("kenning today", {}).get("ndcg@10", float("nan")),
+            "ndcg_budget": default.get("ndcg@10 passages", float("nan")),
+            "ndcg_today": today.get("ndcg@10 passages", float("nan")),
+            "ndcg_budget_shown": default.get("ndcg@10", float("nan")),
             "systems": measured,
         }
         results_path.write_text(json.dumps(results, indent=2))
