@@ -30,6 +30,7 @@ EXAMPLES = {
     "search": """examples:
   kenning search "where do we retry failed uploads" ~/src/project
   kenning search -k 5 --json "rate limiting" .
+  kenning search --budget 2000 "retry backoff" .   (fit the answer in 2,000 tokens)
   kenning search --path src -t py "parse the config file"
   kenning search -q "token refresh" -q "session expiry" --fuse .
   kenning search --trace --preview full "backoff" .

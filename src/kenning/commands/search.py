@@ -21,8 +21,9 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from kenning.config import Config
+    from kenning.render.budget import Packed
     from kenning.search import Filters, SearchRequest
-    from kenning.types import Mode, Preview
+    from kenning.types import Mode, Preview, SearchResult
 
 
 def cmd_search(args: argparse.Namespace) -> int:
@@ -75,11 +76,37 @@ def cmd_search(args: argparse.Namespace) -> int:
             raise Interrupted(INTERRUPTED, hint=RESUME)
     results = engine.search(request)
     preview = request.preview
+    packed = _pack(results, request.budget, preview) if request.budget else None
     if args.json:
-        out(render_json(results, preview, root=str(engine.root), model=engine.model_name, started=started))
+        out(
+            render_json(
+                results,
+                preview,
+                root=str(engine.root),
+                model=engine.model_name,
+                started=started,
+                packed=packed,
+            )
+        )
+    elif packed is not None:
+        from kenning.render import render_packed_text
+
+        out(render_packed_text(results, packed))
     else:
         out(render_text(results, preview))
     return found_code(results, args.min_score is not None)
+
+
+def _pack(results: Sequence[SearchResult], budget: int, preview: Preview) -> Packed:
+    """The hits that fit the budget, counted as the text output shows them."""
+    from kenning.render.budget import RESERVE, candidates, pack, text_cost
+    from kenning.render.tokens import counter
+
+    count = counter()
+    notes = sum(count.count(n) for r in results for n in r.notes)
+    found = candidates([(r.query, r.hits) for r in results])
+    cost = text_cost(count, labels=len(results) > 1)
+    return pack(found, budget, cost, count, preview=preview, reserve=RESERVE + notes)
 
 
 def _request(
@@ -105,7 +132,8 @@ def _request(
     return SearchRequest(
         tuple(queries),
         mode=mode,
-        limit=config.limit,
+        # with a budget, the budget decides how many hits are shown, out of BUDGET_POOL unless -k says
+        limit=args.limit if args.budget and args.limit else None if args.budget else config.limit,
         filters=filters,
         fuse=args.fuse,
         trace=args.trace,
@@ -115,6 +143,7 @@ def _request(
         preview=cast("Preview", config.preview),
         before=context[0],
         after=context[1],
+        budget=args.budget,
     )
 
 
@@ -159,6 +188,7 @@ def found_code(results: Sequence[Any], strict: bool) -> int:
 def _literal(start: Path, queries: list[str], config: Any, args: argparse.Namespace, started: float) -> int:
     from kenning.render import render_json, render_text
     from kenning.search.literal import NOTE, literal_results
+    from kenning.search.request import BUDGET_POOL
     from kenning.types import Selection
 
     selection = Selection(
@@ -178,14 +208,35 @@ def _literal(start: Path, queries: list[str], config: Any, args: argparse.Namesp
         if given
     ]
     paths = [start / p for p in args.path or ()]
+    if args.budget is not None:
+        from kenning.search import SearchRequest
+
+        SearchRequest(
+            tuple(queries), budget=args.budget
+        )  # the budget is refused as an indexed search refuses it
+    limit = args.limit or (BUDGET_POOL if args.budget else config.limit)
     results = literal_results(
-        start, queries, limit=config.limit, selection=selection, paths=paths, unapplied=unapplied
+        start, queries, limit=limit, selection=selection, paths=paths, unapplied=unapplied
     )
+    packed = _pack(results, args.budget, config.preview) if args.budget else None
     if args.json:
         out(
-            render_json(results, config.preview, root=str(start), model="none", started=started, literal=True)
+            render_json(
+                results,
+                config.preview,
+                root=str(start),
+                model="none",
+                started=started,
+                literal=True,
+                packed=packed,
+            )
         )
     else:
         err(NOTE)
-        out(render_text(results, config.preview))
+        if packed is not None:
+            from kenning.render import render_packed_text
+
+            out(render_packed_text(results, packed))
+        else:
+            out(render_text(results, config.preview))
     return found_code(results, args.min_score is not None)

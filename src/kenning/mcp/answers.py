@@ -6,7 +6,8 @@ changed) in one place.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import json
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,19 @@ from kenning.engine import Engine, Status
 from kenning.engine.index import IndexReport
 from kenning.mcp import schemas
 from kenning.render import WEAK, confidence_json, hit_header, hit_json, preview_lines, symbol_line, trace_line
+from kenning.render.budget import (
+    RESERVE,
+    Block,
+    Candidate,
+    Packed,
+    block_json,
+    block_text,
+    cut_line,
+    pack,
+    tokens_line,
+)
+from kenning.render.tokens import counter
+from kenning.search.grep import Deadline, GrepFile, GrepLine, clip_line
 from kenning.types import Confidence, Hit, Mode, Preview, SearchResult
 
 SHOW_SKIPPED = 100
@@ -36,8 +50,10 @@ def search_answer(
     literal: list[Path],
     show: Callable[[Engine, str], str],
     several_roots: bool,
+    budget: int | None = None,
 ) -> Answer:
-    """The text block and structured content of a search, bounded to MAX_OUTPUT_CHARS (whole hits cut)."""
+    """The text block and structured content of a search: packed to `budget` tokens when one is given, else
+    bounded to MAX_OUTPUT_CHARS (whole hits cut)."""
     # Per group: every root's hits. Ranked hits come before literal ones (a root without an index): their
     # scores are on different scales, and a ranked passage is the better answer.
     groups: list[list[tuple[Engine, Hit]]] = []
@@ -82,8 +98,10 @@ def search_answer(
     if literal:
         found += ("; " if found else "") + f"{matched_files} files hold some of the query's words"
     if len(queries) == 1:
+        # with a budget the hits ranked are more than those shown, which the line on what was cut counts
+        how = " ranked" if budget is not None else ""
         lines.append(
-            f'{len(combined)} {"hit" if len(combined) == 1 else "hits"} for "{_echo(queries[0])}"; {found}'
+            f'{len(combined)} {"hit" if len(combined) == 1 else "hits"}{how} for "{_echo(queries[0])}"; {found}'
         )
     else:
         lines.append(
@@ -108,6 +126,17 @@ def search_answer(
     lines.extend(f"note: {n}" for n in notes)
     if len(queries) == 1 and weak[0]:
         lines.append(WEAK)
+    structured = {
+        "literal": bool(literal),
+        "mode": "lexical" if literal and not coverages else mode,
+        "searched": searched or matched_files,
+        "coverage": round(coverage, 4),
+        "groups": summaries,
+        "notes": notes,
+        "good_match": any(s["hits"] and not poor for s, poor in zip(summaries, weak, strict=True)),
+    }
+    if budget is not None:
+        return _packed_answer(lines, structured, combined, budget, preview, show, several_roots)
     hits_json: list[dict[str, Any]] = []
     budget = schemas.MAX_OUTPUT_CHARS - sum(len(x) + 1 for x in lines) - 200
     truncated = budget <= 0
@@ -131,18 +160,72 @@ def search_answer(
             item.pop(key)
         item.update(path=hit.path, root=str(engine.root), groups=labels)
         hits_json.append(item)
-    structured = {
-        "literal": bool(literal),
-        "mode": "lexical" if literal and not coverages else mode,
-        "searched": searched or matched_files,
-        "coverage": round(coverage, 4),
-        "groups": summaries,
-        "hits": hits_json,
-        "notes": notes,
-        "truncated": truncated,
-        "good_match": any(s["hits"] and not poor for s, poor in zip(summaries, weak, strict=True)),
-    }
+    structured.update(hits=hits_json, truncated=truncated)
     return Answer("\n".join(lines), structured)
+
+
+def _packed_answer(
+    lines: list[str],
+    structured: dict[str, Any],
+    combined: list[tuple[Engine, Hit, list[str], str]],
+    budget: int,
+    preview: Preview,
+    show: Callable[[Engine, str], str],
+    several_roots: bool,
+) -> Answer:
+    """A search answer within `budget` tokens, whichever of its two forms a client gives its model.
+
+    Clients show a model one form, not both: Claude Code, Codex and VS Code pass the structured content
+    (serialised) when there is any, others the text. So each form carries every passage, once, and each
+    block is costed as the larger of the two: the budget holds whichever the model reads. The text is a
+    rendering, not the serialised JSON the specification suggests for older clients, because a model reading
+    text reads code with its lines and indentation for fewer tokens than the same code escaped in JSON."""
+    count = counter()
+    grouped = len(structured["groups"]) > 1
+
+    def as_json(block: Block) -> dict[str, Any]:
+        return block_json(block, root=block.first.root if several_roots else None, labels=grouped)
+
+    def cost(block: Block) -> int:
+        text = count.count("\n".join(block_text(block, labels=grouped))) + 2
+        data = count.count(json.dumps(as_json(block), ensure_ascii=False, separators=(",", ":"))) + 1
+        return max(text, data)
+
+    found = [
+        Candidate(hit, query, tuple(labels), str(engine.root), show(engine, hit.path))
+        for engine, hit, labels, query in combined
+    ]
+    more = 'raise budget, narrow with paths, or see one location whole with preview "full" and its path'
+    # the answer's own lines at their longest: a cut line and the count with five-digit numbers
+    widest = Packed([], budget, 99999, count.name, 99999, 99999)
+    ending = count.count(cut_line(widest, more=more) or "") + count.count(tokens_line(widest)) + 4
+    summary = dict(structured, hits=[], truncated=True, budget=_budget_json(widest))
+    head = count.count(json.dumps(summary, ensure_ascii=False, separators=(",", ":")))
+    reserve = max(count.count("\n".join(lines)), head) + ending
+    packed = pack(found, budget, cost, count, preview=preview, reserve=reserve)
+    for block in packed.blocks:
+        lines.extend(["", *block_text(block, labels=grouped)])
+    cut = cut_line(packed, more=more)
+    if cut:
+        lines.extend(["", cut])
+        structured["notes"].append(cut)
+    lines.append(tokens_line(packed))
+    structured.update(
+        hits=[as_json(b) for b in packed.blocks],
+        truncated=packed.left_out > 0,
+        budget=_budget_json(packed),
+    )
+    return Answer("\n".join(lines), structured)
+
+
+def _budget_json(packed: Packed) -> dict[str, Any]:
+    return {
+        "tokens": packed.budget,
+        "used": packed.used,
+        "tokenizer": packed.tokenizer,
+        "left_out": packed.left_out,
+        "trimmed": packed.trimmed,
+    }
 
 
 def _merged_confidence(found: list[Confidence | None]) -> Confidence | None:
@@ -212,6 +295,142 @@ def _combine(
                 if len(out) < k:
                     out.append((engine, hit, [label], queries[gi]))
     return out
+
+
+RUN = 4  # a run of more consecutive matching lines than this shows its first two and its last
+
+
+class GrepPacker:
+    """A grep answer within a token budget: lines grouped by file, long runs of matches collapsed, and files
+    past the budget counted but not shown. Each line is costed as the larger of its text and JSON forms, for
+    the reason `_packed_answer` gives."""
+
+    def __init__(self, budget: int, *, several: bool) -> None:
+        self.budget = budget
+        self.several = several
+        self.counter = counter()
+        self.used = RESERVE
+        self.lines: list[str] = []
+        self.files: list[dict[str, Any]] = []
+        self.shown = 0  # matching lines shown (collapsed ones included)
+        self.total = 0  # matching lines found
+        self.total_files = 0
+        self.full = False  # the budget is spent: further files are only counted
+
+    def count(self, found: GrepFile) -> None:
+        self.total_files += 1
+        self.total += sum(ln.match for ln in found.lines)
+
+    def _fits(self, text: str, data: object) -> bool:
+        cost = max(
+            self.counter.count(text),
+            self.counter.count(json.dumps(data, ensure_ascii=False, separators=(",", ":"))),
+        )
+        if self.used + cost + 1 > self.budget:
+            self.full = True
+            return False
+        self.used += cost + 1
+        return True
+
+    def add(self, shown: str, root: str, path: str, items: Iterable[GrepLine | str]) -> None:
+        """One file's lines (and the `--` and `@ symbol` lines between them), as far as the budget holds."""
+        listed = list(items)
+        self.total_files += 1
+        self.total += sum(1 for i in listed if not isinstance(i, str) and i.match)
+        entry: dict[str, Any] = {"path": path, "lines": []}
+        if self.several:
+            entry["root"] = root
+        if not self._fits(f"{shown}:", entry):
+            return
+        block = [f"{shown}:"]
+        symbol: str | None = None
+        for item in _collapse(listed):
+            if isinstance(item, str):
+                if item.startswith("@ "):
+                    symbol = item.removeprefix("@ ")
+                if self._fits(item, None):
+                    block.append(item)
+                    continue
+                break
+            if isinstance(item, _Run):
+                text = f"… {item.count} more matching lines, {item.first}-{item.last}"
+                data: dict[str, Any] = {"collapsed": f"{item.first}-{item.last}", "matches": item.count}
+                if not self._fits(text, data):
+                    break
+                self.shown += item.count
+            else:
+                clipped = clip_line(item.text)
+                text = f"{item.line}{':' if item.match else '-'}{clipped}"
+                data = {"line": item.line, "text": clipped}
+                if not item.match:
+                    data["match"] = False
+                if symbol and symbol != "(top level)" and item.match:
+                    data["symbol"], symbol = symbol, None
+                if not self._fits(text, data):
+                    break
+                self.shown += item.match
+            block.append(text)
+            entry["lines"].append(data)
+        while block and (block[-1] == "--" or block[-1].startswith("@ ")):
+            block.pop()  # a separator or label of a line that is not shown
+        if entry["lines"]:
+            self.lines.extend(block)
+            self.files.append(entry)
+
+    def answer(self, deadline: Deadline) -> Answer:
+        head = f"{self.total} matching lines in {self.total_files} files"
+        cut = self.total - self.shown
+        if cut:
+            head += (
+                f"; {cut} of them in {self.total_files - len(self.files) or 'the shown'} files not shown, to keep "
+                f"within {self.budget} tokens: narrow the pattern or the paths, or raise budget"
+            )
+        if deadline.hit:
+            head += f" (stopped after {deadline.seconds} s: the results are partial; narrow the pattern or the paths)"
+        elif not self.files and not cut:
+            head = "no line matches (binary, ignored and secret files are not searched)"
+        tail = f"{self.used} of {self.budget} tokens ({self.counter.name})"
+        data = {
+            "files": self.files,
+            "matched_lines": self.total,
+            "truncated": cut > 0,
+            "partial": deadline.hit,
+            "budget": {"tokens": self.budget, "used": self.used, "tokenizer": self.counter.name},
+        }
+        return Answer("\n".join([head, *self.lines, tail]), data)
+
+
+@dataclass(frozen=True)
+class _Run:
+    """Matching lines collapsed out of a long run of consecutive ones."""
+
+    first: int
+    last: int
+    count: int
+
+
+def _collapse(items: list[GrepLine | str]) -> Iterator[GrepLine | str | _Run]:
+    """The items with each run of more than RUN consecutive matching lines shown by its first two and its last."""
+    i = 0
+    while i < len(items):
+        j = i
+        while (
+            j < len(items)
+            and isinstance(items[j], GrepLine)
+            and items[j].match  # type: ignore[union-attr]
+            and (j == i or items[j].line == items[j - 1].line + 1)  # type: ignore[union-attr]
+        ):
+            j += 1
+        if j - i > RUN:
+            run = items[i:j]
+            yield run[0]
+            yield run[1]
+            yield _Run(run[2].line, run[-2].line, j - i - 3)  # type: ignore[union-attr]
+            yield run[-1]
+            i = j
+        else:
+            yield items[i]
+            i += 1
 
 
 def next_step(st: Status) -> str:

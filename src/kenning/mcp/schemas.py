@@ -1,4 +1,5 @@
-"""The MCP tool contracts: names, descriptions an agent learns from, and the input and output JSON schemas.
+"""The MCP tool contracts: names, the input and output JSON schemas, and (from `descriptions`) the prose an agent
+learns them from.
 
 These schemas are published in `tools/list` and are also what every call is checked against before it runs
 (`kenning.mcp.tools.check_arguments`), so the contract an agent reads is the contract it gets.
@@ -8,7 +9,24 @@ from __future__ import annotations
 
 from typing import Any
 
+from kenning.mcp.descriptions import (
+    GREP_DESCRIPTION,
+    INDEX_STATUS_DESCRIPTION,
+    SERVER_INSTRUCTIONS,
+    SYMBOLS_DESCRIPTION,
+    TEXT_INDEX_DESCRIPTION,
+    TEXT_SEARCH_DESCRIPTION,
+)
 from kenning.types import SYMBOL_KINDS
+
+__all__ = [
+    "GREP_DESCRIPTION",
+    "INDEX_STATUS_DESCRIPTION",
+    "SERVER_INSTRUCTIONS",
+    "SYMBOLS_DESCRIPTION",
+    "TEXT_INDEX_DESCRIPTION",
+    "TEXT_SEARCH_DESCRIPTION",
+]
 
 MAX_QUERY_CHARS = 4000
 MAX_QUERIES = 16
@@ -16,8 +34,12 @@ MAX_LIST_ITEMS = 64
 MAX_ITEM_CHARS = 1024
 MAX_PATTERN_CHARS = 1000
 MAX_OUTPUT_CHARS = 40_000  # what one tool answer may put in front of the model
-MAX_GREP_LINES = 200
 MAX_SYMBOLS = 1000
+# tokens an answer of text_search or grep takes unless the call gives its own budget: chosen by measurement
+# (BENCHMARKS.md, "Token budget")
+DEFAULT_BUDGET = 2000
+MIN_BUDGET = 100
+MAX_BUDGET = 10_000  # about MAX_OUTPUT_CHARS of code
 
 Schema = dict[str, Any]
 
@@ -28,6 +50,16 @@ def _strings(what: str, *, max_items: int = MAX_LIST_ITEMS, max_chars: int = MAX
         "items": {"type": "string", "minLength": 1, "maxLength": max_chars},
         "maxItems": max_items,
         "description": what,
+    }
+
+
+def _budget(how: str) -> Schema:
+    return {
+        "type": "integer",
+        "minimum": MIN_BUDGET,
+        "maximum": MAX_BUDGET,
+        "default": DEFAULT_BUDGET,
+        "description": f"Tokens the answer may take, as the answer counts them. {how}",
     }
 
 
@@ -62,9 +94,15 @@ TEXT_SEARCH_INPUT: Schema = {
             "type": "integer",
             "minimum": 1,
             "maximum": 50,
-            "default": 10,
-            "description": "Passages to return (per group).",
+            "description": "At most this many passages (per group). Default: as many as the budget holds, of "
+            "the best 50.",
         },
+        "budget": _budget(
+            "Passages are trimmed to the lines that match, neighbours of one file merged, copies listed once; "
+            "a last line says what was cut. Spend it on the right place rather than on more hits: narrow with "
+            "paths, globs or types first, then read one location whole (preview full with its file in paths) "
+            "instead of raising the budget."
+        ),
         "paths": _SEARCH_PATHS,
         "globs": _strings('ripgrep-style globs on the path; \'!\' excludes. Example: ["*.py", "!tests/**"].'),
         "types": _strings('File types by ripgrep name. Example: ["py", "md"].', max_items=32, max_chars=64),
@@ -79,8 +117,9 @@ TEXT_SEARCH_INPUT: Schema = {
             "type": "string",
             "enum": ["short", "none", "full"],
             "default": "short",
-            "description": "How much of each passage to return: short (up to 10 lines near the match), none "
-            "(location only) or full (the whole passage).",
+            "description": "How much of each passage to return: short (up to 10 lines, the window that holds "
+            "the most query words), none (location only) or full (the whole passage, as far as the budget "
+            "holds).",
         },
         "modified_after": {
             "type": "string",
@@ -130,62 +169,48 @@ _TRACE_ARM: Schema = {
 
 _HIT: Schema = {
     "type": "object",
+    "description": "What is shown of one passage, or of several overlapping or adjacent ones of one file. Fields "
+    "that would be empty, null or false are left out.",
     "properties": {
         "path": {"type": "string", "description": "Relative to the root it was found in."},
-        "root": {"type": "string"},
-        "start_line": {"type": "integer", "minimum": 1},
-        "end_line": {"type": "integer", "minimum": 1},
+        "root": {
+            "type": "string",
+            "description": "The served root holding it (only when several are served).",
+        },
+        "start_line": {"type": "integer", "minimum": 1, "description": "First line shown."},
+        "end_line": {"type": "integer", "minimum": 1, "description": "Last line shown."},
         "score": {
             "type": "number",
             "description": "Ranks hits within one group of one answer (the best is near 1 whatever it is); not a "
             "confidence: see the group's match.",
         },
         "matched_by": {"type": "string", "enum": ["lexical", "semantic", "both"]},
-        "stale": {"type": "boolean", "description": "The file changed since it was indexed."},
-        "lexical_only": {
-            "type": "boolean",
-            "description": "The passage has no embedding yet (it changed since the last full index run), so "
-            "only its words could find it.",
+        "text": {
+            "type": ["string", "null"],
+            "description": "Lines start_line to end_line (null: preview none).",
         },
-        "heading": {"type": "string"},
-        "text": {"type": ["string", "null"], "description": "The passage as the preview level shows it."},
-        "text_start_line": {"type": ["integer", "null"]},
+        "passage": {"type": "string", "description": "start-end of the whole passage, when part is shown."},
+        "symbol": {"type": "string", "description": "The code symbol it belongs to: kind and scope."},
+        "signature": {
+            "type": "string",
+            "description": "That symbol's signature, when the text does not show it.",
+        },
+        "defines": {"type": "array", "items": {"type": "string"}, "description": "Symbols defined in it."},
+        "heading": {"type": "string", "description": "The document section it is in."},
+        "stale": {"type": "boolean", "description": "The file changed since it was indexed."},
+        "lexical_only": {"type": "boolean", "description": "No embedding yet: only its words could find it."},
         "groups": {
             "type": "array",
             "items": {"type": "string"},
-            "description": "Which query groups found it, with the rank in each, e.g. Q1#1.",
+            "description": "Which query groups found it, with the rank in each, e.g. Q1#1 (several queries).",
         },
-        "symbol": {
-            "type": ["object", "null"],
-            "description": "The code symbol the passage belongs to.",
-            "properties": {
-                "kind": {"type": "string", "enum": list(SYMBOL_KINDS)},
-                "name": {"type": "string"},
-                "scope": {"type": "string"},
-                "signature": {"type": "string"},
-                "doc": {"type": "string"},
-            },
-            "required": ["kind", "name", "scope"],
-        },
-        "defines": {
-            "type": "array",
-            "description": "Every symbol whose definition starts in the passage.",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "kind": {"type": "string"},
-                    "name": {"type": "string"},
-                    "scope": {"type": "string"},
-                },
-                "required": ["kind", "name", "scope"],
-            },
-        },
+        "also_at": {"type": "array", "items": {"type": "string"}, "description": "path:start-end of copies."},
         "trace": {
-            "type": ["object", "null"],
+            "type": "object",
             "properties": {"lexical": _TRACE_ARM, "semantic": _TRACE_ARM, "fused_rank": {"type": "integer"}},
         },
     },
-    "required": ["path", "root", "start_line", "end_line", "score", "matched_by", "stale", "text", "groups"],
+    "required": ["path", "start_line", "end_line", "score", "matched_by", "text"],
 }
 
 _MATCH: Schema = {
@@ -241,7 +266,20 @@ TEXT_SEARCH_OUTPUT: Schema = {
         "notes": {"type": "array", "items": {"type": "string"}},
         "truncated": {
             "type": "boolean",
-            "description": "Some hits were left out to bound the answer's size.",
+            "description": "Some hits were left out to keep within the budget.",
+        },
+        "budget": {
+            "type": "object",
+            "description": "The tokens the answer could take and took (at most, in either its text or this "
+            "structured form), the tokenizer that counted them, and what was cut.",
+            "properties": {
+                "tokens": {"type": "integer"},
+                "used": {"type": "integer"},
+                "tokenizer": {"type": "string"},
+                "left_out": {"type": "integer", "description": "Hits not shown."},
+                "trimmed": {"type": "integer", "description": "Hits shown in part."},
+            },
+            "required": ["tokens", "used", "tokenizer", "left_out", "trimmed"],
         },
         "good_match": {
             "type": "boolean",
@@ -422,6 +460,11 @@ GREP_INPUT: Schema = {
             "default": 0,
             "description": "Lines of context before and after each match.",
         },
+        "budget": _budget(
+            "Lines come grouped by file; a run of consecutive matching lines shows its first two and its "
+            "last; files past the budget are counted, not shown. Narrow the pattern or paths rather than "
+            "raising it."
+        ),
     },
     "required": ["pattern"],
     "additionalProperties": False,
@@ -436,36 +479,48 @@ GREP_OUTPUT: Schema = {
                 "type": "object",
                 "properties": {
                     "path": {"type": "string"},
-                    "root": {"type": "string"},
+                    "root": {"type": "string", "description": "Only when several roots are served."},
                     "lines": {
                         "type": "array",
+                        "description": "Matching lines (and context lines, with match false), or a run of "
+                        "matching lines collapsed to its span and count.",
                         "items": {
                             "type": "object",
                             "properties": {
                                 "line": {"type": "integer"},
                                 "text": {"type": "string"},
-                                "match": {"type": "boolean"},
+                                "match": {"type": "boolean", "description": "false: a context line."},
                                 "symbol": {
-                                    "type": ["string", "null"],
-                                    "description": "The enclosing code symbol of a match, e.g. "
-                                    "'function Outer.method'.",
+                                    "type": "string",
+                                    "description": "The enclosing code symbol, e.g. 'function Outer.method', "
+                                    "on the first match inside it.",
                                 },
+                                "collapsed": {"type": "string", "description": "start-end not shown."},
+                                "matches": {"type": "integer"},
                             },
-                            "required": ["line", "text", "match"],
                         },
                     },
                 },
-                "required": ["path", "root", "lines"],
+                "required": ["path", "lines"],
             },
         },
-        "matched_lines": {"type": "integer"},
-        "truncated": {"type": "boolean"},
+        "matched_lines": {"type": "integer", "description": "Matching lines found, shown or not."},
+        "truncated": {"type": "boolean", "description": "Some matching lines are not shown (the budget)."},
         "partial": {
             "type": "boolean",
             "description": "The search stopped at its time limit (grep_timeout) before every file was searched.",
         },
+        "budget": {
+            "type": "object",
+            "properties": {
+                "tokens": {"type": "integer"},
+                "used": {"type": "integer"},
+                "tokenizer": {"type": "string"},
+            },
+            "required": ["tokens", "used", "tokenizer"],
+        },
     },
-    "required": ["files", "matched_lines", "truncated", "partial"],
+    "required": ["files", "matched_lines", "truncated", "partial", "budget"],
 }
 
 SYMBOLS_INPUT: Schema = {
@@ -510,51 +565,3 @@ SYMBOLS_OUTPUT: Schema = {
     },
     "required": ["path", "lang", "supported", "symbols"],
 }
-
-SYMBOLS_DESCRIPTION = """\
-The outline of one source file: every symbol (module, class, interface, function, value, alias) with its \
-scope (Outer.Inner.method), line span and signature, nested in file order. Use it to see a file's structure \
-before reading it, or to find the exact lines of a definition to open."""
-
-TEXT_SEARCH_DESCRIPTION = """\
-Search this workspace's files by meaning and by words (hybrid BM25 + embeddings) and get back ranked passages: \
-each is path:start-end with its text, ready to quote or to read around.
-
-Use it first when you know what you are looking for but not the exact words: "where do we retry failed uploads", \
-"how is the config file parsed", a concept, a behaviour, a symptom. Describe it in your own words; give several \
-phrasings in `queries` when one may miss. Use the `grep` tool instead when you know an exact string, identifier \
-or regex and want every occurrence.
-
-A query that spells an identifier (parse_config, RateLimiter.acquire) puts its definition first; \
-`symbol_types` keeps to functions, classes and so on. Read before you rely: open the file around path:start-end. A score only orders hits within one answer; it is not \
-a confidence, and the top hit may still be wrong. When no passage matches well (none holds a query word and none \
-is close in meaning), the answer says so before the hits and good_match is false: rephrase, or the answer may \
-not be in the workspace. Narrow with `paths`, `globs` or `types`. Files edited since \
-indexing are brought into the index before the search (`refresh`, bounded to a few seconds; a note says when \
-it could not finish); a hit marked stale changed since it was indexed (call text_index on it), one marked \
-lexical_only was found by its words only until text_index embeds it. An empty answer may mean the workspace (or that part of \
-it) was never indexed: check index_status. Without an index the answer comes from literal matching and says so \
-at the top; text_index builds the index."""
-
-TEXT_INDEX_DESCRIPTION = """\
-Build or refresh the search index for files or directories of this workspace (paths ["."] is the whole \
-workspace). Only new or changed files are read and only new passages are embedded, so re-running it after edits \
-is cheap. Returns what was added, changed, removed, unchanged and skipped (with reasons) and the index's totals. \
-With forget=true the paths are removed from the index (the files are untouched). Long runs send progress and can \
-be cancelled; finished work is kept."""
-
-INDEX_STATUS_DESCRIPTION = """\
-What the search index of this workspace holds: files, passages, semantic coverage, files changed since the last \
-index run, the embedding model, and the next step to take (for example: build the index, catch up on changes, or \
-search). Call it when text_search returns nothing or seems out of date."""
-
-GREP_DESCRIPTION = """\
-Exhaustive search for an exact string or regular expression over the workspace's files (no index needed; the \
-same files text_search sees: .gitignore'd, binary and secret files are left out). Use it when you know the exact \
-text, identifier or pattern and need every occurrence; use text_search to find code or prose by what it does or \
-means. Returns matching lines with their line numbers, grouped by file, bounded in size."""
-
-SERVER_INSTRUCTIONS = """\
-kenning searches this workspace. text_search finds passages by meaning and words (path:start-end plus text); \
-grep finds every occurrence of an exact string; text_index builds or refreshes the index; index_status says \
-what is indexed and what to do next. Scores rank within one answer and are not confidences."""

@@ -22,11 +22,12 @@ from kenning.engine import Engine
 from kenning.engine.index import Progress
 from kenning.errors import ArgumentError, IndexMissing, OutsideRoot, UsageError
 from kenning.mcp import schemas
-from kenning.mcp.answers import Answer, index_json, index_text, next_step, search_answer
+from kenning.mcp.answers import Answer, GrepPacker, index_json, index_text, next_step, search_answer
 from kenning.search import Filters, SearchRequest, parse_time
 from kenning.search import grep as grep_mod
 from kenning.search.literal import literal_results
 from kenning.search.outline import SymbolLookup, file_outline, outline_json, outline_lines
+from kenning.search.request import BUDGET_POOL
 from kenning.types import Mode, Preview, Refresh, SearchResult, Selection
 
 
@@ -186,7 +187,9 @@ class Workspace:
             )
         if any(not q.strip() for q in queries):
             raise ArgumentError("text_search: a query is empty", hint="describe what you are looking for")
-        k = int(args.get("k", 10))
+        budget = int(args.get("budget", schemas.DEFAULT_BUDGET))
+        # a budget decides how many hits fit; k, when given, caps them
+        k = int(args.get("k", BUDGET_POOL))
         mode = cast(Mode, args.get("mode", "hybrid"))
         preview = cast(Preview, args.get("preview", "short"))
         after = parse_time(args["modified_after"]) if "modified_after" in args else None
@@ -215,6 +218,7 @@ class Workspace:
                         prefer_symbol=bool(args.get("prefer_symbol")),
                         refresh=cast(Refresh, args.get("refresh", "wait")),
                         preview=preview,
+                        budget=budget,
                     )
                 try:
                     with self._read_lock:
@@ -244,7 +248,8 @@ class Workspace:
                     unapplied=unapplied,
                 )
             per_root.append((engine, results))
-        return search_answer(queries, per_root, k, mode, preview, literal, self._show, len(self.engines) > 1)
+        several = len(self.engines) > 1
+        return search_answer(queries, per_root, k, mode, preview, literal, self._show, several, budget)
 
     def text_index(
         self, args: dict[str, Any], progress: Progress | None = None, cancel: threading.Event | None = None
@@ -355,10 +360,8 @@ class Workspace:
             before=context,
             after=context,
         )
-        files: list[dict[str, Any]] = []
-        lines: list[str] = []
-        matched = size = 0
-        truncated = False
+        budget = int(args.get("budget", schemas.DEFAULT_BUDGET))
+        packer = GrepPacker(budget, several=len(self.engines) > 1)
         # one deadline for the whole call: an agent's pattern must not hold a tool thread (or the daemon)
         deadline = grep_mod.Deadline(self.engines[0].config.grep_timeout)
         try:
@@ -370,36 +373,14 @@ class Workspace:
                     engine.root, options, paths=targets, selection=selection, deadline=deadline
                 )
                 for found in found_files:
-                    block = [f"{self._show(engine, found.path)}:"]
-                    kept: list[dict[str, Any]] = []
-                    current = None
-                    size += len(block[0]) + 1
-                    for item in grep_mod.file_lines(found, symbol_of):
-                        if isinstance(item, str):  # a "--" or "@ symbol" line between matches
-                            block.append(item)
-                            size += len(item) + 1
-                            current = item.removeprefix("@ ") if item.startswith("@ ") else current
-                            continue
-                        text = grep_mod.clip_line(item.text)
-                        # stop at a whole line, even inside a file: the first file alone may be over the limit
-                        if (item.match and matched >= schemas.MAX_GREP_LINES) or size + len(text) + 12 > (
-                            schemas.MAX_OUTPUT_CHARS
-                        ):
-                            truncated = True
-                            while block[-1] == "--" or block[-1].startswith("@ "):
-                                block.pop()  # a separator or label of a line that is not shown
-                            break
-                        block.append(f"{item.line}{':' if item.match else '-'}{text}")
-                        size += len(block[-1]) + 1
-                        matched += item.match
-                        symbol = current if item.match and current != "(top level)" else None
-                        kept.append({"line": item.line, "text": text, "match": item.match, "symbol": symbol})
-                    if any(k["match"] for k in kept):
-                        lines.extend(block)
-                        files.append({"path": found.path, "root": str(engine.root), "lines": kept})
-                    if truncated:
-                        break
-                if truncated or deadline.hit:
+                    if packer.full:
+                        packer.count(
+                            found
+                        )  # past the budget, a file is only counted, for the line on what was cut
+                        continue
+                    items = grep_mod.file_lines(found, symbol_of)
+                    packer.add(self._show(engine, found.path), str(engine.root), found.path, items)
+                if deadline.hit:
                     break
         except UsageError as exc:
             # grep's messages speak of its command-line flags; here the same fixes are arguments
@@ -407,18 +388,7 @@ class Workspace:
                 "pass each line as its own -e", "search for each line in its own grep call"
             )
             raise ArgumentError(f"grep: {message}", hint=exc.hint) from None
-        head = f"{matched} matching lines in {len(files)} files"
-        if truncated:
-            head += (
-                f" (stopped at {schemas.MAX_GREP_LINES} lines or {schemas.MAX_OUTPUT_CHARS} characters: "
-                "narrow the pattern or the paths to see the rest)"
-            )
-        if deadline.hit:
-            head += f" (stopped after {deadline.seconds} s: the results are partial; narrow the pattern or the paths)"
-        elif not files and not truncated:
-            head = "no line matches (binary, ignored and secret files are not searched)"
-        data = {"files": files, "matched_lines": matched, "truncated": truncated, "partial": deadline.hit}
-        return Answer("\n".join([head, *lines]), data)
+        return packer.answer(deadline)
 
     def symbols(self, args: dict[str, Any]) -> Answer:
         engine, rel = self._locate(args["path"])

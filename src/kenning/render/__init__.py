@@ -23,10 +23,19 @@ JSON Lines schema, version 1 (`kenning search --json`): one object per line.
   same) and `"context_note": str|null`: up to N lines of the file before the first and after the last line
   `text` shows (around the whole passage with `--preview none`), clipped as `text` is. They are read from the
   file only while its bytes are the indexed ones; otherwise both lists are empty and `context_note` says why.
+  With `--budget N` (render/budget.py packs the hits) a record stands for what is shown of one or more hits
+  of one file: `start_line`/`end_line` and `text_start_line` are the lines shown (exactly `text`), and it also has
+  `"passage": {"start_line", "end_line"}` (the best hit's whole passage), `"merged": [PLACE]` (other hits whose
+  lines overlap or touch it, folded in) and `"also_at": [PLACE]` (other places holding the same text, not shown
+  again), a PLACE being `{"path", "start_line", "end_line", "found_as": ["Q1#3", ...]}`; the other fields are the
+  best hit's. Records come in the order shown, not one group after another.
 - then one `{"type": "summary", "schema": 1, "root": str, "model": str, "mode": str, "coverage": float,
    "groups": [{"group", "query", "hits", "searched", "notes": [str], "match": MATCH}], "hits": int,
-   "elapsed_ms": float, "literal": bool, "good_match": bool}`; `literal` is true when the answer came from
-   exhaustive search, not the index.
+   "elapsed_ms": float, "literal": bool, "good_match": bool, "budget": BUDGET|null}`; `literal` is true when the
+   answer came from exhaustive search, not the index. `budget` is null without `--budget`, else `{"tokens": N,
+   "used": int, "tokenizer": str, "left_out": int, "trimmed": int}`: the tokens the text output takes at most
+   (counted by `tokenizer`: "o200k_base", or an estimate from the length without the `tokens` extra), the hits
+   not shown, and the records that show only part of their passage.
   A hit's `score` ranks it within its group only (the best is always near 1, whatever it is); how well the
   best passage matches on an absolute scale is its group's `match`: `{"good": bool, "lexical": bool,
   "similarity": float|null, "level": float|null}`. `good` is true when a passage holds a query term that is
@@ -41,19 +50,20 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from kenning.render.labels import _LABEL_CHARS, CLIP, _clip, symbol_line, trace_line
 from kenning.store.terms import query_terms
 from kenning.types import Confidence, Hit, Preview, SearchResult
 
+__all__ = ["CLIP", "WEAK", "symbol_line", "trace_line"]
+
+if TYPE_CHECKING:
+    from kenning.render.budget import Block, Packed
+
 JSON_SCHEMA_VERSION = 1
 SHORT_LINES = 10
-CLIP = 160
 WEAK = "no passage matches well; the closest are:"
-
-
-def _clip(line: str, width: int = CLIP) -> str:
-    return line if len(line) <= width else line[: width - 1] + "…"
 
 
 def preview_lines(hit: Hit, preview: Preview, query: str) -> list[tuple[int, str]]:
@@ -92,42 +102,6 @@ def preview_lines(hit: Hit, preview: Preview, query: str) -> list[tuple[int, str
 def hit_header(hit: Hit) -> str:
     flags = ("  stale" if hit.stale else "") + ("  lexical-only" if hit.lexical_only else "")
     return f"{hit.path}:{hit.start_line}-{hit.end_line}  score {hit.score:.4f}  {hit.matched_by}{flags}"
-
-
-def trace_line(hit: Hit) -> str | None:
-    if hit.trace is None:
-        return None
-
-    def arm(name: str, rank: int | None, score: float | None) -> str:
-        return f"{name} -" if rank is None else f"{name} #{rank} ({score:.3f})"
-
-    t = hit.trace
-    named = f", definition #{t.symbol.rank}" if t.symbol is not None else ""
-    demoted = f", test file x{t.demoted:g}" if t.demoted is not None else ""
-    return (
-        f"trace: {arm('lexical', t.lexical.rank, t.lexical.score)}, "
-        f"{arm('semantic', t.semantic.rank, t.semantic.score)}{named}; fused #{t.fused_rank}{demoted}"
-    )
-
-
-# how much of a signature or an outline's member list a text hit shows: one terminal line each
-_LABEL_CHARS = 120
-
-
-def symbol_line(hit: Hit) -> str | None:
-    """`symbol: function Outer.method(self, x) -> str` for code, `§ Guide > Install` for a document section.
-
-    The signature tells where a passage sits when its text does not show it: a window in the middle of a
-    long function, or the outline passage of a class too big for one passage, whose text may be its first
-    line alone."""
-    if hit.symbol is not None:
-        s = hit.symbol
-        at = s.signature.find(s.name) if s.signature else -1
-        rest = s.signature[at + len(s.name) :] if at >= 0 else ""
-        return _clip(f"symbol: {s.kind} {s.scope}{rest}", _LABEL_CHARS)
-    if hit.defines:
-        return "symbols: " + ", ".join(f"{d.kind} {d.scope}" for d in hit.defines)
-    return f"§ {hit.heading}" if hit.heading else None
 
 
 def contents_line(hit: Hit) -> str | None:
@@ -257,6 +231,28 @@ def hit_json(hit: Hit, result: SearchResult, rank: int, preview: Preview) -> dic
     return record
 
 
+def render_packed_text(results: Sequence[SearchResult], packed: Packed) -> Iterator[str]:
+    """A budgeted answer as text: each group's notes, the blocks that fit, what was cut, and the count."""
+    from kenning.render.budget import block_text, cut_line, tokens_line
+
+    grouped = len(results) > 1
+    for result in results:
+        prefix = f"{result.group}: " if grouped else ""
+        for note in result.notes:
+            yield f"note: {prefix}{note}"
+        if result.hits and not matches_well(result):
+            yield f"{prefix}{WEAK}"
+        if not result.hits:
+            yield f"{prefix}no passages matched among {result.searched} searched"
+    for block in packed.blocks:
+        yield from block_text(block, labels=grouped)
+        yield ""
+    cut = cut_line(packed, more="raise --budget, or show one location whole with --preview full --path FILE")
+    if cut:
+        yield cut
+    yield tokens_line(packed)
+
+
 def render_json(
     results: Sequence[SearchResult],
     preview: Preview,
@@ -265,9 +261,16 @@ def render_json(
     model: str,
     started: float,
     literal: bool = False,
+    packed: Packed | None = None,
 ) -> Iterator[str]:
     total = 0
-    for result in results:
+    if packed is not None:
+        ranks = {id(h): (r, rank) for r in results for rank, h in enumerate(r.hits, 1)}
+        for block in packed.blocks:
+            total += 1
+            result, rank = ranks[id(block.first.hit)]
+            yield json.dumps(_block_record(block, result, rank, preview), ensure_ascii=False)
+    for result in results if packed is None else ():
         for rank, hit in enumerate(result.hits, 1):
             total += 1
             yield json.dumps(hit_json(hit, result, rank, preview), ensure_ascii=False)
@@ -293,8 +296,37 @@ def render_json(
         "elapsed_ms": round((time.perf_counter() - started) * 1000, 1),
         "literal": literal,
         "good_match": any(r.hits and matches_well(r) for r in results),
+        "budget": None
+        if packed is None
+        else {
+            "tokens": packed.budget,
+            "used": packed.used,
+            "tokenizer": packed.tokenizer,
+            "left_out": packed.left_out,
+            "trimmed": packed.trimmed,
+        },
     }
     yield json.dumps(summary, ensure_ascii=False)
+
+
+def _block_record(block: Block, result: SearchResult, rank: int, preview: Preview) -> dict[str, Any]:
+    """A hit record of a budgeted search: the best hit's fields, its span the lines shown."""
+    record = hit_json(block.first.hit, result, rank, preview)
+    hit = block.first.hit
+    record.update(
+        start_line=block.start_line,
+        end_line=block.end_line,
+        text=None if preview == "none" else "\n".join(t for _, t in block.lines),
+        text_start_line=None if preview == "none" else block.start_line,
+        passage={"start_line": hit.start_line, "end_line": hit.end_line},
+        merged=[_place(c.hit.path, c.hit, c.labels) for c in block.merged],
+        also_at=[_place(c.path, c.hit, c.labels) for c in block.also],
+    )
+    return record
+
+
+def _place(path: str, hit: Hit, labels: tuple[str, ...]) -> dict[str, Any]:
+    return {"path": path, "start_line": hit.start_line, "end_line": hit.end_line, "found_as": list(labels)}
 
 
 def human_size(n: float) -> str:

@@ -25,6 +25,9 @@ if TYPE_CHECKING:
     from kenning.walk import SelectionMatcher
 
 MIN_DEPTH = 100
+# hits a budgeted search ranks when no limit is given: the budget, not a count, decides how many are shown
+BUDGET_POOL = 50
+MIN_BUDGET = 100  # tokens; below it not one passage and the answer's own lines fit
 MODES: tuple[Mode, ...] = ("hybrid", "lexical", "semantic")
 PREVIEWS: tuple[Preview, ...] = ("none", "short", "full")
 # a bonus that puts a definition above a passage topping both arms (fused scores sum to at most 1)
@@ -110,7 +113,8 @@ class SearchRequest:
     `limit` is the hits per group (None: the index's configured limit); `refresh` what to do about files changed
     since indexing (see `Engine.search`); `match_level` the raw cosine from which a passage matches well (None:
     the embedder's calibrated level); `before`/`after` the lines of the file around each hit, shown as
-    `preview` shows a hit's own text.
+    `preview` shows a hit's own text; `budget` the tokens the answer may take (None: no budget), packed by
+    `kenning.render.budget` from BUDGET_POOL hits when `limit` is None.
     """
 
     queries: tuple[str, ...]
@@ -125,6 +129,7 @@ class SearchRequest:
     preview: Preview = "short"
     before: int = 0
     after: int = 0
+    budget: int | None = None
 
     def __post_init__(self) -> None:
         queries = (self.queries,) if isinstance(self.queries, str) else tuple(self.queries)
@@ -150,6 +155,17 @@ class SearchRequest:
             raise UsageError(
                 f"{min(self.before, self.after)} lines of context is negative; ask for 0 or more"
             )
+        if self.budget is not None:
+            if self.budget < MIN_BUDGET:
+                raise UsageError(
+                    f"a budget of {self.budget} tokens is too small: an answer needs at least {MIN_BUDGET}",
+                    hint=f"ask for {MIN_BUDGET} tokens or more (2000 shows about ten trimmed passages)",
+                )
+            if self.before or self.after:
+                raise UsageError(
+                    "context lines cannot be combined with a budget",
+                    hint="a budget picks the lines of each passage to show; drop -A/-B/-C or the budget",
+                )
 
     def within(self, paths: Sequence[str]) -> SearchRequest:
         """The same search restricted to these root-relative paths (a surface that serves several roots asks
@@ -168,7 +184,7 @@ class SearchRequest:
 
     def plan(self, default_limit: int = 10) -> Plan:
         """The plan this request runs as; `default_limit` stands for a limit the request leaves open."""
-        limit = self.limit if self.limit is not None else default_limit
+        limit = self.limit if self.limit is not None else BUDGET_POOL if self.budget else default_limit
         cleaned = [q.strip() for q in self.queries]
         depth = max(limit * 5, MIN_DEPTH)
         arms = ("lexical", "semantic") if self.mode == "hybrid" else (self.mode,)
