@@ -63,6 +63,30 @@ def test_an_edit_appends_a_segment_and_leaves_the_base_alone(
     _agrees_with_the_store(engine)
 
 
+def test_a_resident_reader_loads_only_the_new_segment(
+    tmp_path: Path, engine_factory: Callable[..., Engine]
+) -> None:
+    """The daemon's Engine keeps the segments it loaded: after an edit it reads the new segment's files, not the
+    base's again (at 1M passages its turbovec file is about 200 MB); a segment whose files were replaced under
+    the same name (an index rebuilt meanwhile) is read again."""
+    root = make_tree(tmp_path / "ws", FILES)
+    engine = engine_factory(root)
+    engine.index()
+    engine.search("topic number 3", mode="semantic", refresh="off")
+    [(name, base)] = engine._segments.items()
+    (root / "notes/n03.md").write_text("# Note 3\n\nZebra quokka marmot.\n")
+    engine.index()
+    [result] = engine.search("Zebra quokka marmot.", mode="semantic", refresh="off")
+    assert result.hits[0].path == "notes/n03.md"
+    assert engine._segments[name] is base and len(engine._segments) == 2
+    ids_file = engine.directory / f"vectors-{name}.ids"
+    data = ids_file.read_bytes()
+    ids_file.unlink()
+    ids_file.write_bytes(data)  # the same content in a new file
+    load_vectors(engine.directory, engine._open(), engine.embedder.dim, engine._segments)
+    assert engine._segments[name] is not base
+
+
 def test_removed_and_added_files_through_several_segments_match_an_exact_search(
     tmp_path: Path, engine_factory: Callable[..., Engine]
 ) -> None:

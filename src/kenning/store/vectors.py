@@ -89,6 +89,12 @@ class Segment:
     matrix: np.ndarray
     index: object | None
     gone: np.ndarray
+    stamp: tuple[int, int]  # the ids file's inode and mtime: an index rebuilt meanwhile reuses the names
+
+
+def _stamp(path: Path) -> tuple[int, int]:
+    st = path.stat()
+    return st.st_ino, st.st_mtime_ns
 
 
 def _paths(directory: Path, name: str) -> tuple[Path, Path]:
@@ -130,6 +136,7 @@ def complete_but_logged(db: Store) -> bool:
 
 def _load_segment(directory: Path, name: str, dim: int, base: bool) -> Segment:
     mat_path, ids_path = _paths(directory, name)
+    stamp = _stamp(ids_path)
     ids = np.fromfile(ids_path, dtype=np.int64)
     if ids.size:
         mapped = np.memmap(mat_path, dtype=np.float32, mode="r")
@@ -148,22 +155,27 @@ def _load_segment(directory: Path, name: str, dim: int, base: bool) -> Segment:
         if len(index) != ids.size:
             index = None
     gone = np.zeros(0, dtype=np.int64) if base else np.fromfile(directory / f"vectors-{name}.gone", np.int64)
-    return Segment(ids, matrix, index, gone)
+    return Segment(ids, matrix, index, gone, stamp)
 
 
 def load_vectors(
     directory: Path, db: Store, dim: int, loaded: dict[str, Segment] | None = None
 ) -> VectorIndex:
     """The snapshot for the store's current segments, or one built in memory from the store. `loaded` keeps
-    segments read before (a segment's files never change under its name), so a resident reader loads only the
-    new ones: the base's turbovec index is the costly part at a million passages."""
+    segments read before (a segment's files never change under its name while its ids file is the same), so a
+    resident reader loads only the new ones: the base's turbovec index is the costly part at a million
+    passages."""
     names, _ = _state(db)
     cache = loaded if loaded is not None else {}
+
+    def segment(i: int, name: str) -> Segment:
+        seen = cache.get(name)
+        if seen is not None and seen.stamp == _stamp(_paths(directory, name)[1]):
+            return seen
+        return _load_segment(directory, name, dim, i == 0)
+
     try:
-        segments = [
-            cache[name] if name in cache else _load_segment(directory, name, dim, i == 0)
-            for i, name in enumerate(names)
-        ]
+        segments = [segment(i, name) for i, name in enumerate(names)]
     except (OSError, ValueError, RuntimeError):
         cache.clear()
         ids, vecs = db.passage_vectors(dim)
