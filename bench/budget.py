@@ -45,7 +45,7 @@ from kenning_run import DEFAULT, kenning_revision, open_index  # noqa: E402
 from rg_peer import rank as rg_rank  # noqa: E402
 from rg_peer import search as rg_search  # noqa: E402
 
-from eval import read_queries, score  # noqa: E402
+from eval import read_queries, score, subset  # noqa: E402
 from kenning.engine import Engine  # noqa: E402
 from kenning.mcp import schemas  # noqa: E402
 from kenning.mcp.answers import search_answer  # noqa: E402
@@ -232,13 +232,14 @@ def semble_streams(key: str, s: EvalSet, cache: Path, runs: Path) -> dict[str, S
 
 def ndcg(s: EvalSet, streams: dict[str, Stream], runs: Path, name: str, *, passages: bool = False) -> float:
     """nDCG@10 of the locations an answer lists, in its order (../shared/eval/score.py): the lines shown, or
-    with `passages` each block's whole passage (as today's answer names its hits)."""
+    with `passages` each block's whole passage (as today's answer names its hits); over the queries run."""
     run = runs / f"{name.replace(' ', '_').replace('+', '')}{'.passages' if passages else ''}.jsonl"
     with run.open("w") as fh:
         for qid, stream in streams.items():
             ranked = stream.passages if passages and stream.passages is not None else stream.listed
             fh.write(json.dumps({"query_id": qid, "ranked": ranked}) + "\n")
-    return score(s.qrels, run)["nDCG@10"]
+    qrels = subset(s.qrels, set(streams), runs / f"{s.name}.qrels.jsonl")  # a subsample is scored on itself
+    return score(qrels, run)["nDCG@10"]
 
 
 def cached(s: EvalSet, cache: Path) -> bool:

@@ -21,9 +21,8 @@ from kenning.store.terms import query_terms
 from kenning.types import Hit, Preview
 
 WINDOW = 10  # lines of a passage a short preview shows at most, as without a budget
-LINE_CHARS = (
-    400  # a longer line (minified code, a paragraph on one line) is cut around the query's first term
-)
+# a longer line (minified code, a paragraph on one line) is cut around the query's first term
+LINE_CHARS = 160
 MERGE_GAP = 1  # blocks of one file this many lines apart or closer become one
 
 
