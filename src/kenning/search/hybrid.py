@@ -130,7 +130,12 @@ def _run_groups(
                 # fills the rest: summed over every query, passages that match all of them a little crowded out
                 # the one each query matches best
                 best = rank.best_passage(
-                    alone, db, root, rank.fusion_weights(plan, part.query), rank.factor_for_tests(part.query)
+                    alone,
+                    db,
+                    root,
+                    rank.fusion_weights(plan, part.query),
+                    rank.factor_for_tests(part.query),
+                    part.query,
                 )
                 if best is not None and best not in leaders:
                     leaders.append(best)
@@ -161,6 +166,7 @@ def _run_groups(
             tests,
             first=leaders,
             flag_unembedded=flag_unembedded,
+            query=group.query,
         )
         if plan.filters.symbol_types:
             hits = [_own_span(h, plan.filters.symbol_types, root, group.query) for h in hits]
