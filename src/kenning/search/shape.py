@@ -27,7 +27,8 @@ NOTES_WEIGHT = 0.5
 
 # A code passage shorter than this (its text stripped) is multiplied by TINY_WEIGHT: a lone `end`, `protected`,
 # `class Thor`, `return decorator` or a `##### Helpers #####` divider matches many questions a little (short texts
-# embed generically, and BM25 favours them) and answers none. A definition the query names keeps its score.
+# embed generically, and BM25 favours them) and answers none. A definition the query names keeps its score, and so
+# does a whole small one (a passage of two lines or more that defines a symbol).
 TINY_CHARS = 60
 TINY_WEIGHT = 0.5
 
@@ -112,12 +113,15 @@ def demote_tiny(fused: dict[int, float], rows: dict[int, PassageRow], exempt: se
     """Code passages shorter than TINY_CHARS times TINY_WEIGHT, in place, but those in `exempt`."""
     for pid, row in rows.items():
         if (
-            pid not in exempt
-            and pid in fused
-            and len(row.text.strip()) < TINY_CHARS
-            and is_code_path(row.path)
+            pid in exempt
+            or pid not in fused
+            or len(row.text.strip()) >= TINY_CHARS
+            or not is_code_path(row.path)
         ):
-            fused[pid] *= TINY_WEIGHT
+            continue
+        if row.defines and row.end_line > row.start_line:
+            continue  # a whole small definition (`def f(x):` and its one line), not a piece of one
+        fused[pid] *= TINY_WEIGHT
 
 
 def add_file_evidence(fused: dict[int, float], paths: dict[int, str], root: Path | str) -> None:
