@@ -142,23 +142,32 @@ def _order(
     demoted: dict[int, float] = {}
     rows: dict[int, PassageRow] = {}
     if order:
-        # every candidate's file is read (about 1 ms a query): the file evidence weighs them all
-        paths = db.paths_by_id(order)
+        rows = db.passages_by_id(order[:want])
+        # the file of every candidate that scores at all (a zero, past NORM_DEPTH in every arm, stays zero and
+        # last): the file evidence weighs them all
+        paths = {pid: row.path for pid, row in rows.items()}
+        rest = [pid for pid in order[want:] if fused[pid] > 0.0]
+        if rest:
+            paths.update(db.paths_by_id(rest))
         # a definition the query names stays where the symbol route put it, in a test file too (`make_tree`)
         named = {pid for pid, _ in ranked.get("symbol#d", ())}
         demoted = shape.demote_by_path(fused, paths, named, factor, shape.factor_for_notes(query))
         order.sort(key=rank_key)
-        rows = db.passages_by_id(order[:want])
+        _fetch_leading(db, order, want, rows)
         shape.demote_tiny(fused, rows, named)
         if not shape.is_about_usage(query):
             shape.add_file_evidence(fused, paths, root)
         order.sort(key=rank_key)
         shape.saturate(fused, order, paths)
         order.sort(key=rank_key)
-        missing = [pid for pid in order[:want] if pid not in rows]
-        if missing:
-            rows.update(db.passages_by_id(missing))
+        _fetch_leading(db, order, want, rows)
     return _Order(fused, arm_rank, order, rows, demoted)
+
+
+def _fetch_leading(db: Store, order: list[int], want: int, rows: dict[int, PassageRow]) -> None:
+    missing = [pid for pid in order[:want] if pid not in rows]
+    if missing:
+        rows.update(db.passages_by_id(missing))
 
 
 def best_passage(

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import re
-from collections import Counter
 from functools import lru_cache
 from pathlib import Path
 
@@ -153,11 +152,12 @@ def add_file_evidence(fused: dict[int, float], paths: dict[int, str], root: Path
 
 def saturate(fused: dict[int, float], order: list[int], paths: dict[int, str]) -> None:
     """Each passage of a code file after its first in `order` (best first) times FILE_DECAY once more, in place."""
-    seen: Counter[str] = Counter()
+    seen: dict[str, int] = {}
     for pid in order:
         path = paths.get(pid)
         if path is None or not is_code_path(path):
             continue
-        if seen[path]:
-            fused[pid] *= FILE_DECAY ** seen[path]
-        seen[path] += 1
+        n = seen.get(path, 0)
+        if n:
+            fused[pid] *= FILE_DECAY**n
+        seen[path] = n + 1
