@@ -137,6 +137,29 @@ def test_a_code_file_with_many_matching_passages_outranks_one_with_a_single_bett
     assert usage.hits[0].path == "src/client.py", [h.path for h in usage.hits]
 
 
+def test_a_name_qualified_by_its_package_finds_that_package_s_definition(
+    tmp_path: Path, engine_factory: Callable[..., Engine]
+) -> None:
+    """`util.FindClosure` names Go's package util (its folder), not a scope: text/reader.go's method of the same
+    name came first, ahead of util/util.go's function."""
+    root = make_tree(
+        tmp_path / "repo",
+        {
+            "text/reader.go": "package text\n\n// FindClosure finds the closure in the reader.\n"
+            "func (r *reader) FindClosure(opener, closure byte) int {\n\treturn r.find(opener, closure)\n}\n",
+            "util/util.go": "package util\n\n// FindClosure returns a position.\n"
+            "func FindClosure(bs []byte, opener, closure byte) int {\n\treturn -1\n}\n",
+        },
+    )
+    engine = engine_factory(root)
+    engine.index()
+    for query in ("what does util.FindClosure do", "util.FindClosure"):
+        [result] = engine.search(query, mode="lexical")
+        assert result.hits[0].path == "util/util.go", (query, [h.path for h in result.hits])
+    [result] = engine.search("text.FindClosure", mode="lexical")
+    assert result.hits[0].path == "text/reader.go"
+
+
 @pytest.mark.parametrize(
     ("path", "notes"),
     [
