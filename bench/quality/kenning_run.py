@@ -98,12 +98,18 @@ def kenning_revision() -> str:
     return f"{importlib.metadata.version('kenning')}+{h.hexdigest()[:10]}"
 
 
-def open_index(s: EvalSet, cfg: KConfig, cache: Path, fresh: bool) -> tuple[Engine, dict[str, Any]]:
-    """An Engine over the set's corpus with an up-to-date index, and the index's build record."""
+def index_home(s: EvalSet, cfg: KConfig, cache: Path) -> Path:
+    """Where the set's index under this configuration is cached (its key: corpus, index settings, source)."""
     settings = {**cfg.index, "kenning": kenning_revision()}
     key_src = json.dumps({"corpus": fingerprint(s.corpus), **settings}, sort_keys=True)
     key = hashlib.sha256(key_src.encode()).hexdigest()[:12]
-    home = cache / "indexes" / f"{s.name}-{'default' if not cfg.index else cfg.name}-{key}"
+    return cache / "indexes" / f"{s.name}-{'default' if not cfg.index else cfg.name}-{key}"
+
+
+def open_index(s: EvalSet, cfg: KConfig, cache: Path, fresh: bool) -> tuple[Engine, dict[str, Any]]:
+    """An Engine over the set's corpus with an up-to-date index, and the index's build record."""
+    settings = {**cfg.index, "kenning": kenning_revision()}
+    home = index_home(s, cfg, cache)
     meta_path = home / "bench-build.json"
     if fresh and home.exists():
         shutil.rmtree(home)

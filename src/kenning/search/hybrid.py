@@ -9,6 +9,7 @@ that symbol's own lines.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -130,7 +131,12 @@ def _run_groups(
                 # fills the rest: summed over every query, passages that match all of them a little crowded out
                 # the one each query matches best
                 best = rank.best_passage(
-                    alone, db, root, rank.fusion_weights(plan, part.query), rank.factor_for_tests(part.query)
+                    alone,
+                    db,
+                    root,
+                    rank.fusion_weights(plan, part.query),
+                    rank.factor_for_tests(part.query),
+                    part.query,
                 )
                 if best is not None and best not in leaders:
                     leaders.append(best)
@@ -161,6 +167,7 @@ def _run_groups(
             tests,
             first=leaders,
             flag_unembedded=flag_unembedded,
+            query=group.query,
         )
         if plan.filters.symbol_types:
             hits = [_own_span(h, plan.filters.symbol_types, root, group.query) for h in hits]
@@ -267,13 +274,24 @@ def _definitions(
         inside = np.isin(np.fromiter((f[0] for f in found), dtype=np.int64, count=len(found)), allowed)
         found = [f for f, ok in zip(found, inside, strict=True) if ok]
     qualified = query_qualified(query)
+    # a qualifier may be the module rather than a scope: Go's package is its folder (`util.FindClosure` is in
+    # util/util.go, not text/reader.go's method of that name), a Rust or Python module its file or folder
+    where = db.paths_by_id([f[0] for f in found if f[1] in qualified]) if qualified and found else {}
 
-    def in_scope(name: str, scope: str) -> bool:
+    def in_scope(pid: int, name: str, scope: str) -> bool:
         # `Text.from_ansi` asks for Text's from_ansi before Color's: before the cut, so a common name
         # (`Foo.__init__`, `Config.get`) keeps its own definition however many others share it
-        return name in qualified and ("." + scope).endswith("." + qualified[name])
+        if name not in qualified:
+            return False
+        if ("." + scope).endswith("." + qualified[name]):
+            return True
+        module = qualified[name].rpartition(".")[0].rpartition(".")[2]
+        path = where.get(pid, "")
+        return bool(module) and module in os.path.splitext(path)[0].split("/")
 
-    found.sort(key=lambda f: (not in_scope(f[1], f[3]), f[1] not in names, _KIND_ORDER.get(f[2], 5), f[0]))
+    found.sort(
+        key=lambda f: (not in_scope(f[0], f[1], f[3]), f[1] not in names, _KIND_ORDER.get(f[2], 5), f[0])
+    )
     return [(f[0], 1.0) for f in found[:50]]
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from kenning import walk
+from kenning.search import shape
 from kenning.search.request import MIN_DEPTH, SYMBOL_FIRST, Plan
 from kenning.store import PassageRow, Store
 from kenning.store.terms import is_identifier_query
@@ -111,7 +112,7 @@ class _Order:
     arm_rank: dict[int, dict[str, tuple[int, float]]]  # pid -> arm -> its best (rank, score) there
     order: list[int]  # best first
     rows: dict[int, PassageRow]  # of the leading candidates
-    demoted: set[int]
+    demoted: dict[int, float]  # pid -> the factor its file's kind scaled it by (tests, release notes)
 
 
 def _order(
@@ -120,6 +121,8 @@ def _order(
     limit: int,
     weights: dict[str, float],
     factor: float,
+    query: str = "",
+    root: Path | str = "",
 ) -> _Order:
     fused = fuse_scores(ranked, weights)
     arm_rank: dict[int, dict[str, tuple[int, float]]] = {}
@@ -137,17 +140,35 @@ def _order(
 
     order = sorted(fused, key=rank_key)
     want = max(limit * 4, 40)
-    rows = db.passages_by_id(order[:want])
-    demoted: set[int] = set()
-    if factor != 1.0 and order:
+    demoted: dict[int, float] = {}
+    rows: dict[int, PassageRow] = {}
+    if order:
+        rows = db.passages_by_id(order[:want])
+        # the file of every candidate that scores at all (a zero, past NORM_DEPTH in every arm, stays zero and
+        # last): the file evidence weighs them all
+        paths = {pid: row.path for pid, row in rows.items()}
+        rest = [pid for pid in order[want:] if fused[pid] > 0.0]
+        if rest:
+            paths.update(db.paths_by_id(rest))
         # a definition the query names stays where the symbol route put it, in a test file too (`make_tree`)
         named = {pid for pid, _ in ranked.get("symbol#d", ())}
-        demoted = _demote_leading_tests(fused, order, rows, db, factor, want, named)
+        demoted = shape.demote_by_path(fused, paths, named, factor, shape.factor_for_notes(query))
         order.sort(key=rank_key)
-        missing = [pid for pid in order[:want] if pid not in rows]
-        if missing:
-            rows.update(db.passages_by_id(missing))
+        _fetch_leading(db, order, want, rows)
+        shape.demote_tiny(fused, rows, named)
+        if not shape.is_about_usage(query):
+            shape.add_file_evidence(fused, paths, root)
+        order.sort(key=rank_key)
+        shape.saturate(fused, order, paths)
+        order.sort(key=rank_key)
+        _fetch_leading(db, order, want, rows)
     return _Order(fused, arm_rank, order, rows, demoted)
+
+
+def _fetch_leading(db: Store, order: list[int], want: int, rows: dict[int, PassageRow]) -> None:
+    missing = [pid for pid in order[:want] if pid not in rows]
+    if missing:
+        rows.update(db.passages_by_id(missing))
 
 
 def best_passage(
@@ -156,9 +177,10 @@ def best_passage(
     root: Path,
     weights: dict[str, float],
     factor: float,
+    query: str = "",
 ) -> int | None:
     """The passage a search of these lists alone would show first (one whose file is still there)."""
-    ordered = _order(ranked, db, 1, weights, factor)
+    ordered = _order(ranked, db, 1, weights, factor, query, root)
     for pid in ordered.order:
         row = ordered.rows.get(pid)
         if row is not None and os.path.lexists(os.path.join(root, row.path)):
@@ -177,10 +199,11 @@ def fuse_hits(
     *,
     first: Sequence[int] = (),
     flag_unembedded: bool = False,
+    query: str = "",
 ) -> tuple[list[Hit], int]:
     """The hits, and in how many files hits were left out because the file no longer exists (no one could
     open them). Passages in `first` come first, in their order of score, then the rest."""
-    ordered = _order(ranked, db, limit, weights, factor)
+    ordered = _order(ranked, db, limit, weights, factor, query, root)
     fused, arm_rank, order, rows, demoted = (
         ordered.fused,
         ordered.arm_rank,
@@ -244,7 +267,7 @@ def fuse_hits(
                 ArmTrace(*(sem or (None, None))),
                 fused_rank,
                 ArmTrace(*sym) if sym else None,
-                factor if pid in demoted else None,
+                demoted.get(pid),
             )
         hits.append(
             Hit(
@@ -275,35 +298,6 @@ def _with_piece(hit: Hit, row: PassageRow, arms: dict[str, tuple[int, float]]) -
         return hit
     trace = hit.trace and replace(hit.trace, lexical=ArmTrace(*arms["lexical"]))
     return replace(hit, matched_by="both", text=row.text, trace=trace)
-
-
-def _demote_leading_tests(
-    fused: dict[int, float],
-    order: list[int],
-    rows: dict[int, PassageRow],
-    db: Store,
-    factor: float,
-    want: int,
-    exempt: set[int],
-) -> set[int]:
-    """`demote_tests` over the candidates that can still reach the first `want` places (`order` is by score).
-
-    Demotion only lowers a score, so once `want` examined candidates score at least the best one not yet
-    examined, no other can rise into those places (a tie keeps the examined one first): most searches look up
-    the paths they already fetched, and no more (reading every candidate's path cost about 1 ms a query).
-    Passages in `exempt` keep their score.
-    """
-    demoted = demote_tests(fused, {pid: r.path for pid, r in rows.items() if pid not in exempt}, factor)
-    seen = want
-    while seen < len(order):
-        bound = fused[order[seen]]
-        # a demoted passage landing exactly on the bound could be passed by an unread one on the re-sort
-        if sum(fused[p] > bound or (fused[p] == bound and p not in demoted) for p in order[:seen]) >= want:
-            break
-        more = [pid for pid in order[seen : seen + want] if pid not in exempt]
-        demoted |= demote_tests(fused, db.paths_by_id(more), factor)
-        seen += want
-    return demoted
 
 
 def _stale(

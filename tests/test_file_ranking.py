@@ -1,0 +1,177 @@
+"""What a ranking learns from the files its passages are in (issue 18, `kenning.search.shape`): release notes and
+tiny code passages demoted, a code file's many matching passages counted as evidence for it, and the passages of
+one code file decaying so that a question's few central files come before five windows of one. Real indexes, the
+hashing embedder."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from conftest import make_tree
+from kenning.engine import Engine
+from kenning.search import shape
+
+
+def _function(name: str, body: str, lines: int = 1) -> str:
+    """A function whose comment is `body`, padded to `lines` lines so that it is a passage of its own."""
+    padding = "".join(f"    value_{i} = value + {i}\n" for i in range(lines))
+    return f"def {name}(value):\n    {body}\n{padding}    return value\n\n\n"
+
+
+def _fillers(*words: str) -> dict[str, str]:
+    """Files that each hold one of the query's words once among others: weak matches, so that the min-max scale of
+    the lexical arm has a floor below the files a test compares."""
+    return {
+        f"misc/note_{i}.md": f"# Note {i}\n\nSome unrelated text about {word} and the weather, the road, the sea.\n"
+        for i, word in enumerate(words)
+    }
+
+
+def test_a_feature_question_gets_its_central_files_before_five_windows_of_one(
+    tmp_path: Path, engine_factory: Callable[..., Engine]
+) -> None:
+    """Five functions of one module each match the question a little better than the other module's one: without
+    the decay the first five hits were that module's."""
+    many = "".join(
+        _function(f"step_{i}", f"# upload retry backoff with jitter, part {i}: upload retry backoff", 30)
+        for i in range(5)
+    )
+    root = make_tree(
+        tmp_path / "repo",
+        {
+            "src/uploads.py": many,
+            # a weaker match than each of uploads.py's windows: without the decay it came sixth
+            "src/backoff.py": _function("delay", "# upload retry backoff, upload retry and the delay", 30),
+            **_fillers("upload", "retry", "backoff", "upload"),
+        },
+    )
+    engine = engine_factory(root)
+    engine.index()
+    [result] = engine.search("upload retry backoff", mode="lexical", limit=10)
+    paths = [h.path for h in result.hits if h.path.startswith("src/")]
+    assert paths[0] == "src/uploads.py"
+    assert "src/backoff.py" in paths[:3], paths  # not sixth, behind every window of uploads.py
+    assert paths.count("src/uploads.py") == 5  # the windows are still there, further down
+
+
+def test_release_notes_rank_below_the_code_unless_the_question_is_about_changes(
+    tmp_path: Path, engine_factory: Callable[..., Engine]
+) -> None:
+    """A changelog names every feature of a project once per release: it matched code questions well (on the code
+    set, CHANGELOG.rst took top-10 places of most of marshmallow's questions) and answered none of them."""
+    root = make_tree(
+        tmp_path / "repo",
+        {
+            "src/pool.py": _function("acquire", "# take a connection from the pool, waiting for a free slot"),
+            "CHANGELOG.md": "# Changelog\n\n## 2.0\n\n- connection pool: take a connection from the pool, free slot "
+            "waiting, pool connection slot fixes, pool connection\n",
+            **_fillers("connection", "pool", "slot"),
+        },
+    )
+    engine = engine_factory(root)
+    engine.index()
+    [result] = engine.search("connection pool free slot", mode="lexical", trace=True)
+    assert [h.path for h in result.hits][:2] == ["src/pool.py", "CHANGELOG.md"]
+    notes = result.hits[1].trace
+    assert notes is not None and notes.demoted == shape.NOTES_WEIGHT and notes.lexical.rank == 1
+    [result] = engine.search("what changed in the connection pool free slot", mode="lexical")
+    assert result.hits[0].path == "CHANGELOG.md"
+
+
+def test_regression_a_passage_of_a_line_or_two_is_not_a_hit_of_its_own(
+    tmp_path: Path, engine_factory: Callable[..., Engine]
+) -> None:
+    """Issue 18, item 6: passages of a line (`end`, `class Thor`, `return decorator`, a `#####` divider, a method's
+    lone signature) outranked the code they belong to: BM25 favours short texts, and they embed generically. A
+    code passage under TINY_CHARS is demoted; a whole small definition, or one the query names, is not."""
+    body = "\n".join(f"        total_{i} = compute_sum(order, {i})" for i in range(30))
+    root = make_tree(
+        tmp_path / "repo",
+        {
+            "lib/orders.py": f"class Orders:\n    def order_total(self, order):\n{body}\n        return total_0\n\n"
+            f"    def order_tax(self, order):\n{body}\n        return total_1\n",
+            "lib/limits.py": "MAX_ORDER_TOTAL = 10\n",
+        },
+    )
+    engine = engine_factory(root)
+    engine.index()
+    [result] = engine.search("order total", mode="lexical", limit=20)
+    orders = [h for h in result.hits if h.path == "lib/orders.py"]
+    tiny = [h for h in orders if len(h.text.strip()) < shape.TINY_CHARS]
+    assert tiny and tiny[0].start_line == tiny[0].end_line == 2, "the fixture lost its lone signature line"
+    # every window of the methods comes before the signature line alone (on BM25 alone it was third)
+    assert orders.index(tiny[0]) == len(orders) - len(tiny), [(h.start_line, h.end_line) for h in orders]
+    # a one-line definition the query names is what it asks for
+    [named] = engine.search("MAX_ORDER_TOTAL", mode="lexical")
+    assert named.hits[0].path == "lib/limits.py"
+    # a whole small function is not a piece of one: test_engine's test_code_behind_many_matching_tests_still_comes_first
+
+
+def test_a_code_file_with_many_matching_passages_outranks_one_with_a_single_better_one(
+    tmp_path: Path, engine_factory: Callable[..., Engine]
+) -> None:
+    """Issue 18, item 2: the file that implements a feature holds many passages that each match moderately, which
+    passage-level ranking alone does not see. A question on how to use the project ("how do I ...") is left to
+    passage ranking (a guide answers those, and code holding the words many times pushed it down)."""
+    pool = "".join(
+        _function(f"pool_{name}", f"# session pool: {name} a session", 30)
+        for name in ("open", "lease", "release", "close")
+    )
+    root = make_tree(
+        tmp_path / "repo",
+        {
+            "src/pool.py": pool,
+            # the best single passage
+            "src/client.py": _function("request", "# session pool session: a session pool session", 30),
+            **_fillers("session", "pool", "session"),
+        },
+    )
+    engine = engine_factory(root)
+    engine.index()
+    [result] = engine.search("how does the session pool work", mode="lexical")
+    assert result.hits[0].path == "src/pool.py", [h.path for h in result.hits]
+    [usage] = engine.search("how do I use the session pool", mode="lexical")
+    assert usage.hits[0].path == "src/client.py", [h.path for h in usage.hits]
+
+
+def test_a_name_qualified_by_its_package_finds_that_package_s_definition(
+    tmp_path: Path, engine_factory: Callable[..., Engine]
+) -> None:
+    """`util.FindClosure` names Go's package util (its folder), not a scope: text/reader.go's method of the same
+    name came first, ahead of util/util.go's function."""
+    root = make_tree(
+        tmp_path / "repo",
+        {
+            "text/reader.go": "package text\n\n// FindClosure finds the closure in the reader.\n"
+            "func (r *reader) FindClosure(opener, closure byte) int {\n\treturn r.find(opener, closure)\n}\n",
+            "util/util.go": "package util\n\n// FindClosure returns a position.\n"
+            "func FindClosure(bs []byte, opener, closure byte) int {\n\treturn -1\n}\n",
+        },
+    )
+    engine = engine_factory(root)
+    engine.index()
+    for query in ("what does util.FindClosure do", "util.FindClosure"):
+        [result] = engine.search(query, mode="lexical")
+        assert result.hits[0].path == "util/util.go", (query, [h.path for h in result.hits])
+    [result] = engine.search("text.FindClosure", mode="lexical")
+    assert result.hits[0].path == "text/reader.go"
+
+
+@pytest.mark.parametrize(
+    ("path", "notes"),
+    [
+        ("CHANGELOG.md", True),
+        ("docs/history/changelog-4.1.rst", True),
+        ("UPGRADING.md", True),
+        ("docs/whatsnew-3.1.rst", True),
+        ("NEWS", True),
+        ("src/changes.py", False),  # code, whatever its name says
+        ("src/history/store.py", False),
+        ("docs/guide.rst", False),
+    ],
+)
+def test_release_notes_by_path(path: str, notes: bool) -> None:
+    assert shape.is_notes_path(path) is notes
