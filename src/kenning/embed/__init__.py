@@ -141,7 +141,7 @@ def _from_table(name: str, table: dict[str, Any], config: Config) -> Embedder:
             model = str(table.pop("model", name))
             if "url" not in table or "dim" not in table:
                 raise ConfigError(f"[embedders.{name}] needs `url` and `dim`")
-            return OpenAIEmbedder(model, **table)
+            return OpenAIEmbedder(model, config_name=name, **table)
     except TypeError as exc:
         raise ConfigError(f"[embedders.{name}]: {exc}") from exc
     raise ConfigError(

@@ -32,6 +32,10 @@ class Embedder(ABC):
     query_prefix: str = ""
     document_prefix: str = ""
     batch_size: int = 8
+    #: How many batches an index run may have in flight at once. 1 for a model run here, which already keeps
+    #: every core busy with one batch; a server (a GPU behind an HTTP endpoint) answers several at a time and
+    #: sits idle during each round trip otherwise. Above 1, `embed_batch` must be safe to call from threads.
+    concurrency: int = 1
     #: True when texts leave this machine (an HTTP endpoint); used only on explicit opt-in.
     remote: bool = False
     #: The raw cosine similarity from which a passage counts as matching a query well, when it holds no query

@@ -12,7 +12,9 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -396,6 +398,37 @@ def _embed(embedder: Embedder, batch: list[tuple[bytes, str, str, bool]]) -> lis
     return [next(code) if is_code else next(prose) for *_, is_code in batch]
 
 
+def _embedded(
+    embedder: Embedder, batches: list[list[tuple[bytes, str, str, bool]]], cancel: threading.Event | None
+) -> Iterator[list[np.ndarray]]:
+    """Each batch's vectors, in order. An embedder that answers several requests at once (a server) has up to
+    `concurrency` batches in flight while the caller commits the ones before, so a GPU never waits on a round
+    trip or a commit; a local model embeds them one by one on this thread, as it uses every core already."""
+    if embedder.concurrency <= 1:
+        for batch in batches:
+            _check(cancel)
+            yield _embed(embedder, batch)
+        return
+    pool = ThreadPoolExecutor(embedder.concurrency, thread_name_prefix="kenning-embed")
+    pending: deque[Future[list[np.ndarray]]] = deque()
+    ahead = iter(batches)
+    try:
+        for batch in ahead:
+            pending.append(pool.submit(_embed, embedder, batch))
+            if len(pending) == embedder.concurrency:
+                break
+        while pending:
+            _check(cancel)
+            vectors = pending.popleft().result()
+            following = next(ahead, None)
+            if following is not None:
+                pending.append(pool.submit(_embed, embedder, following))
+            yield vectors
+    finally:
+        # on an error or an interruption, batches not yet sent are dropped; those in flight end on their own
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
 def _rewindow(db: Store, embedder: Embedder) -> None:
     """Vectors made under other windowing (a kenning from before windows, or `embed_windows` switched) are
     dropped for just the prose passages windowing changes, those longer than the model reads, so that the
@@ -427,10 +460,8 @@ def _semantic_pass(
     missing.sort(key=lambda m: len(m[1]) + len(m[2]))
     # the embedder's time goes with the text's length, and the texts go shortest first: progress counts both
     progress.start("semantic", len(missing), work=sum(len(m[1]) + len(m[2]) for m in missing))
-    for start in range(0, len(missing), EMBED_COMMIT_BATCH):
-        _check(cancel)
-        batch = missing[start : start + EMBED_COMMIT_BATCH]
-        vectors = _embed(embedder, batch)
+    batches = [missing[i : i + EMBED_COMMIT_BATCH] for i in range(0, len(missing), EMBED_COMMIT_BATCH)]
+    for batch, vectors in zip(batches, _embedded(embedder, batches, cancel), strict=True):
         db.begin()
         db.add_embeddings([m[0] for m in batch], vectors)
         db.commit()
