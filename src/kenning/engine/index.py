@@ -225,7 +225,9 @@ def run_index(
         if changed or behind:
             counts = publish(directory, db, embedder.dim)
         else:  # nothing new: the snapshot's count of passages with a vector still holds
-            counts = db.save_counts(None if db.features.indexes_vectors else snapshot_embedded(db))
+            embedded = None if db.features.indexes_vectors else snapshot_embedded(db)
+            # called without it when unknown: a backend's own save_counts need not take the argument
+            counts = db.save_counts() if embedded is None else db.save_counts(embedded=embedded)
         report.files, report.passages = counts["files"], counts["passages"]
         report.coverage = counts["embedded"] / counts["passages"] if counts["passages"] else 1.0
         report.elapsed = time.perf_counter() - started

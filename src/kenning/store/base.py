@@ -61,7 +61,7 @@ class Features:
     name: str
     #: True when the store answers `vector_candidates` from a vector index of its own (pgvector); False when
     #: that is an exact scan, and the engine searches a snapshot it writes beside the store instead
-    #: (`kenning.store.vectors`) and rewrites after every change (`engine.index.publish`)
+    #: (`kenning.store.vectors`) and brings up to date after every change (`engine.index.publish`)
     indexes_vectors: bool
     #: True when readers see the last committed state, and are not blocked, while a writer's transaction is
     #: open (SQLite in WAL mode, PostgreSQL's MVCC); the daemon and a search beside `kenning index` need it

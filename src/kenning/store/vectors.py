@@ -33,6 +33,7 @@ from kenning.store.layout import PRIVATE_FILE
 from kenning.store.nearest import (
     TURBO_MIN,
     ExactVectors,
+    RowFile,
     Segments,
     TurboVectors,
     VectorIndex,
@@ -154,6 +155,8 @@ def _load_segment(directory: Path, name: str, dim: int, base: bool) -> Segment:
         index = tv.IdMapIndex.load(str(tvim))
         if len(index) != ids.size:
             index = None
+        else:  # turbovec scans; the matrix only re-ranks its candidates: read those rows, do not map them
+            matrix = RowFile(str(mat_path), ids.size, dim)  # type: ignore[assignment]
     gone = np.zeros(0, dtype=np.int64) if base else np.fromfile(directory / f"vectors-{name}.gone", np.int64)
     return Segment(ids, matrix, index, gone, stamp)
 
