@@ -114,9 +114,10 @@ def main() -> None:
             print(f"[{name}] {json.dumps(results[name])}", file=sys.stderr)
     (work / "results.json").write_text(json.dumps(results, indent=2))
     print(
-        "| set | mode | nDCG@10 SQLite | nDCG@10 PostgreSQL | difference | p50 ms SQLite / PostgreSQL | index s SQLite / PostgreSQL |"
+        "| set | mode | nDCG@10 SQLite | nDCG@10 PostgreSQL | difference | p50 ms SQLite / PostgreSQL "
+        "| index s SQLite / PostgreSQL | size MB SQLite / PostgreSQL |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     for name, both in results.items():
         for mode in [m for m in both["postgres"] if isinstance(both["postgres"][m], dict)]:
             a, b = both["sqlite"][mode.removeprefix("hnsw ")], both["postgres"][mode]

@@ -8,7 +8,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -167,23 +166,17 @@ def test_a_second_writer_is_refused_or_queued_behind_the_first(pg_url: str, repo
         assert refused.returncode == 2
         assert "another kenning process (`kenning index pid" in refused.stderr and "--wait" in refused.stderr
     assert not lock.active()
-    holding = threading.Event()
-
-    def hold() -> None:
-        with lock.hold(operation="index"):
-            holding.set()
-            time.sleep(1.5)
-
-    thread = threading.Thread(target=hold)
-    thread.start()
-    try:
-        assert holding.wait(10)
-        started = time.monotonic()
-        queued = pg(pg_url, "index", str(repo), "--wait", "30", cwd=repo.parent)
-        assert queued.returncode == 0, queued.stderr
-        assert time.monotonic() - started > 0.5
-    finally:
-        thread.join(10)
+    # a writer with --wait queues in the server's lock queue: held until the test sees it waiting there
+    with lock.hold(operation="index"):
+        queued = spawn_index(repo, "--wait", "60", env={"KENNING_STORE": pg_url})
+        waiting = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+        deadline = time.monotonic() + 60
+        while sql(pg_url, waiting) != [(1,)] and queued.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert sql(pg_url, waiting) == [(1,)], queued.communicate(timeout=60)
+    out, err = queued.communicate(timeout=120)
+    assert queued.returncode == 0, err
+    assert "indexed" in out + err
 
 
 def test_a_newer_schema_is_refused_with_a_clear_message(pg_url: str, repo: Path) -> None:
