@@ -260,10 +260,13 @@ def subsample(rows: list[dict[str, str]], n: int | None) -> list[dict[str, str]]
 
 
 def render(results: dict[str, Any], machine: str, command: str) -> str:
+    runs = dict.fromkeys(
+        c for data in results.values() for c in (data.get("command", command), *data.get("merged", ()))
+    )
     out = [
         START,
         f"Measured {time.strftime('%Y-%m-%d')} on {machine} (2 cores, shared with other work, under nice). "
-        f"Command: `{command}`. Tokens: {counter().name}. Each answer is read first item first, as its JSON "
+        f"Commands: {'; '.join(f'`{c}`' for c in runs)}, then `{command}`. Tokens: {counter().name}. Each answer is read first item first, as its JSON "
         "(kenning) or its text (semble, ripgrep); *first relevant* is the tokens read up to and including the "
         "first item that holds a judged-relevant document or span (mean / median over the queries that reach "
         "one; *never* counts the others); *R@T* is the share of the judged documents (spans) read within T tokens; "
@@ -339,7 +342,8 @@ def main(argv: list[str] | None = None) -> None:
         for name, data in json.loads(Path(other).read_text()).items():
             if name in results:
                 results[name]["systems"].update(data["systems"])
-                results[name].setdefault("merged", []).append(data.get("command", other))
+                if data.get("command", other) not in results[name].setdefault("merged", []):
+                    results[name]["merged"].append(data.get("command", other))
     for name in [] if args.report_only else args.sets.split(","):
         s = resolve(name, Path(args.work))
         if not cached(s, cache) and not args.build:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -167,3 +168,21 @@ def test_cli_refuses_a_budget_too_small_or_with_context(tree: Path) -> None:
         assert done.returncode == 2, (extra, done.stdout, done.stderr)
         assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
         assert "budget" in done.stderr
+
+
+def test_without_bpe_openai_the_count_is_an_estimate_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    import math
+
+    from kenning.render import tokens
+
+    monkeypatch.setitem(sys.modules, "bpe_openai", None)  # as if the `tokens` extra were not installed
+    tokens.counter.cache_clear()
+    try:
+        estimate = tokens.counter()
+        assert not estimate.exact and estimate.name.startswith("estimate")
+        text = "def f(x):\n    return x + 1\n"
+        assert estimate.count(text) == math.ceil(len(text) / tokens.CHARS_PER_TOKEN)
+    finally:
+        monkeypatch.undo()
+        tokens.counter.cache_clear()  # the next caller gets the real tokenizer back
+    assert tokens.counter().exact
