@@ -12,6 +12,7 @@ import pytest
 
 from conftest import make_tree
 from kenning.engine import Engine
+from kenning.render.labels import trace_line
 from kenning.search import shape
 
 
@@ -77,6 +78,8 @@ def test_release_notes_rank_below_the_code_unless_the_question_is_about_changes(
     assert [h.path for h in result.hits][:2] == ["src/pool.py", "CHANGELOG.md"]
     notes = result.hits[1].trace
     assert notes is not None and notes.demoted == shape.NOTES_WEIGHT and notes.lexical.rank == 1
+    # the trace names what the file was demoted as (it said "test file" for release notes too)
+    assert (trace_line(result.hits[1]) or "").endswith(", release notes x0.5")
     [result] = engine.search("what changed in the connection pool free slot", mode="lexical")
     assert result.hits[0].path == "CHANGELOG.md"
 

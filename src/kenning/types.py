@@ -127,7 +127,7 @@ class Trace:
     semantic: ArmTrace
     fused_rank: int
     symbol: ArmTrace | None = None  # the definition route, when the query named a symbol
-    demoted: float | None = None  # the factor a test file's score was multiplied by (search.TEST_FILE_WEIGHT)
+    demoted: float | None = None  # the factor a test file's or release notes' score was multiplied by
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ JSON Lines schema, version 1 (`kenning search --json`): one object per line.
   clips a line past 160 characters, around that word when it lies further in). A line longer than max_chars is
   cut into pieces that each claim that line (`N-N`), so such a hit's `text` is one piece of line N; pieces of
   one line overlap, and the best-ranked one stands for the line.
-  `demoted` is the factor a test file's fused score was multiplied by (null when it was not).
+  `demoted` is the factor a test file's or release notes' fused score was multiplied by (null when it was not).
   `stale` says the file changed since it was indexed (a search with `--refresh off`, or one whose refresh could
   not run: the summary's notes say why); `lexical_only` that the passage has no vector yet (a refresh before
   the search brought in its text but left embedding it to `kenning index`), so only its words could find it.

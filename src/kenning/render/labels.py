@@ -24,11 +24,22 @@ def trace_line(hit: Hit) -> str | None:
 
     t = hit.trace
     named = f", definition #{t.symbol.rank}" if t.symbol is not None else ""
-    demoted = f", test file x{t.demoted:g}" if t.demoted is not None else ""
+    demoted = f", {_demoted_as(hit.path)} x{t.demoted:g}" if t.demoted is not None else ""
     return (
         f"trace: {arm('lexical', t.lexical.rank, t.lexical.score)}, "
         f"{arm('semantic', t.semantic.rank, t.semantic.score)}{named}; fused #{t.fused_rank}{demoted}"
     )
+
+
+def _demoted_as(path: str) -> str:
+    """What kind of file the demotion was for: a test file, release notes, or both."""
+    from kenning.search.shape import is_notes_path  # only a traced, demoted hit needs it
+    from kenning.walk import is_test_path
+
+    kinds = [
+        k for k, yes in (("test file", is_test_path(path)), ("release notes", is_notes_path(path))) if yes
+    ]
+    return " and ".join(kinds) or "file kind"
 
 
 # how much of a signature or an outline's member list a text hit shows: one terminal line each
