@@ -40,9 +40,21 @@ class Behaviour:
     gathered_in_vain: bool = False
     #: answer HTTP 400 to a request for base64 vectors, as a server that knows only lists of numbers may
     refuse_base64: bool = False
+    #: how many more requests are answered before the rest wait for `gate` (None: none wait), so that a test
+    #: holds a run in its semantic pass at a known point: `hold_after(n)`, then `release()`
+    passes: int | None = None
+    gate: threading.Event = field(default_factory=threading.Event)
     seen: list[Seen] = field(default_factory=list)
     in_flight: int = 0
     most_in_flight: int = 0
+
+    def hold_after(self, requests: int) -> None:
+        self.gate.clear()
+        self.passes = requests
+
+    def release(self) -> None:
+        self.passes = None
+        self.gate.set()
 
 
 def _encode(vector: np.ndarray, packed: bool) -> object:
@@ -77,12 +89,17 @@ def embedding_server(behaviour: Behaviour) -> Iterator[str]:
                 behaviour.in_flight += 1
                 behaviour.most_in_flight = max(behaviour.most_in_flight, behaviour.in_flight)
                 hold = barrier is not None and len(behaviour.seen) <= behaviour.gather
+                passes = behaviour.passes
+                if passes is not None:
+                    behaviour.passes = passes - 1 if passes > 0 else 0
             try:
                 if hold and barrier is not None:
                     try:
                         barrier.wait(timeout=60)
                     except threading.BrokenBarrierError:
                         behaviour.gathered_in_vain = True
+                if passes == 0:
+                    behaviour.gate.wait(timeout=60)
                 if step == "drop":
                     self.close_connection = True
                     self.connection.shutdown(2)
@@ -122,6 +139,7 @@ def embedding_server(behaviour: Behaviour) -> Iterator[str]:
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:
+        behaviour.release()
         if barrier is not None:
             barrier.abort()
         server.shutdown()

@@ -12,6 +12,7 @@ clean exit on SIGTERM. A screenshot lands in /tmp/kenning-web.png.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -31,6 +32,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from embed_server import Behaviour, embedding_server
+
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Locator, Page
 
@@ -45,7 +48,9 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 SCREENSHOT = "/tmp/kenning-web.png"
-FILES = 1200  # measured: about 3 s to rebuild with the hash embedder, long enough to watch the progress bar
+FILES = (
+    300  # a rebuild is held mid-way by the embedding server (`Behaviour.hold_after`), however fast it runs
+)
 NEEDLE = "quetzalcoatl"  # a word only the files written for the search checks contain
 HOSTILE = "x<i>tag<b>.txt"  # markup in a file name and its text must show as text
 
@@ -91,6 +96,8 @@ class Served:
     root: Path
     proc: subprocess.Popen[bytes]
     log: Path
+    #: the embedding server the daemon's model is: a test holds a rebuild's semantic pass there
+    embedder: Behaviour
 
     def request(self, path: str, *, data: Any = None, token: bool = True) -> tuple[int, Any]:
         """A plain HTTP request (no browser); returns (status, JSON body)."""
@@ -120,13 +127,21 @@ def served() -> Iterator[Served]:
     _need_chromium()
     base = Path(tempfile.mkdtemp(prefix="kw", dir="/tmp"))  # short: the daemon's AF_UNIX socket lives here
     proc: subprocess.Popen[bytes] | None = None
+    behaviour = Behaviour()
+    stack = contextlib.ExitStack()
     try:
+        embed_url = stack.enter_context(embedding_server(behaviour))
         home, runtime, root = base / "home", base / "run", base / "tree"
-        home.mkdir()
+        (home / ".config" / "kenning").mkdir(parents=True)
+        # the hash embedder's vectors from a server, one request at a time, so a test can stop a run between two
+        (home / ".config" / "kenning" / "config.toml").write_text(
+            f'allow_remote = true\n[embedders.gpu]\nprovider = "openai"\nurl = "{embed_url}"\ndim = 64\n'
+            "concurrency = 1\n"
+        )
         runtime.mkdir(mode=0o700)
         _make_tree(root)
         env = {k: v for k, v in os.environ.items() if not k.startswith(("KENNING_", "XDG_"))}
-        env.update(HOME=str(home), XDG_RUNTIME_DIR=str(runtime), KENNING_MODEL="hash")
+        env.update(HOME=str(home), XDG_RUNTIME_DIR=str(runtime), KENNING_MODEL="gpu")
         indexed = subprocess.run(
             [sys.executable, "-m", "kenning", "index", str(root)],
             env={**env, "KENNING_MODE": "direct"},
@@ -153,7 +168,7 @@ def served() -> Iterator[Served]:
             if info_file.exists() and token_file.exists():
                 port = json.loads(info_file.read_text())["port"]
                 candidate = Served(
-                    f"http://127.0.0.1:{port}", token_file.read_text().strip(), root, proc, log
+                    f"http://127.0.0.1:{port}", token_file.read_text().strip(), root, proc, log, behaviour
                 )
                 try:
                     if candidate.request("/status")[0] == 200:
@@ -167,6 +182,7 @@ def served() -> Iterator[Served]:
         if proc is not None and proc.poll() is None:
             proc.kill()
             proc.wait(10)
+        stack.close()
         shutil.rmtree(base, ignore_errors=True)
 
 
@@ -292,6 +308,9 @@ def test_rebuild_shows_progress_to_the_end_and_a_double_click_starts_one_job(
     posts: list[Any] = []
     page.on("response", lambda r: posts.append(r) if r.url.endswith("/api/rebuild") else None)
 
+    # the rebuild's semantic pass is held after its first batch (two requests of 32 texts), so the page sees a
+    # job part way through however fast this machine runs it; released once the bar shows it
+    served.embedder.hold_after(2)
     started = time.monotonic()
     root.get_by_test_id("rebuild").dblclick()
     page.wait_for_function(
@@ -306,6 +325,12 @@ def test_rebuild_shows_progress_to_the_end_and_a_double_click_starts_one_job(
     status, again = served.request("/api/rebuild", data={"root": str(served.root)})
     assert (status, again["started"], again["job"]["id"]) == (200, False, job_id)
 
+    page.wait_for_function(
+        "id => window.__seen.some(s => s.job === id && s.state === 'running' && s.value > 0 && s.value < s.max)",
+        arg=job_id,
+        timeout=60_000,
+    )
+    served.embedder.release()
     root.get_by_test_id("job-state").filter(has_text="succeeded").wait_for(timeout=30_000)
     took = time.monotonic() - started
 
@@ -341,6 +366,9 @@ def test_rebuild_shows_progress_to_the_end_and_a_double_click_starts_one_job(
 
 def test_two_requests_at_once_start_one_job_and_the_page_can_cancel_it(page: Page, served: Served) -> None:
     _open(page, served)
+    served.embedder.hold_after(
+        0
+    )  # the job waits at its first embedding request until the page has cancelled it
     # two rebuild requests in flight together from the page's origin (two tabs, say): one job
     answers = page.evaluate(
         """root => Promise.all([1, 2].map(() => fetch("/api/rebuild", {
@@ -361,6 +389,11 @@ def test_two_requests_at_once_start_one_job_and_the_page_can_cancel_it(page: Pag
     assert job["state"] in ("queued", "running"), f"the job ended before the page could cancel it: {job}"
     cancel.wait_for(state="visible")
     cancel.click()
+    deadline = time.monotonic() + 30
+    while not served.request(f"/api/jobs/{job_id}")[1]["cancelling"]:  # the daemon has the click
+        assert time.monotonic() < deadline, "the daemon never heard the page's cancel"
+        time.sleep(0.05)
+    served.embedder.release()
     root.get_by_test_id("job-state").filter(has_text="cancelled").wait_for(timeout=30_000)
     assert served.request(f"/api/jobs/{job_id}")[1]["state"] == "cancelled"
     assert root.get_by_test_id("rebuild").is_enabled()
