@@ -184,3 +184,21 @@ def test_cli_says_in_one_line_what_is_wrong_with_the_endpoint(tmp_path: Path) ->
     assert out.returncode == 2
     assert "Traceback" not in out.stderr
     assert "set dim = 32 in [embedders.gpu]" in out.stderr
+
+
+def test_a_request_too_large_names_batch_size_and_is_not_retried() -> None:
+    behaviour = Behaviour(script=[413])
+    with embedding_server(behaviour) as url, pytest.raises(EmbedderError) as caught:
+        embedder(url, batch_size=8).embed_batch(texts(8))
+    assert len(behaviour.seen) == 1
+    assert "HTTP 413" in str(caught.value) and "lower `batch_size` in [embedders.gpu]" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("header", "seconds"),
+    [("3", 3.0), ("0.5", 0.5), (None, None), ("soon", None), ("Wed, 21 Oct 2015 07:28:00 GMT", 0.0)],
+)
+def test_retry_after_is_read_as_seconds_or_as_a_date(header: str | None, seconds: float | None) -> None:
+    from kenning.embed.http import _retry_after
+
+    assert _retry_after(header) == seconds
