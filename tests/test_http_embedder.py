@@ -202,3 +202,14 @@ def test_retry_after_is_read_as_seconds_or_as_a_date(header: str | None, seconds
     from kenning.embed.http import _retry_after
 
     assert _retry_after(header) == seconds
+
+
+def test_a_first_request_that_times_out_names_timeout_not_url() -> None:
+    with socket.socket() as silent:  # accepts connections (the backlog) and never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(4)
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        with pytest.raises(EmbedderError) as caught:
+            embedder(url, timeout=0.3).embed_batch(texts(2))
+    assert "did not answer within 0.3 s" in str(caught.value)
+    assert "raise `timeout`" in str(caught.value)

@@ -206,6 +206,12 @@ class OpenAIEmbedder(Embedder):
         what = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         if self._answered.is_set():
             return _Transient(what)
+        if isinstance(exc, TimeoutError):
+            # a server loading its model may be slow to answer the first batch: the address is likely right
+            return EmbedderError(
+                f"the embedding endpoint {self.url} did not answer within {self.timeout:g} s",
+                hint=f"raise `timeout` (or lower `batch_size`) in {self.table}",
+            )
         return EmbedderError(
             f"cannot reach the embedding endpoint {self.url}: {what}",
             hint=f"is the server running? check `url` in {self.table}",

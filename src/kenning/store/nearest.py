@@ -39,7 +39,6 @@ class ExactVectors(VectorIndex):
         self.windowed = bool(ids.size > 1 and np.any(ids[1:] == ids[:-1]))
         self.dead = dead if dead is not None and dead.any() else None
         self.dead_count = 0 if self.dead is None else int(self.dead.sum())
-        self._live = None if self.dead is None else np.flatnonzero(~self.dead)
 
     def __len__(self) -> int:
         return int(self.ids.shape[0]) - self.dead_count
@@ -48,9 +47,11 @@ class ExactVectors(VectorIndex):
         if len(self) == 0 or k <= 0:
             return []
         if allowed is None:
-            if self._live is not None:
-                return self._search_rows(query, k, self._live)
-            return self._top(*self._best(self.matrix @ query, self.ids), k)
+            scores = self.matrix @ query
+            if self.dead is not None:
+                # scored, then blanked: taking the live rows out first (matrix[live]) copies the whole matrix
+                scores[self.dead] = -np.inf
+            return self._top(*self._best(scores, self.ids), k)
         return self._search_rows(query, k, self._rows(allowed))
 
     def _rows(self, allowed: np.ndarray) -> np.ndarray:
