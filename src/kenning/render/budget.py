@@ -107,7 +107,7 @@ def pack(
             continue
         lines = _window(hit, cand.query, preview)
         home = next((b for b in blocks if _same_file(b.first, cand) and _touches(b, lines)), None)
-        joined = _join(home, cand, lines) if home is not None else None
+        joined = _join(home, cand, lines, _terms(cand.query)) if home is not None else None
         if home is not None and joined is not None:
             extra = cost(joined) - cost(home)
             if used + extra <= budget:
@@ -210,15 +210,15 @@ def _touches(block: Block, lines: list[tuple[int, str]]) -> bool:
     return lines[0][0] <= block.end_line + MERGE_GAP + 1 and block.start_line <= lines[-1][0] + MERGE_GAP + 1
 
 
-def _join(block: Block, cand: Candidate, lines: list[tuple[int, str]]) -> Block | None:
+def _join(block: Block, cand: Candidate, lines: list[tuple[int, str]], terms: Sequence[str]) -> Block | None:
     """The block grown by a hit's lines, with the lines between them from whichever passage holds them; None
     when a line between them is in none of the passages (the two then stay apart: a block shows every line
-    of its span)."""
+    of its span). The lines between are cut to LINE_CHARS as a window's are."""
     known = dict(block.lines)
     known.update(lines)
     for c in (block.first, *block.merged, cand):
         for n, t in _numbered(c.hit):
-            known.setdefault(n, t)
+            known.setdefault(n, _cut(t, terms))
     first, last = min(block.start_line, lines[0][0]), max(block.end_line, lines[-1][0])
     if any(n not in known for n in range(first, last + 1)):
         return None
