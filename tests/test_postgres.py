@@ -67,6 +67,13 @@ def test_store_is_refused_from_a_workspace_file_and_must_be_a_postgres_url(tmp_p
     with pytest.raises(ConfigError, match=r"not a PostgreSQL URL.*") as caught:
         load_config(None, env={"KENNING_STORE": "mysql://u:pw@h/db"})
     assert "pw" not in caught.value.message
+    with pytest.raises(ConfigError) as caught:  # a libpq keyword string pasted in: its password stays hidden
+        load_config(None, env={"KENNING_STORE": "host=db user=me password=s3cret"})
+    assert "s3cret" not in caught.value.message
+    # nor may a repository pick which index on the reader's server its `kenning index` rewrites
+    (root / ".kenning.toml").write_text('store_name = "someone-elses"\n')
+    with pytest.raises(ConfigError, match="store_name cannot be set by a workspace file"):
+        load_config(root, env={})
     assert (
         load_config(None, env={"KENNING_STORE": "postgresql:///k", "KENNING_STORE_NAME": "n"}).store_name
         == "n"
@@ -295,3 +302,14 @@ def test_the_hnsw_path_finds_what_an_exact_scan_finds_and_filters_before_the_top
     )
     assert "vectors_hnsw" in plan
     store.close()
+
+
+def test_a_misspelt_url_parameter_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    root = make_tree(tmp_path / "ws", {"a.md": "# A\n"})
+    url = (
+        "postgresql://me:s3cret@127.0.0.1:1/x?sslmod=require"  # sslmode, misspelt: refused before connecting
+    )
+    out = run_cli("status", "--store", url, str(root), cwd=tmp_path)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert out.stderr.strip().count("\n") == 0, out.stderr
+    assert "is not valid" in out.stderr and "sslmod" in out.stderr and "s3cret" not in out.stderr

@@ -82,6 +82,12 @@ _SCALARS: dict[str, type] = {
 _FOLDERS = ("index_dir", "cache_dir")
 
 
+def masked_store(text: str) -> str:
+    """`text` with the passwords a store setting may hold (`user:password@`, `password=...`) replaced by ***."""
+    out = re.sub(r"(://[^:/@\s]*:)[^@\s]*@", r"\1***@", text)
+    return re.sub(r"(password=)[^&\s]*", r"\1***", out, flags=re.IGNORECASE)
+
+
 def user_config_path() -> Path:
     base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
     return Path(base) / "kenning" / "config.toml"
@@ -158,10 +164,11 @@ def _merge(
         if key not in _SCALARS:
             known = ", ".join(sorted(_SCALARS))
             raise ConfigError(f"{where}: unknown setting '{key}'", hint=f"known settings: {known}, embedders")
-        if key == "store" and not trusted:
-            # a repository must not be able to send its reader's files to a server it names
+        if key in ("store", "store_name") and not trusted:
+            # a repository must not be able to send its reader's files to a server it names, nor pick which
+            # index on the reader's server its `kenning index` rewrites (or `--rebuild` drops)
             raise ConfigError(
-                f"{where}: store cannot be set by a workspace file",
+                f"{where}: {key} cannot be set by a workspace file",
                 hint=f"set it in {user_config_path()}, $KENNING_STORE or --store",
             )
         if key == "allow_remote" and not trusted:
@@ -224,9 +231,8 @@ def _validated(config: Config) -> Config:
             hint="use 0 to search without refreshing first",
         )
     if config.store is not None and urlsplit(config.store).scheme not in ("postgresql", "postgres"):
-        shown = re.sub(r"(://[^:/@\s]*:)[^@\s]*@", r"\1***@", config.store)
         raise ConfigError(
-            f"store={shown!r} is not a PostgreSQL URL",
+            f"store={masked_store(config.store)!r} is not a PostgreSQL URL",
             hint="use postgresql://[user@]host[:port]/database, or leave store unset for the local index",
         )
     if config.preview not in PREVIEWS:

@@ -19,6 +19,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, cast
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
+from kenning.config import masked_store
 from kenning.errors import IndexBusy, IndexCorrupt, IndexError_, IndexMissing, KenningError, UsageError
 
 if TYPE_CHECKING:
@@ -62,8 +63,7 @@ def driver() -> tuple[ModuleType, Callable[..., Any]]:
 def masked(text: str, url: str | None = None) -> str:
     """`text` with every password in it replaced by ***: the URL's (user:password@, password=...) and, when
     `url` is given, that URL's password wherever it appears (a driver may quote it back)."""
-    out = re.sub(r"(://[^:/@\s]*:)[^@\s]*@", r"\1***@", text)
-    out = re.sub(r"(password=)[^&\s]*", r"\1***", out, flags=re.IGNORECASE)
+    out = masked_store(text)
     if url:
         secret = urlsplit(url).password
         if secret:
@@ -119,6 +119,11 @@ def connect(url: str, *, purpose: str, readonly: bool = False) -> psycopg.Connec
         options["connect_timeout"] = DEFAULT_CONNECT_TIMEOUT
     try:
         conn = pg.connect(url, **options)
+    except pg.ProgrammingError as exc:  # refused before connecting: a misspelt parameter (`sslmod=`)
+        raise UsageError(
+            f"the store URL {describe(url)} is not valid: {masked(str(exc).strip(), url)}",
+            hint="fix it in `store`, $KENNING_STORE or --store",
+        ) from None
     except pg.Error as exc:
         raise server_error(exc, url) from None
     try:
