@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, cast
 from kenning import usage
 from kenning.agents.targets import AGENTS
 from kenning.commands import COMMANDS, ROUTABLE, err, exit_code, run_command
+from kenning.commands.snapshot import add_arguments as snapshot_arguments
 from kenning.errors import KenningError, UsageError
 
 if TYPE_CHECKING:
@@ -100,11 +101,7 @@ def _serve_args(p: argparse.ArgumentParser, *, roots: bool = True) -> None:
         p.add_argument(
             "roots", nargs="*", metavar="ROOT", help="roots to attach up front (more attach on use)"
         )
-    p.add_argument(
-        "--listen",
-        metavar="HOST:PORT",
-        help="loopback address for MCP over HTTP and the status page (default 127.0.0.1:7997; 0 = any free port)",
-    )
+    p.add_argument("--listen", metavar="HOST:PORT", help=usage.LISTEN_HELP)
     p.add_argument("--idle", type=float, metavar="SECONDS", help="close idle roots' indexes after this long")
     _flag(p, "--no-watch", "do not watch roots for changes")
 
@@ -161,9 +158,15 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="wait this long for another writer instead of failing at once",
     )
+    p.add_argument("--commit", metavar="REV", help=usage.COMMIT_HELP)
+    p.add_argument("--snapshot-source", metavar="SOURCE", help=usage.SNAPSHOT_SOURCE_HELP)
     _flag(p, "--allow-remote", "allow a remote embedding endpoint to receive workspace text", unset=None)
     _flag(p, "--json", "print the summary as JSON")
     _mode_arg(p)
+
+    p = command("snapshot", usage.SNAPSHOT_DESCRIPTION)
+    if not isinstance(p, _Unused):  # its actions are built beside the command
+        snapshot_arguments(p, _flag, _Parser)
 
     p = command("search", "Search the index of ROOT (or its nearest indexed ancestor) by meaning and words.")
     p.add_argument("query", nargs="?", metavar="QUERY")

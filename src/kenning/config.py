@@ -7,6 +7,8 @@ happens at import.
 `store` (a PostgreSQL URL: where the index lives) is likewise honoured only from the user's config, the
 environment or a flag: a workspace file must not send its reader's files to a server it names.
 
+`snapshot_source` (where a root's index starts from) likewise: a snapshot decides what searches return.
+
 `allow_remote` (sending workspace text to a remote embedder) is honoured only from the user's own config, the
 environment or a flag: a `.kenning.toml` inside a cloned repository must not be able to opt its reader in.
 """
@@ -48,6 +50,9 @@ class Config:
     # where indexes live: unset for the SQLite folder beside each root, or a PostgreSQL URL for a team's server
     store: str | None = None
     store_name: str | None = None  # the index's name on that server; default: the root folder's name
+    # where commit snapshots come from (kenning.engine.snapshot): a .kpack file, a folder of them, or an
+    # http(s) URL of one (with {commit} standing for a commit id); a root without an index starts from one
+    snapshot_source: str | None = None
     embedders: dict[str, dict[str, Any]] = field(default_factory=dict)  # [embedders.NAME] tables
     sources: tuple[str, ...] = ()  # which files/layers contributed, for `kenning status`
     explicit: frozenset[str] = frozenset()  # settings given by a file, the environment or a flag
@@ -76,6 +81,7 @@ _SCALARS: dict[str, type] = {
     "allow_remote": bool,
     "store": str,
     "store_name": str,
+    "snapshot_source": str,
 }
 
 
@@ -170,6 +176,12 @@ def _merge(
             raise ConfigError(
                 f"{where}: {key} cannot be set by a workspace file",
                 hint=f"set it in {user_config_path()}, $KENNING_STORE or --store",
+            )
+        if key == "snapshot_source" and not trusted:
+            # a snapshot decides what its reader's searches return: a repository must not pick it for them
+            raise ConfigError(
+                f"{where}: snapshot_source cannot be set by a workspace file",
+                hint=f"set it in {user_config_path()}, $KENNING_SNAPSHOT_SOURCE or --snapshot-source",
             )
         if key == "allow_remote" and not trusted:
             raise ConfigError(

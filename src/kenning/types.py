@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 FileKind = Literal["code", "markdown", "rst", "text"]
 MatchedBy = Literal["lexical", "semantic", "both"]
@@ -175,3 +175,5 @@ class SearchResult:
     group: str = "Q1"
     notes: list[str] = field(default_factory=list)
     confidence: Confidence | None = None  # None only for results made by hand (tests, merges)
+    # the commit the index is based on, when it is (kenning.engine.base_commit.Base.to_json)
+    base: dict[str, Any] | None = None

@@ -20,13 +20,28 @@ STORE_HELP = (
     "default: a folder beside the root"
 )
 STORE_NAME_HELP = "the index's name on that server (default: the root folder's name; $KENNING_STORE_NAME)"
+SNAPSHOT_DESCRIPTION = "Ship a commit's index as one file (export), start from one (import), prune them."
+LISTEN_HELP = (
+    "loopback address for MCP over HTTP and the status page (default 127.0.0.1:7997; 0 = any free port)"
+)
+COMMIT_HELP = "index the files of this commit, read from git's objects, not the working tree (what CI shares)"
+SNAPSHOT_SOURCE_HELP = (
+    "start a root without an index from the newest snapshot of a commit in HEAD's history: a .kpack file, a "
+    "folder of them, or an http(s) URL with {commit} ($KENNING_SNAPSHOT_SOURCE)"
+)
 EXAMPLES = {
+    "snapshot": """examples:
+  kenning snapshot export --commit HEAD -o kenning-$(git rev-parse HEAD).kpack .   (in CI)
+  kenning snapshot import /mnt/ci/kpacks .     the newest snapshot of HEAD's history, then my edits on top
+  kenning snapshot import https://ci.example/kpacks/{commit}.kpack .
+  kenning snapshot prune --keep 5 /mnt/ci/kpacks""",
     "index": """examples:
   kenning index ~/src/project              build or refresh the index of a folder
   kenning index -t py -t md .              only Python and Markdown (stored; later runs reuse it)
   kenning index -g '!docs/archive/**' .    exclude a subtree (globs are ordered; '!' excludes)
   kenning index --forget build/old.md .    remove a file or directory from the index
-  kenning index --rebuild --model hash .   rebuild from scratch with another embedder""",
+  kenning index --rebuild --model hash .   rebuild from scratch with another embedder
+  kenning index --commit HEAD .            index the last commit's files, not the working tree (CI)""",
     "search": """examples:
   kenning search "where do we retry failed uploads" ~/src/project
   kenning search -k 5 --json "rate limiting" .

@@ -54,6 +54,7 @@ COMMANDS = {
     "search": ("search", "cmd_search"),
     "grep": ("grep", "cmd_grep"),
     "status": ("info", "cmd_status"),
+    "snapshot": ("snapshot", "cmd_snapshot"),
     "models": ("info", "cmd_models"),
     "symbols": ("info", "cmd_symbols"),
     "install": ("agents", "cmd_install"),

@@ -34,6 +34,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         model=args.model,
         store=getattr(args, "store", None),
         store_name=getattr(args, "store_name", None),
+        snapshot_source=getattr(args, "snapshot_source", None),
     )
     if args.drop:
         if not args.yes and not confirm_drop(root):
@@ -61,7 +62,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     selection = selection_of(args, base)
     if selection is None and args.reset_selection:
         selection = Selection()
-    return _run(engine, selection, args.rebuild, not args.lexical_only, args.wait, args.json)
+    return _run(engine, selection, args.rebuild, not args.lexical_only, args.wait, args.json, args.commit)
 
 
 def confirm_drop(root: Path | str) -> bool:
@@ -85,11 +86,17 @@ def build(engine: Engine, selection: Selection | None = None, **options: Any) ->
 
 
 def _run(
-    engine: Engine, selection: Selection | None, rebuild: bool, semantic: bool, wait: float, as_json: bool
+    engine: Engine,
+    selection: Selection | None,
+    rebuild: bool,
+    semantic: bool,
+    wait: float,
+    as_json: bool,
+    commit: str | None = None,
 ) -> int:
     from kenning.commands.report import index_summary, index_summary_json
 
-    report = build(engine, selection, rebuild=rebuild, semantic=semantic, wait=wait)
+    report = build(engine, selection, rebuild=rebuild, semantic=semantic, wait=wait, commit=commit)
     if as_json:
         out([json.dumps(index_summary_json(report))])
     else:

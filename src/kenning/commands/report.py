@@ -36,6 +36,34 @@ def index_summary(r: IndexReport) -> Iterator[str]:
     line = pruned_line(r.pruned)
     if line:
         yield line
+    if r.base:
+        yield base_line(r.base, started_from=r.snapshot)
+    for note in r.notes:
+        yield f"note: {note}"
+
+
+def base_line(base: dict[str, Any], *, started_from: str = "") -> str:
+    """The commit an index is based on, in one line: which, how old, from where, and how far from it the
+    index has moved."""
+    age = max(0.0, time.time() - float(base["committed"]))
+    when = (
+        f"{age / 86400:.0f} days"
+        if age >= 2 * 86400
+        else f"{age / 3600:.0f} hours"
+        if age >= 7200
+        else f"{age / 60:.0f} min"
+    )
+    source = base["source"]
+    where = "indexed here from git" if source == "git" else f"from {source}"
+    if started_from:
+        where = f"imported now from {started_from}"
+    overlaid = base.get("overlaid")
+    over = (
+        ""
+        if overlaid is None
+        else f", {overlaid} file{'s' if overlaid != 1 else ''} overlaid from the working tree"
+    )
+    return f"base: commit {base['commit'][:12]} ({when} old, {base['subject'][:50]!r}), {where}{over}"
 
 
 def pruned_line(pruned: list[str], listed: str = "--json lists them") -> str | None:
@@ -76,6 +104,9 @@ def index_summary_json(r: IndexReport) -> dict[str, Any]:
         "passages": r.passages,
         "coverage": round(r.coverage, 4),
         "interrupted": r.interrupted,
+        "base": r.base,
+        "snapshot": r.snapshot or None,
+        "notes": r.notes,
         "elapsed_s": round(r.elapsed, 3),
     }
 
@@ -96,6 +127,8 @@ def status_lines(s: Status) -> Iterator[str]:
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s.last_indexed)) if s.last_indexed else "never"
     yield f"indexed   {when}"
     yield f"pending   {s.added} added, {s.modified} modified, {s.deleted} deleted"
+    if s.base:
+        yield f"base      {base_line(s.base).removeprefix('base: ')}"
     if s.other_models:
         yield f"also      indexes for other models: {', '.join(s.other_models)}"
     line = pruned_line(s.pruned)

@@ -26,6 +26,7 @@ import numpy as np
 from kenning import walk
 from kenning.config import Config, load_config
 from kenning.embed import Embedder, create_embedder
+from kenning.engine.base_commit import base_of
 from kenning.engine.index import (
     WALK_PRUNED,
     WALK_SKIPPED,
@@ -60,6 +61,7 @@ from kenning.store.layout import Manifest, find_index_root, index_home
 from kenning.store.location import Location, SqliteLocation, open_location
 from kenning.store.vectors import Segment, StoreVectors
 from kenning.types import Mode, Preview, Refresh, SearchResult, Selection, within
+from kenning.walk.commit import list_commit, resolve_commit
 from kenning.walk.userpath import resolve_user_path, user_path
 
 __all__ = [
@@ -177,8 +179,12 @@ class Engine:
         progress: Progress | None = None,
         wait: float = 0.0,
         cancel: threading.Event | None = None,
+        commit: str | None = None,
     ) -> IndexReport:
         """Build or refresh the index. `selection` replaces the stored file selection when given.
+
+        With `commit` (a revision: HEAD, a branch, a sha) the index holds that commit's files, read from git's
+        objects, not the working tree's: what CI builds to share (see kenning.engine.snapshot).
 
         `scope` (paths) and `scope_glob` limit the run to part of the root; `cancel` stops it early, keeping
         every finished batch (the report says `interrupted`). `semantic=False` skips the semantic pass and
@@ -197,6 +203,19 @@ class Engine:
         part = Scope(tuple(self.relative(p) for p in scope), scope_glob)  # and a bad glob or path
         if self.manifest_error is not None and not rebuild:
             raise self.manifest_error
+        at = resolve_commit(self.root, commit) if commit is not None else None
+        notes: list[str] = []
+        if (
+            at is None
+            and not (rebuild or part.paths or part.glob or selection)
+            and self.config.snapshot_source
+        ):
+            from kenning.engine.snapshot import seed
+
+            seeded, notes = seed(self, progress=progress)  # a root without an index starts from a snapshot
+            if seeded is not None:
+                seeded.notes[:0] = notes
+                return seeded
         with self.writer.hold(wait=wait, operation="index"):
             repair = bool(rebuild and self.manifest_error)
             if repair:
@@ -214,6 +233,11 @@ class Engine:
             manifest = Manifest(str(self.root), self.model_name, chosen, created, lexical_only=not semantic)
             self.location.write_manifest(manifest)
             self.manifest = manifest
+            tree = (
+                None
+                if at is None
+                else list_commit(self.root, at, chosen, index_dir_name=self._index_dir_name())
+            )
             db = self._connect()
             try:
                 report = run_index(
@@ -228,6 +252,7 @@ class Engine:
                     semantic=semantic,
                     progress=progress,
                     cancel=cancel,
+                    tree=tree,
                 )
                 # what this run covered is the index's again: forgotten no more
                 kept = [p for p in forgotten(db) if part.paths and not within(p, part.paths)]
@@ -235,6 +260,7 @@ class Engine:
             finally:
                 db.close()
             self._vectors = None
+            report.notes[:0] = notes
             return report
 
     def forget(self, paths: Sequence[str | Path], *, wait: float = 0.0) -> list[str]:
@@ -389,8 +415,10 @@ class Engine:
                 level,
                 expect_vectors=expect_vectors,
             )
+        base = base_of(db.get_meta)
         for result in results:
             result.notes[:0] = notes
+            result.base = base.to_json() if base else None
         if request.before or request.after:
             results = self.with_context(
                 results, preview=request.preview, before=request.before, after=request.after
@@ -473,6 +501,8 @@ class Engine:
         except ValueError:
             pruned = []
         st.pruned = [p for p in pruned if isinstance(p, str)] if isinstance(pruned, list) else []
+        base = base_of(db.get_meta)
+        st.base = base.to_json() if base else None
         if not pending:
             st.skipped += int(db.get_meta(WALK_SKIPPED) or 0)  # absent until a run of this kenning
         else:

@@ -17,13 +17,14 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
 from kenning import chunk, walk
 from kenning.config import Config
 from kenning.embed import Embedder
+from kenning.engine.base_commit import AT_COMMIT, base_of, record_base, record_overlay
 from kenning.engine.pool import Job, Prepared, Settings, prepare_all, workers_for
 from kenning.errors import Interrupted
 from kenning.store import FileRow, Store, write_vectors
@@ -33,6 +34,7 @@ from kenning.store.vectors import complete_but_logged, snapshot_embedded
 from kenning.types import FileEntry, Selection, Skip, embed_text, within
 from kenning.walk import redaction as redact
 from kenning.walk.changes import GitState, git_state
+from kenning.walk.commit import BlobReader, CommitTree
 
 COMMIT_EVERY_S = 1.0
 WINDOWING = "windowing"  # meta key: how long prose passages were embedded (Embedder.windowing)
@@ -86,6 +88,11 @@ class IndexReport:
     # passages this run left without a vector because its embedding budget ran out (a refresh before a search)
     unembedded: int = 0
     elapsed: float = 0.0
+    # the commit the index is based on after the run (kenning.engine.base_commit), and the snapshot this run
+    # started from when it imported one
+    base: dict[str, Any] | None = None
+    snapshot: str = ""
+    notes: list[str] = field(default_factory=list)
     lexical_seconds: float = 0.0
     semantic_seconds: float = 0.0
     _committed: tuple[int, int, int, int, int, int, int] = (0, 0, 0, 0, 0, 0, 0)
@@ -181,13 +188,15 @@ def run_index(
     progress: Progress | None = None,
     cancel: threading.Event | None = None,
     budget: EmbedBudget | None = None,
+    tree: CommitTree | None = None,
 ) -> IndexReport:
     """Index `root` (or only the `scope` part of it) into `db`; the caller holds the writer lock.
 
     Setting `cancel` (from another thread) stops the run like Ctrl-C does: the unfinished batch is rolled back,
     everything committed stays, and the report says `interrupted`. With a `budget` the semantic pass embeds
     only the passages of the scope's files, and only as many as the budget allows (`unembedded` says how many
-    it left).
+    it left). With a commit's `tree` the run indexes that commit's files, read from git's objects, instead of
+    the working tree's, and records the commit as the index's base (see `BASE`).
     """
     progress = progress or NullProgress()
     scope = scope or Scope()
@@ -196,7 +205,7 @@ def run_index(
     db.forget_counts()
     semantic_started: float | None = None
     try:
-        _lexical_pass(root, db, config, selection, index_dir_name, scope, progress, report, cancel)
+        _lexical_pass(root, db, config, selection, index_dir_name, scope, progress, report, cancel, tree)
         report.lexical_seconds = time.perf_counter() - started
         if semantic:
             semantic_started = time.perf_counter()
@@ -229,6 +238,8 @@ def run_index(
             # called without it when unknown: a backend's own save_counts need not take the argument
             counts = db.save_counts() if embedded is None else db.save_counts(embedded=embedded)
         report.files, report.passages = counts["files"], counts["passages"]
+        base = base_of(db.get_meta)
+        report.base = base.to_json() if base else None
         report.coverage = counts["embedded"] / counts["passages"] if counts["passages"] else 1.0
         report.elapsed = time.perf_counter() - started
     return report
@@ -244,7 +255,104 @@ def _lexical_pass(
     progress: Progress,
     report: IndexReport,
     cancel: threading.Event | None,
+    tree: CommitTree | None = None,
 ) -> None:
+    if tree is None:
+        entries, unstored, git = _walk_entries(root, selection, index_dir_name, scope, report)
+    else:
+        entries, unstored, git = _commit_entries(tree, scope, report)
+    known = db.files()
+    settings = index_settings(config)
+    # chunking changed since the last complete pass: re-read everything (vectors stay cached). A fresh index has
+    # nothing stale, so its marker is set at once and an interrupted first run resumes where it stopped.
+    force = bool(known) and db.get_meta("settings") != settings
+    if not known:
+        db.set_meta("settings", settings)
+
+    progress.start("lexical", len(entries))
+    db.begin()
+    if (
+        tree is not None
+    ):  # from here until this run ends, the index is no commit's snapshot (an export refuses)
+        db.set_meta(AT_COMMIT, "")
+    commits = _Committer(db, report)
+    # cheap checks first (size and mtime, then git's blob id); what is left is read and chunked, maybe in a pool
+    jobs: list[tuple[FileEntry, FileRow | None]] = []
+    for entry in entries:
+        _check(cancel)
+        row = known.get(entry.rel)
+        if row is not None and not force and _unchanged_file(db, entry, row, git, report, tree is not None):
+            progress.advance()
+            commits.tick()
+        else:
+            jobs.append((entry, row))
+    if jobs:
+        db.set_meta(AT_COMMIT, "")  # a file may change: no longer exactly the commit's
+    workers = workers_for(sum(e.size for e, _ in jobs), config.chunk_workers)
+    reader = BlobReader(root) if tree is not None else None
+    blobs = tree.blobs if tree is not None else {}
+    results = prepare_all(
+        (
+            Job(
+                e.abspath,
+                e.kind,
+                e.lang,
+                None if row is None or force else row.sha256,
+                e.size,
+                None if reader is None else reader.read(blobs[e.rel]),
+            )
+            for e, row in jobs
+        ),
+        Settings(config.max_chars, config.overlap_chars, config.code_symbols, selection.follow),
+        workers,
+    )
+    try:
+        for (entry, row), prepared in zip(jobs, results, strict=True):
+            _check(cancel)
+            _store(db, entry, row, prepared, git, report)
+            progress.advance()
+            commits.tick()
+    finally:
+        results.close()  # stops the pool's queued work when the run ends early
+        if reader is not None:
+            reader.close()
+    present = {e.rel for e in entries}
+    for rel, row in known.items():
+        if rel not in present and rel in scope:
+            db.set_meta(AT_COMMIT, "")
+            report.passages_removed += db.delete_file(row.id)
+            if row.skip_reason is None:
+                report.removed.append(rel)
+    db.set_meta("settings", settings)
+    db.set_meta(WALK_SKIPPED, str(unstored))
+    db.set_meta(WALK_PRUNED, json.dumps(report.pruned))
+    if tree is not None:
+        record_base(db, tree.commit, tree.blobs, complete=not scope.paths and scope.glob is None)
+    record_overlay(db)
+    db.commit()
+    report.mark_committed()
+    progress.finish()
+
+
+def _commit_entries(
+    tree: CommitTree, scope: Scope, report: IndexReport
+) -> tuple[list[FileEntry], int, GitState]:
+    entries: list[FileEntry] = []
+    unstored = 0
+    for item in tree.entries:
+        if isinstance(item, Skip):
+            unstored += 1
+            if item.rel in scope:
+                report.skipped.append(item)
+        elif item.rel in scope:
+            entries.append(item)
+    # every blob of a commit is what git says it is: none is dirty
+    return entries, unstored, GitState(tree.blobs)
+
+
+def _walk_entries(
+    root: Path, selection: Selection, index_dir_name: str, scope: Scope, report: IndexReport
+) -> tuple[list[FileEntry], int, GitState | None]:
     entries: list[FileEntry] = []
 
     def pruned(rel: str) -> None:
@@ -271,56 +379,7 @@ def _lexical_pass(
                 report.skipped.append(item)
         elif item.rel in scope:
             entries.append(item)
-    known = db.files()
-    settings = index_settings(config)
-    # chunking changed since the last complete pass: re-read everything (vectors stay cached). A fresh index has
-    # nothing stale, so its marker is set at once and an interrupted first run resumes where it stopped.
-    force = bool(known) and db.get_meta("settings") != settings
-    if not known:
-        db.set_meta("settings", settings)
-
-    progress.start("lexical", len(entries))
-    db.begin()
-    commits = _Committer(db, report)
-    # cheap checks first (size and mtime, then git's blob id); what is left is read and chunked, maybe in a pool
-    jobs: list[tuple[FileEntry, FileRow | None]] = []
-    for entry in entries:
-        _check(cancel)
-        row = known.get(entry.rel)
-        if row is not None and not force and _same_by_stat(db, entry, row, git, report):
-            progress.advance()
-            commits.tick()
-        else:
-            jobs.append((entry, row))
-    workers = workers_for(sum(e.size for e, _ in jobs), config.chunk_workers)
-    results = prepare_all(
-        (
-            Job(e.abspath, e.kind, e.lang, None if row is None or force else row.sha256, e.size)
-            for e, row in jobs
-        ),
-        Settings(config.max_chars, config.overlap_chars, config.code_symbols, selection.follow),
-        workers,
-    )
-    try:
-        for (entry, row), prepared in zip(jobs, results, strict=True):
-            _check(cancel)
-            _store(db, entry, row, prepared, git, report)
-            progress.advance()
-            commits.tick()
-    finally:
-        results.close()  # stops the pool's queued work when the run ends early
-    present = {e.rel for e in entries}
-    for rel, row in known.items():
-        if rel not in present and rel in scope:
-            report.passages_removed += db.delete_file(row.id)
-            if row.skip_reason is None:
-                report.removed.append(rel)
-    db.set_meta("settings", settings)
-    db.set_meta(WALK_SKIPPED, str(unstored))
-    db.set_meta(WALK_PRUNED, json.dumps(report.pruned))
-    db.commit()
-    report.mark_committed()
-    progress.finish()
+    return entries, unstored, git
 
 
 class _Committer:
@@ -338,9 +397,18 @@ class _Committer:
             self.last = time.monotonic()
 
 
-def _same_by_stat(
-    db: Store, entry: FileEntry, row: FileRow, git: GitState | None, report: IndexReport
+def _unchanged_file(
+    db: Store, entry: FileEntry, row: FileRow, git: GitState | None, report: IndexReport, by_blob: bool
 ) -> bool:
+    if by_blob:  # a commit's file has no mtime, and its blob id is exact
+        assert git is not None
+        commit_blob = git.blobs[entry.rel]
+        if row.blob_id != commit_blob:
+            return False
+        if (row.size, row.mtime_ns) != (entry.size, entry.mtime_ns):
+            db.touch_file(row.id, entry.size, entry.mtime_ns, commit_blob)
+        _unchanged(row, report)
+        return True
     if row.size == entry.size and row.mtime_ns == entry.mtime_ns:
         _unchanged(row, report)
         return True

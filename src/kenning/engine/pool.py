@@ -44,6 +44,8 @@ class Job:
     lang: str | None
     known_sha: str | None  # the stored content hash, when the file was indexed before and may be unchanged
     size: int = 0  # bytes, for sizing batches
+    # the file's bytes when they do not come from `path` (a commit's blob, read from git's object store)
+    data: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +72,8 @@ def ehash(text: str) -> bytes:
 
 def prepare(job: Job, settings: Settings) -> Prepared:
     """Read, hash, decode and chunk one file (runs in a worker or in process)."""
-    data = walk.read_bytes(job.path, follow=settings.follow)  # never blocks: the path may be a FIFO by now
+    # never blocks: the path may be a FIFO by now
+    data = walk.read_bytes(job.path, follow=settings.follow) if job.data is None else job.data
     if isinstance(data, walk.NotText):
         return Prepared(None, skip=data.reason)
     sha = sha256_bytes(data)
@@ -130,7 +133,7 @@ def workers_for(total_bytes: int, configured: int) -> int:
 # Jobs and results cross the process boundary as plain tuples: the frozen dataclasses pickle through Python code
 # per object, 2-3x slower, and the parent's share of that runs in its pool threads, under the GIL its writer
 # needs.
-_JobTuple = tuple[str, FileKind, str | None, str | None, int]
+_JobTuple = tuple[str, FileKind, str | None, str | None, int, bytes | None]
 _PreparedTuple = tuple[str | None, bool, list[PassageValues], list[Definition], str | None]
 
 
@@ -173,7 +176,7 @@ def prepare_all(jobs: Iterable[Job], settings: Settings, workers: int) -> Genera
     pending: deque[Future[list[_PreparedTuple]]] = deque()
     try:
         for batch in _batches(jobs):
-            packed = [(j.path, j.kind, j.lang, j.known_sha, j.size) for j in batch]
+            packed = [(j.path, j.kind, j.lang, j.known_sha, j.size, j.data) for j in batch]
             pending.append(pool.submit(prepare_batch, packed, settings))
             if len(pending) >= workers * IN_FLIGHT_PER_WORKER:
                 yield from (Prepared(*p) for p in pending.popleft().result())

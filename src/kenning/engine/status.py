@@ -37,6 +37,8 @@ class Status:
     rechunk: bool = False  # built with other chunking settings (an older kenning, or changed config)
     # folders the default ignore list pruned, as of the last index run (see IndexReport.pruned)
     pruned: list[str] = dataclasses.field(default_factory=list)
+    # the commit the index is based on (kenning.engine.base_commit.Base.to_json), None for a working tree's
+    base: dict[str, Any] | None = None
     store: str = (
         "sqlite"  # the backend: "sqlite" (index_dir is a folder) or "postgres" (a server, no password)
     )

@@ -293,6 +293,8 @@ def render_json(
             for r in results
         ],
         "hits": total,
+        # the commit the index is based on, its age and how many files are overlaid on it (None: no commit)
+        "base": results[0].base if results else None,
         "elapsed_ms": round((time.perf_counter() - started) * 1000, 1),
         "literal": literal,
         "good_match": any(r.hits and matches_well(r) for r in results),

@@ -1,0 +1,328 @@
+"""Index once, search everywhere (issue 22): a commit's index, built by CI, shipped as a file, with the
+working tree's edits laid on top where it is searched.
+
+CI runs `kenning snapshot export --commit HEAD -o X.kpack .`: the index is brought to that commit's files
+(read from git's objects, `Engine.index(commit=...)`) and packed (`kenning.store.pack`). A machine that has no
+index of a root yet, and a `snapshot_source`, starts from the newest snapshot whose commit is an ancestor of
+HEAD (the merge-base side of the history, so the overlay is small): the pack's database becomes the local
+index, and an ordinary index run then brings in every file that differs from that commit (committed since,
+staged, unstaged, untracked, deleted). Files whose blob git vouches for are recognised by blob id and never
+read; only the differing files are chunked and embedded here. The result is the index a full local run would
+build (same files, same passages, same vectors), which `tests/test_snapshot.py` checks hit for hit.
+
+Vectors the local index already made survive an import: those of passages the snapshot lacks are carried
+over, so moving to a newer snapshot does not embed the local edits again.
+
+On PostgreSQL the commit's index is simply there for every reader; packing is for the SQLite store.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kenning.engine.base_commit import BASE, base_of
+from kenning.engine.index import IndexReport, Progress, publish
+from kenning.errors import IndexCorrupt, IndexError_, IndexMismatch, KenningError, UsageError
+from kenning.store.layout import Manifest
+from kenning.store.pack import PackInfo, read_info, unpack_db, write_pack
+from kenning.store.sqlite.schema import SCHEMA_VERSION
+from kenning.types import Selection
+from kenning.version import version
+from kenning.walk.changes import git_output
+from kenning.walk.commit import resolve_commit
+
+if TYPE_CHECKING:
+    from kenning.engine import Engine
+
+__all__ = ["Candidate", "export", "find_snapshot", "import_snapshot", "prune", "seed"]
+
+PACK_SUFFIX = ".kpack"
+URL_HISTORY = 50  # commits of HEAD's first-parent history a {commit} URL is tried for, newest first
+URL_TIMEOUT = 30.0
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A snapshot a source offers: its header, and where it is (a local file, maybe downloaded)."""
+
+    info: PackInfo
+    path: Path
+    where: str  # as the user would name it: the file, or the URL it came from
+
+
+# -- exporting ----------------------------------------------------------------------------------------------
+def export(
+    engine: Engine, out: Path, *, commit: str | None = None, progress: Progress | None = None
+) -> PackInfo:
+    """Pack the index of `engine`'s root as the snapshot of a commit: with `commit`, the index is first
+    brought to that commit's files (which costs only the blobs it does not hold yet)."""
+    if engine.location.shared:
+        raise UsageError(
+            "an index on PostgreSQL needs no export: every reader configured with the same store searches it",
+            hint="leave out --store to export the local SQLite index",
+        )
+    if out.suffix != PACK_SUFFIX:
+        raise UsageError(f"{out} does not end in {PACK_SUFFIX}", hint=f"name the output file *{PACK_SUFFIX}")
+    if commit is not None:
+        report = engine.index(commit=commit, progress=progress)
+        if report.interrupted:
+            raise KenningError("the index run was interrupted: nothing exported", hint="run the export again")
+    with engine.writer.hold(wait=30.0, operation="export"):
+        db = engine._connect(readonly=True)
+        try:
+            base = base_of(db.get_meta)
+            counts = db.counts()
+            settings = db.get_meta("settings") or ""
+        finally:
+            db.close()
+        manifest = engine.manifest
+        if base is None or not base.exact or manifest is None:
+            raise UsageError(
+                f"the index of {engine.root} does not hold exactly one commit's files "
+                "(files of the working tree were indexed into it since)",
+                hint=f"run `kenning snapshot export --commit HEAD -o {out} {engine.root}`",
+            )
+        if commit is not None and resolve_commit(engine.root, commit).sha != base.commit:
+            raise UsageError(f"the index of {engine.root} is not at {commit}", hint="run the export again")
+        if not manifest.lexical_only and counts["embedded"] < counts["passages"]:
+            raise UsageError(
+                f"only {counts['embedded']} of {counts['passages']} passages have a vector: a snapshot ships "
+                "full quality or says it is lexical-only",
+                hint=f"run `kenning index --commit {base.commit[:12]} {engine.root}` to finish the vectors",
+            )
+        info = PackInfo(
+            commit=base.commit,
+            committed=base.committed,
+            subject=base.subject,
+            model=engine.model_name,
+            identity=engine.embedder.identity,
+            remote=engine.embedder.remote,
+            lexical_only=manifest.lexical_only,
+            selection=manifest.to_json()["selection"],
+            settings=settings,
+            files=counts["files"],
+            passages=counts["passages"],
+            embedded=counts["embedded"],
+            created=time.time(),
+            schema=SCHEMA_VERSION,
+            db_sha256="",  # filled in by write_pack, from the copy it packs
+            db_bytes=0,
+            kenning=version(),
+        )
+        return write_pack(engine.db_path, info, out)
+
+
+# -- finding one --------------------------------------------------------------------------------------------
+def _is_url(source: str) -> bool:
+    return source.startswith(("http://", "https://"))
+
+
+def find_snapshot(engine: Engine, source: str) -> tuple[Candidate | None, list[str]]:
+    """The snapshot `source` offers for this root: the newest whose commit is an ancestor of HEAD (or HEAD
+    itself). Notes say what was passed over and why."""
+    notes: list[str] = []
+    if source.startswith(("postgresql:", "postgres:")):
+        raise UsageError(
+            "snapshot_source cannot be a PostgreSQL server: an index there is searched where it is",
+            hint="set store to that URL instead, or point snapshot_source at .kpack files",
+        )
+    if _is_url(source):
+        return _from_url(engine, source, notes), notes
+    path = Path(os.path.expanduser(source)).resolve()  # a relative one is the command line's: the cwd's
+    if path.is_dir():
+        found: list[Candidate] = []
+        for file in sorted(path.glob(f"*{PACK_SUFFIX}")):
+            try:
+                found.append(Candidate(read_info(file), file, str(file)))
+            except IndexError_ as exc:
+                notes.append(f"passed over {file.name}: {exc.message}")
+    elif path.is_file():
+        found = [Candidate(read_info(path), path, str(path))]
+    else:
+        raise UsageError(
+            f"snapshot source {path} does not exist",
+            hint="point snapshot_source at a .kpack file, a folder of them, or an http(s) URL",
+        )
+    usable = [c for c in found if _usable(engine, c, notes)]
+    usable.sort(key=lambda c: (c.info.committed, c.info.created), reverse=True)
+    return (usable[0] if usable else None), notes
+
+
+def _usable(engine: Engine, cand: Candidate, notes: list[str]) -> bool:
+    sha = cand.info.commit
+    try:
+        git_output(engine.root, "merge-base", "--is-ancestor", sha, "HEAD")
+    except subprocess.CalledProcessError as exc:
+        why = "is not an ancestor of HEAD" if exc.returncode == 1 else "is not in this clone (fetch it)"
+        notes.append(f"passed over {cand.where}: commit {sha[:12]} {why}")
+        return False
+    except (OSError, subprocess.SubprocessError, UnicodeDecodeError):
+        notes.append(f"passed over {cand.where}: git cannot say whether {sha[:12]} is an ancestor of HEAD")
+        return False
+    return True
+
+
+def _from_url(engine: Engine, source: str, notes: list[str]) -> Candidate | None:
+    if "{commit}" not in source:
+        urls = [source]
+    else:
+        try:
+            history = git_output(
+                engine.root, "rev-list", "--first-parent", f"-n{URL_HISTORY}", "HEAD"
+            ).split()
+        except (OSError, subprocess.SubprocessError, UnicodeDecodeError):
+            raise UsageError(
+                f"{engine.root} has no git history to look up snapshots by commit",
+                hint="run it in a git clone, or point snapshot_source at one snapshot",
+            ) from None
+        urls = [source.replace("{commit}", sha) for sha in history]
+    downloads = engine.home / "downloads"
+    for url in urls:
+        downloads.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(dir=downloads, suffix=PACK_SUFFIX)
+        target = Path(name)
+        try:
+            # only http(s) URLs reach here (_is_url); urllib follows redirects to http(s) only
+            with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=URL_TIMEOUT) as answer:
+                shutil.copyfileobj(answer, out, 1 << 20)
+        except urllib.error.HTTPError as exc:
+            target.unlink(missing_ok=True)
+            if exc.code == 404:
+                continue
+            raise UsageError(
+                f"snapshot source {url} answered HTTP {exc.code}", hint="check snapshot_source"
+            ) from None
+        except (urllib.error.URLError, OSError, TimeoutError) as exc:
+            target.unlink(missing_ok=True)
+            raise UsageError(
+                f"cannot fetch snapshot {url} ({getattr(exc, 'reason', exc)})", hint="check snapshot_source"
+            ) from None
+        cand = Candidate(read_info(target), target, url)
+        if _usable(engine, cand, notes):
+            return cand
+        target.unlink(missing_ok=True)
+    notes.append(f"no snapshot at {source} for the last {len(urls)} commits of HEAD")
+    return None
+
+
+# -- importing ----------------------------------------------------------------------------------------------
+def import_snapshot(engine: Engine, cand: Candidate, *, progress: Progress | None = None) -> IndexReport:
+    """Make `cand` the base of this root's index, then index the working tree's differences on top."""
+    info = cand.info
+    if engine.location.shared:
+        raise UsageError(
+            "a snapshot is imported into the local SQLite index, not into a PostgreSQL store",
+            hint="leave out --store (and unset KENNING_STORE) to import it",
+        )
+    if info.identity != engine.embedder.identity:
+        raise IndexMismatch(
+            f"snapshot {cand.where} was made with model {info.model!r} ({info.identity}); this index uses "
+            f"{engine.model_name!r} ({engine.embedder.identity}): vectors of one model mean nothing to another",
+            hint=f"search with that model (--model {info.model}, or model = {info.model!r} in your config)",
+        )
+    slug = engine.embedder.slug
+    with engine.writer.hold(wait=30.0, operation="import"):
+        engine.close()
+        engine.location.prepare(slug, rebuild=False, repair_manifest=engine.manifest_error is not None)
+        incoming = engine.directory / "index.db.import"
+        unpack_db(cand.path, incoming)
+        _carry_vectors(engine.db_path, incoming)
+        for old in engine.directory.iterdir():
+            if old.name.startswith(("index.db-", "vectors-")) or old.name == "index.db":
+                old.unlink()
+        os.replace(incoming, engine.db_path)
+        selection = _selection(info.selection, cand.where)
+        created = engine.manifest.created if engine.manifest else time.time()
+        engine.location.write_manifest(
+            Manifest(str(engine.root), engine.model_name, selection, created, lexical_only=info.lexical_only)
+        )
+        engine.reload_manifest()
+        db = engine._connect()
+        try:
+            base = json.loads(db.get_meta(BASE) or "{}")
+            db.set_meta(BASE, json.dumps({**base, "source": cand.where, "imported": time.time()}))
+            publish(engine.directory, db, engine.embedder.dim)
+        finally:
+            db.close()
+    report = engine.index(progress=progress)  # the overlay: the working tree's differences
+    report.snapshot = cand.where
+    return report
+
+
+def _selection(raw: dict[str, Any], where: str) -> Selection:
+    try:
+        values = dict(raw)
+        for key in ("globs", "iglobs", "types", "types_not", "ignore_files"):
+            values[key] = tuple(values.get(key, ()))
+        return Selection(**values)
+    except (TypeError, ValueError) as exc:
+        raise IndexCorrupt(f"{where} is damaged: its file selection is malformed ({exc})") from None
+
+
+def _carry_vectors(old: Path, new: Path) -> None:
+    """Copy into the incoming database the vectors the old index made for passages the snapshot lacks (this
+    machine's edits), so they are not embedded again."""
+    if not old.exists():
+        return
+    conn = sqlite3.connect(new)
+    try:
+        conn.execute("ATTACH DATABASE ? AS old", (f"file:{old}?mode=ro",))
+    except sqlite3.DatabaseError:
+        conn.close()
+        return  # an old index that cannot be read has nothing to give
+    try:
+        conn.execute("BEGIN")
+        conn.execute(
+            "INSERT OR IGNORE INTO main.embeddings(ehash, vec) SELECT e.ehash, e.vec FROM old.embeddings e "
+            "WHERE e.ehash NOT IN (SELECT ehash FROM main.embeddings) "
+            "AND e.ehash IN (SELECT ehash FROM old.passages)"
+        )
+        conn.execute("COMMIT")
+    except sqlite3.DatabaseError:
+        conn.execute("ROLLBACK")
+    finally:
+        conn.close()
+
+
+def seed(engine: Engine, *, progress: Progress | None = None) -> tuple[IndexReport | None, list[str]]:
+    """Start a root that has no index from its configured snapshot source, if it offers one."""
+    source = engine.config.snapshot_source
+    if not source or engine.location.shared or engine.exists():
+        return None, []
+    cand, notes = find_snapshot(engine, source)
+    if cand is None:
+        return None, notes
+    return import_snapshot(engine, cand, progress=progress), notes
+
+
+# -- pruning ------------------------------------------------------------------------------------------------
+def prune(folder: Path, keep: int) -> list[Path]:
+    """Delete all but the `keep` newest snapshots (by commit time) of a folder of them; what was deleted."""
+    if keep < 1:
+        raise UsageError(f"--keep {keep} would delete every snapshot", hint="keep at least 1")
+    if not folder.is_dir():
+        raise UsageError(
+            f"{folder} is not a folder of snapshots", hint="name the folder the .kpack files are in"
+        )
+    dated = []
+    for file in folder.glob(f"*{PACK_SUFFIX}"):
+        try:
+            dated.append(((read_info(file).committed, file.stat().st_mtime), file))
+        except IndexError_:
+            continue  # not ours to judge: a damaged file is left for its owner
+    dated.sort(reverse=True)
+    gone = [file for _, file in dated[keep:]]
+    for file in gone:
+        file.unlink()
+    return gone

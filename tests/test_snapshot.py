@@ -1,0 +1,236 @@
+"""Commit snapshots (issue 22): a commit's index read from git's objects, packed, imported into a clone with
+edits, and searched as if the clone had been indexed whole. Real git repositories, the real SQLite index,
+the real CLI in a subprocess."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import sqlite3
+import tarfile
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from conftest import git, make_tree, run_cli
+from kenning.engine import Engine
+from kenning.engine.snapshot import Candidate, export, find_snapshot, import_snapshot, prune
+from kenning.errors import IndexCorrupt, IndexMismatch, UsageError
+from kenning.store.pack import read_info
+
+TOPICS = [
+    ("upload", "retry failed uploads with exponential backoff and jitter"),
+    ("auth", "refresh the session token before it expires"),
+    ("cache", "evict the least recently used entries when the cache is full"),
+    ("parse", "parse the configuration file and report unknown keys"),
+    ("queue", "drain the work queue and stop the workers gracefully"),
+    ("render", "render the page template with escaped user input"),
+    ("metrics", "count requests per route and export them as histograms"),
+    ("search", "rank documents by term frequency and inverse document frequency"),
+]
+
+
+def _files(n: int = 24) -> dict[str, str]:
+    files: dict[str, str] = {}
+    for i in range(n):
+        name, topic = TOPICS[i % len(TOPICS)]
+        files[f"src/{name}_{i}.py"] = (
+            f'def {name}_step_{i}(value):\n    """{topic} (step {i})."""\n    return value + {i}\n\n\n'
+            f"class {name.title()}Helper{i}:\n    def run(self):\n        return {name}_step_{i}({i})\n"
+        )
+        if i % 3 == 0:
+            files[f"docs/{name}_{i}.md"] = f"# {name.title()} {i}\n\nHow to {topic}.\n\nSee also step {i}.\n"
+    files[".env"] = "API_KEY=secret\n"
+    return files
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    root = make_tree(tmp_path / "origin", _files())
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "first")
+    return root
+
+
+def _clone(origin: Path, where: Path) -> Path:
+    git(origin.parent, "clone", "-q", str(origin), str(where))
+    return where
+
+
+def _pack(make: Callable[..., Engine], root: Path, out: Path, commit: str = "HEAD") -> Path:
+    engine = make(root)
+    export(engine, out, commit=commit)
+    engine.close()
+    return out
+
+
+def _ranked(engine: Engine, query: str, mode: str) -> list[tuple[str, int, int, float]]:
+    (result,) = engine.search(query, mode=mode, limit=15, refresh="off")  # type: ignore[arg-type]
+    return [(h.path, h.start_line, h.end_line, round(h.score, 6)) for h in result.hits]
+
+
+def test_index_commit_reads_git_objects_not_the_working_tree(
+    repo: Path, engine_factory: Callable[..., Engine]
+) -> None:
+    (repo / "src/upload_0.py").write_text("def upload_step_0():\n    return 'edited, not committed'\n")
+    (repo / "untracked.md").write_text("# not in any commit\n")
+    engine = engine_factory(repo)
+    report = engine.index(commit="HEAD")
+    assert "untracked.md" not in report.added
+    assert any(s.rel == ".env" for s in report.skipped)  # secrets stay out of a snapshot by name
+    (result,) = engine.search("exponential backoff jitter", mode="lexical", refresh="off")
+    shown = {h.path: h.text for h in result.hits}
+    assert "jitter" in shown["src/upload_0.py"]  # the committed text, not the edit
+    (result,) = engine.search("edited not committed", mode="lexical", refresh="off")
+    assert "src/upload_0.py" not in {h.path for h in result.hits}
+    assert report.base is not None and report.base["commit"] == git(repo, "rev-parse", "HEAD").strip()
+    assert engine._open().get_meta("at_commit") == report.base["commit"]
+
+
+def test_next_commit_reads_only_the_changed_blobs(repo: Path, engine_factory: Callable[..., Engine]) -> None:
+    engine = engine_factory(repo)
+    first = engine.index(commit="HEAD")
+    (repo / "src/cache_2.py").write_text("def cache_step_2():\n    return 'evict nothing'\n")
+    git(repo, "commit", "-qam", "second")
+    second = engine.index(commit="HEAD")
+    assert second.changed == ["src/cache_2.py"]
+    assert second.unchanged == len(first.added) - 1
+    assert second.embedded <= 2  # only the changed file's passages
+    assert second.base is not None and second.base["subject"] == "second"
+
+
+def test_overlay_ranks_like_a_full_local_index(
+    repo: Path, tmp_path: Path, engine_factory: Callable[..., Engine]
+) -> None:
+    pack = _pack(engine_factory, repo, tmp_path / "packs" / "a.kpack")
+    clone = _clone(repo, tmp_path / "clone")
+    # every kind of difference: committed since, staged, unstaged, renamed, deleted, untracked
+    (clone / "src/auth_1.py").write_text(
+        "def auth_step_1():\n    '''refresh tokens early, retry uploads'''\n"
+    )
+    git(clone, "commit", "-qam", "committed since the snapshot")
+    (clone / "src/parse_3.py").write_text("def parse_step_3():\n    '''parse the file, report keys'''\n")
+    git(clone, "add", "src/parse_3.py")
+    (clone / "src/queue_4.py").write_text("def queue_step_4():\n    '''drain the queue, retry failed'''\n")
+    git(clone, "mv", "src/render_5.py", "src/rendering_5.py")
+    git(clone, "rm", "-q", "src/metrics_6.py")
+    (clone / "docs/queue_12.md").unlink()
+    (clone / "notes.md").write_text("# Notes\n\nUploads that fail are retried with backoff.\n")
+
+    seeded = engine_factory(clone)
+    report = import_snapshot(seeded, Candidate(read_info(pack), pack, str(pack)))
+    assert report.base is not None and report.base["overlaid"] == 8
+    # only the differing files were read and embedded here
+    assert sorted(report.added) == ["notes.md", "src/rendering_5.py"]
+    assert sorted(report.changed) == ["src/auth_1.py", "src/parse_3.py", "src/queue_4.py"]
+    assert sorted(report.removed) == ["docs/queue_12.md", "src/metrics_6.py", "src/render_5.py"]
+
+    full = engine_factory(clone, index_dir=str(tmp_path / "elsewhere"))
+    full.index()
+    for query in ("retry failed uploads", "refresh the session token", "parse configuration keys", "drain"):
+        for mode in ("lexical", "semantic", "hybrid"):
+            assert _ranked(seeded, query, mode) == _ranked(full, query, mode), (query, mode)
+
+
+def test_a_corrupt_foreign_or_other_model_snapshot_is_refused(
+    repo: Path, tmp_path: Path, engine_factory: Callable[..., Engine]
+) -> None:
+    pack = _pack(engine_factory, repo, tmp_path / "a.kpack")
+    clone = _clone(repo, tmp_path / "clone")
+    engine = engine_factory(clone)
+    data = bytearray(pack.read_bytes())
+    data[-30000] ^= 0xFF
+    bad = tmp_path / "bad.kpack"
+    bad.write_bytes(bytes(data))
+    with pytest.raises(IndexCorrupt, match="checksum"):
+        import_snapshot(engine, Candidate(read_info(bad), bad, str(bad)))
+    assert not engine.exists()  # nothing half-imported stays
+
+    # a pack carrying a trigger of its own: refused before it is ever opened for writing
+    inner = tmp_path / "inner"
+    inner.mkdir()
+    with tarfile.open(pack) as tar:
+        header = json.loads(tar.extractfile("kpack.json").read())  # type: ignore[union-attr]
+        (inner / "index.db").write_bytes(tar.extractfile("index.db").read())  # type: ignore[union-attr]
+    conn = sqlite3.connect(inner / "index.db")
+    conn.execute("CREATE TRIGGER evil AFTER INSERT ON files BEGIN DELETE FROM passages; END")
+    conn.commit()
+    conn.close()
+    blob = (inner / "index.db").read_bytes()
+    header.update(db_sha256=hashlib.sha256(blob).hexdigest(), db_bytes=len(blob))
+    forged = tmp_path / "forged.kpack"
+    with tarfile.open(forged, "w") as tar:
+        for name, content in (("kpack.json", json.dumps(header).encode()), ("index.db", blob)):
+            info = tarfile.TarInfo(name)
+            info.size = len(content)
+            tar.addfile(info, io.BytesIO(content))
+    with pytest.raises(IndexCorrupt, match="evil"):
+        import_snapshot(engine, Candidate(read_info(forged), forged, str(forged)))
+
+    from kenning.embed.hashing import HashEmbedder
+
+    other = engine_factory(clone, embedder=HashEmbedder(dim=32))
+    with pytest.raises(IndexMismatch, match="model"):
+        import_snapshot(other, Candidate(read_info(pack), pack, str(pack)))
+
+
+def test_a_snapshot_of_a_commit_outside_head_history_is_passed_over(
+    repo: Path, tmp_path: Path, engine_factory: Callable[..., Engine]
+) -> None:
+    clone = _clone(repo, tmp_path / "clone")
+    (repo / "src/upload_0.py").write_text("def x():\n    return 1\n")
+    git(repo, "commit", "-qam", "on origin only")
+    folder = tmp_path / "packs"
+    _pack(engine_factory, repo, folder / "new.kpack")
+    found, notes = find_snapshot(engine_factory(clone), str(folder))
+    assert found is None
+    assert any("is not in this clone" in n or "not an ancestor" in n for n in notes)
+
+
+def test_export_refuses_an_index_with_working_tree_files(
+    repo: Path, tmp_path: Path, engine_factory: Callable[..., Engine]
+) -> None:
+    engine = engine_factory(repo)
+    engine.index(commit="HEAD")
+    (repo / "extra.md").write_text("# extra\n\nworking tree only\n")
+    engine.index()
+    with pytest.raises(UsageError, match="exactly one commit"):
+        export(engine, tmp_path / "x.kpack")
+
+
+def test_prune_keeps_the_newest_commits(
+    repo: Path, tmp_path: Path, engine_factory: Callable[..., Engine]
+) -> None:
+    folder = tmp_path / "packs"
+    for i in range(3):
+        (repo / f"doc{i}.md").write_text(f"# doc {i}\n\ntext {i}\n")
+        git(repo, "add", "-A")
+        git(repo, "commit", "-qm", f"c{i}")
+        _pack(engine_factory, repo, folder / f"c{i}.kpack")
+    gone = prune(folder, 2)
+    assert len(gone) == 1 and len(list(folder.glob("*.kpack"))) == 2
+
+
+def test_cli_ci_exports_and_a_fresh_clone_starts_from_it(repo: Path, tmp_path: Path) -> None:
+    pack = tmp_path / "ci" / "k.kpack"
+    done = run_cli("snapshot", "export", "--commit", "HEAD", "-o", str(pack), str(repo), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    clone = _clone(repo, tmp_path / "clone")
+    (clone / "mine.md").write_text("# Mine\n\nhow we retry failed uploads locally\n")
+    env = {"KENNING_SNAPSHOT_SOURCE": str(pack.parent)}
+    done = run_cli("search", "--json", "retry failed uploads", str(clone), cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout.splitlines()[-1])
+    assert summary["base"]["commit"] == git(repo, "rev-parse", "HEAD").strip()
+    assert summary["base"]["overlaid"] == 1
+    hits = [json.loads(line)["path"] for line in done.stdout.splitlines()[:-1]]
+    assert "mine.md" in hits
+    status = run_cli("status", "--json", str(clone), cwd=tmp_path)
+    assert json.loads(status.stdout)["base"]["source"] == str(pack)
+    # a workspace file cannot choose what its reader's searches start from
+    (clone / ".kenning.toml").write_text(f'snapshot_source = "{pack}"\n')
+    done = run_cli("status", str(clone), cwd=tmp_path)
+    assert done.returncode != 0 and "snapshot_source cannot be set by a workspace file" in done.stderr
