@@ -107,18 +107,7 @@ def test_overlay_ranks_like_a_full_local_index(
 ) -> None:
     pack = _pack(engine_factory, repo, tmp_path / "packs" / "a.kpack")
     clone = _clone(repo, tmp_path / "clone")
-    # every kind of difference: committed since, staged, unstaged, renamed, deleted, untracked
-    (clone / "src/auth_1.py").write_text(
-        "def auth_step_1():\n    '''refresh tokens early, retry uploads'''\n"
-    )
-    git(clone, "commit", "-qam", "committed since the snapshot")
-    (clone / "src/parse_3.py").write_text("def parse_step_3():\n    '''parse the file, report keys'''\n")
-    git(clone, "add", "src/parse_3.py")
-    (clone / "src/queue_4.py").write_text("def queue_step_4():\n    '''drain the queue, retry failed'''\n")
-    git(clone, "mv", "src/render_5.py", "src/rendering_5.py")
-    git(clone, "rm", "-q", "src/metrics_6.py")
-    (clone / "docs/queue_12.md").unlink()
-    (clone / "notes.md").write_text("# Notes\n\nUploads that fail are retried with backoff.\n")
+    _edit_everything(clone)
 
     seeded = engine_factory(clone)
     report = import_snapshot(seeded, Candidate(read_info(pack), pack, str(pack)))
@@ -130,7 +119,7 @@ def test_overlay_ranks_like_a_full_local_index(
 
     full = engine_factory(clone, index_dir=str(tmp_path / "elsewhere"))
     full.index()
-    for query in ("retry failed uploads", "refresh the session token", "parse configuration keys", "drain"):
+    for query in QUERIES:
         for mode in ("lexical", "semantic", "hybrid"):
             assert _ranked(seeded, query, mode) == _ranked(full, query, mode), (query, mode)
 
@@ -234,3 +223,69 @@ def test_cli_ci_exports_and_a_fresh_clone_starts_from_it(repo: Path, tmp_path: P
     (clone / ".kenning.toml").write_text(f'snapshot_source = "{pack}"\n')
     done = run_cli("status", str(clone), cwd=tmp_path)
     assert done.returncode != 0 and "snapshot_source cannot be set by a workspace file" in done.stderr
+
+
+def _edit_everything(clone: Path) -> None:
+    """Every kind of difference from the snapshot's commit: committed since, staged, unstaged, renamed,
+    deleted, untracked."""
+    (clone / "src/auth_1.py").write_text(
+        "def auth_step_1():\n    '''refresh tokens early, retry uploads'''\n"
+    )
+    git(clone, "commit", "-qam", "committed since the snapshot")
+    (clone / "src/parse_3.py").write_text("def parse_step_3():\n    '''parse the file, report keys'''\n")
+    git(clone, "add", "src/parse_3.py")
+    (clone / "src/queue_4.py").write_text("def queue_step_4():\n    '''drain the queue, retry failed'''\n")
+    git(clone, "mv", "src/render_5.py", "src/rendering_5.py")
+    git(clone, "rm", "-q", "src/metrics_6.py")
+    (clone / "docs/queue_12.md").unlink()
+    (clone / "notes.md").write_text("# Notes\n\nUploads that fail are retried with backoff.\n")
+
+
+QUERIES = (
+    "retry failed uploads",
+    "refresh the session token",
+    "parse configuration keys",
+    "drain",
+    "helper run",
+)
+
+
+def test_overlay_on_a_shared_postgres_index_ranks_like_a_full_index_of_the_working_tree(
+    repo: Path, tmp_path: Path, pg_url: str, engine_factory: Callable[..., Engine]
+) -> None:
+    clone = _clone(repo, tmp_path / "clone")
+    team = engine_factory(clone, store=pg_url, store_name="team")
+    report = team.index(commit="HEAD")  # what CI does: the commit's files, not this clone's
+    assert report.base is not None
+    _edit_everything(clone)
+
+    reader = engine_factory(clone, store=pg_url, store_name="team")
+    full = engine_factory(clone, store=pg_url, store_name="whole")
+    full.index()  # the working tree as it is, indexed whole on the same server
+    for query in QUERIES:
+        for mode in ("lexical", "semantic", "hybrid"):
+            (mine,) = reader.search(query, mode=mode, limit=15)  # type: ignore[arg-type]
+            (want,) = full.search(query, mode=mode, limit=15, refresh="off")  # type: ignore[arg-type]
+            got = [(h.path, h.start_line, h.end_line, round(h.score, 6), h.stale) for h in mine.hits]
+            expected = [(h.path, h.start_line, h.end_line, round(h.score, 6), h.stale) for h in want.hits]
+            assert got == expected, (query, mode)
+            assert mine.searched == want.searched
+    assert mine.base is not None and mine.base["overlaid"] == 8
+    # the team's index was never written by the reader
+    assert team.status(pending=False).passages == report.passages
+
+
+def test_overlay_on_postgres_follows_a_revert(
+    repo: Path, tmp_path: Path, pg_url: str, engine_factory: Callable[..., Engine]
+) -> None:
+    clone = _clone(repo, tmp_path / "clone")
+    engine_factory(clone, store=pg_url, store_name="team").index(commit="HEAD")
+    reader = engine_factory(clone, store=pg_url, store_name="team")
+    target = clone / "src/cache_2.py"
+    original = target.read_text()
+    target.write_text("def cache_step_2():\n    '''a zebra crossing the cache'''\n")
+    (hit,) = reader.search("zebra crossing", mode="lexical")
+    assert [h.path for h in hit.hits] == ["src/cache_2.py"] and hit.base and hit.base["overlaid"] == 1
+    target.write_text(original)  # back to the commit's bytes: the overlay lets the file go
+    (hit,) = reader.search("zebra crossing", mode="lexical")
+    assert hit.hits == [] and hit.base and hit.base["overlaid"] == 0

@@ -15,6 +15,7 @@ before a search), `status` (what it reports) and `pool` (chunking in worker proc
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import threading
 import time
@@ -401,6 +402,11 @@ class Engine:
                 "as it is (hits from files changed since indexing are marked stale)"
             ]
         db = self._open()
+        if self.location.shared and request.refresh == "wait":
+            # a team's index is never written by a search: this machine's edits go on top of it instead
+            from kenning.engine.overlay import overlaid
+
+            db = overlaid(self, db)
         expect_vectors = not (self.manifest and self.manifest.lexical_only)
         semantic = request.mode != "lexical"
         with db.snapshot():  # one snapshot for the whole search
@@ -416,6 +422,11 @@ class Engine:
                 expect_vectors=expect_vectors,
             )
         base = base_of(db.get_meta)
+        if db is not self._db:
+            masked: frozenset[str] = getattr(db, "masked", frozenset())
+            if base is not None:
+                base = dataclasses.replace(base, overlaid=len(masked))
+            db.close()  # the overlay's reader (the shared index stays open for the next search)
         for result in results:
             result.notes[:0] = notes
             result.base = base.to_json() if base else None

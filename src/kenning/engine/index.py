@@ -189,6 +189,7 @@ def run_index(
     cancel: threading.Event | None = None,
     budget: EmbedBudget | None = None,
     tree: CommitTree | None = None,
+    only: frozenset[str] | None = None,
 ) -> IndexReport:
     """Index `root` (or only the `scope` part of it) into `db`; the caller holds the writer lock.
 
@@ -196,7 +197,8 @@ def run_index(
     everything committed stays, and the report says `interrupted`. With a `budget` the semantic pass embeds
     only the passages of the scope's files, and only as many as the budget allows (`unembedded` says how many
     it left). With a commit's `tree` the run indexes that commit's files, read from git's objects, instead of
-    the working tree's, and records the commit as the index's base (see `BASE`).
+    the working tree's, and records the commit as the index's base (kenning.engine.base_commit). With `only`,
+    the index holds just those of the walked files (a shared index's overlay: kenning.engine.overlay).
     """
     progress = progress or NullProgress()
     scope = scope or Scope()
@@ -205,7 +207,9 @@ def run_index(
     db.forget_counts()
     semantic_started: float | None = None
     try:
-        _lexical_pass(root, db, config, selection, index_dir_name, scope, progress, report, cancel, tree)
+        _lexical_pass(
+            root, db, config, selection, index_dir_name, scope, progress, report, cancel, tree, only
+        )
         report.lexical_seconds = time.perf_counter() - started
         if semantic:
             semantic_started = time.perf_counter()
@@ -256,11 +260,15 @@ def _lexical_pass(
     report: IndexReport,
     cancel: threading.Event | None,
     tree: CommitTree | None = None,
+    only: frozenset[str] | None = None,
 ) -> None:
     if tree is None:
         entries, unstored, git = _walk_entries(root, selection, index_dir_name, scope, report)
     else:
         entries, unstored, git = _commit_entries(tree, scope, report)
+    if only is not None:
+        entries = [e for e in entries if e.rel in only]
+        report.skipped = [s for s in report.skipped if s.rel in only]
     known = db.files()
     settings = index_settings(config)
     # chunking changed since the last complete pass: re-read everything (vectors stay cached). A fresh index has

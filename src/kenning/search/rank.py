@@ -153,14 +153,22 @@ def _order(
         # a definition the query names stays where the symbol route put it, in a test file too (`make_tree`)
         named = {pid for pid, _ in ranked.get("symbol#d", ())}
         demoted = shape.demote_by_path(fused, paths, named, factor, shape.factor_for_notes(query))
-        order.sort(key=rank_key)
+
+        # from here a tie is broken by where the passage is, not by its id: ids follow the order files were
+        # indexed in, so two indexes of the same files (one built whole, one from a snapshot and an overlay)
+        # would otherwise order equal scores differently
+        def settled_key(pid: int) -> tuple[float, bool, str, int, int]:
+            row = rows.get(pid)
+            return (*rank_key(pid)[:2], paths.get(pid, ""), row.start_line if row else 0, pid)
+
+        order.sort(key=settled_key)
         _fetch_leading(db, order, want, rows)
         shape.demote_tiny(fused, rows, named)
         if not shape.is_about_usage(query):
             shape.add_file_evidence(fused, paths, root)
-        order.sort(key=rank_key)
+        order.sort(key=settled_key)
         shape.saturate(fused, order, paths)
-        order.sort(key=rank_key)
+        order.sort(key=settled_key)
         _fetch_leading(db, order, want, rows)
     return _Order(fused, arm_rank, order, rows, demoted)
 

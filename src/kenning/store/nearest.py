@@ -80,6 +80,7 @@ class ExactVectors(VectorIndex):
 
 
 TURBO_MIN = 20_000
+MIN_COSINE = 1e-6  # see _pairs
 CANDIDATES = 4  # turbovec returns this many times k candidates for the exact re-rank
 SMALL_ALLOWED = 4_096  # a filter this narrow is searched exactly over its own rows
 
@@ -173,9 +174,11 @@ class RowFile:
 
 def _pairs(ids: np.ndarray, scores: np.ndarray) -> list[tuple[int, float]]:
     """(id, score) of the positive scores, in the given order: a vector pointing away from the query says
-    nothing about it, so it is left out rather than ranked. Whole-array conversion: indexing numpy scalars one
-    by one cost ~15% of a search at depth 100."""
-    keep = scores > 0.0
+    nothing about it, so it is left out rather than ranked. Positive means above MIN_COSINE: a vector at right
+    angles to the query comes out a hair either side of 0 depending on the arithmetic (float32 here, pgvector's
+    on a server), and must be left out by both alike. Whole-array conversion: indexing numpy scalars one by one
+    cost ~15% of a search at depth 100."""
+    keep = scores > MIN_COSINE
     return list(zip(ids[keep].tolist(), scores[keep].tolist(), strict=True))
 
 

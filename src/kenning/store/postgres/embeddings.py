@@ -27,10 +27,11 @@ EXACT_BELOW = 20_000
 #: the HNSW candidate list: at least this, and at least twice the rows asked for
 EF_SEARCH = 100
 
+# a cosine at or under 1e-6 is no match (kenning.store.nearest.MIN_COSINE)
 _EXACT = """
 SELECT p.id, max(1 - (v.embedding <=> %(q)s)) AS score
 FROM passages p JOIN vectors v ON v.ehash = p.ehash {allowed}
-GROUP BY p.id HAVING max(1 - (v.embedding <=> %(q)s)) > 0
+GROUP BY p.id HAVING max(1 - (v.embedding <=> %(q)s)) > 1e-6
 ORDER BY score DESC, p.id LIMIT %(k)s
 """
 _HNSW = """
@@ -39,7 +40,7 @@ WITH near AS MATERIALIZED (
     ORDER BY v.embedding::vector({dim}) <=> %(q)s LIMIT %(rows)s
 )
 SELECT p.id, max(near.score) AS score FROM near JOIN passages p ON p.ehash = near.ehash {allowed}
-GROUP BY p.id HAVING max(near.score) > 0
+GROUP BY p.id HAVING max(near.score) > 1e-6
 ORDER BY score DESC, p.id LIMIT %(k)s
 """
 _ALLOWED = "JOIN unnest(%(allowed)s::bigint[]) AS a(id) ON a.id = p.id"

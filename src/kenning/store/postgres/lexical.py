@@ -10,6 +10,7 @@ weighted alike. It needs no extension, so it runs on any managed PostgreSQL that
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -43,6 +44,35 @@ LIMIT %(limit)s
 _ALL = _BM25.format(allowed="")
 _ALLOWED = _BM25.format(allowed="JOIN unnest(%(allowed)s::bigint[]) AS a(id) ON a.id = h.passage_id")
 
+# the same score with the statistics given, as if the `excluded` passages were gone and others (a local overlay,
+# `kenning.store.overlay`) were there: N and avgdl are the caller's, each term's df is counted without the
+# excluded passages and `extra` more
+_SHIFTED = f"""
+WITH hits AS MATERIALIZED (
+    SELECT term, passage_id, tf, length, count(*) OVER (PARTITION BY term)::float8 AS df
+    FROM postings WHERE term = ANY(%(terms)s) AND NOT passage_id = ANY(%(excluded)s::bigint[])
+),
+q(term, n, extra) AS (SELECT * FROM unnest(%(terms)s::text[], %(counts)s::int[], %(extra)s::int[]))
+SELECT h.passage_id,
+       sum(q.n * greatest(ln((%(n)s::float8 - (h.df + q.extra) + 0.5) / ((h.df + q.extra) + 0.5)), 1e-6)
+           * (h.tf * {K1 + 1.0}) / (h.tf + {K1} * ({1 - B} + {B} * h.length / nullif(%(avgdl)s::float8, 0))))
+           AS score
+FROM hits h JOIN q USING (term) {{allowed}}
+GROUP BY h.passage_id
+ORDER BY score DESC, h.passage_id
+LIMIT %(limit)s
+"""
+_SHIFTED_ALL = _SHIFTED.format(allowed="")
+_SHIFTED_ALLOWED = _SHIFTED.format(
+    allowed="JOIN unnest(%(allowed)s::bigint[]) AS a(id) ON a.id = h.passage_id"
+)
+
+
+def bm25_part(tf: float, length: float, n: float, df: float, avgdl: float, times: int) -> float:
+    """One (term, passage) pair's part of the score, as the SQL above computes it (for passages scored here)."""
+    idf = max(math.log((n - df + 0.5) / (df + 0.5)), 1e-6)
+    return times * idf * (tf * (K1 + 1.0)) / (tf + K1 * ((1 - B) + B * length / avgdl))
+
 
 def postings(first: int, rows: Sequence[Sequence[Any]]) -> tuple[list[str], list[int]]:
     """The postings of passages `first`, `first + 1`... (rows as `rows.passage_values` builds them: heading,
@@ -70,9 +100,7 @@ class LexicalPart(Connected):
 
     @guarded
     def lexical(self, query: str, limit: int, *, filtered: bool = False) -> list[tuple[int, float]]:
-        stems: Counter[str] = Counter()
-        for term in any_of_terms(query):
-            stems.update(query_tokens(term))
+        stems = self.query_stems(query)
         if not stems or limit <= 0:
             return []
         args: dict[str, Any] = {"terms": list(stems), "counts": list(stems.values()), "limit": limit}
@@ -85,3 +113,69 @@ class LexicalPart(Connected):
             sql = _ALLOWED
         rows = self.conn.execute(sql, args).fetchall()
         return [(int(r[0]), float(r[1])) for r in rows]
+
+    @guarded
+    def lexicon_stats(self, excluded: Sequence[int]) -> tuple[int, int, int]:
+        """(passages, their length in terms, the length of the `excluded` ones): what a caller needs to score
+        as if those were gone (`lexical_shifted`)."""
+        row = self.conn.execute(
+            "SELECT passages, tokens, (SELECT coalesce(sum(length), 0) FROM (SELECT DISTINCT passage_id, length "
+            "FROM postings WHERE passage_id = ANY(%s::bigint[])) g) FROM lexicon_totals",
+            (list(excluded),),
+        ).fetchone()
+        return (int(row[0]), int(row[1]), int(row[2])) if row else (0, 0, 0)
+
+    @guarded
+    def lexical_shifted(
+        self,
+        query: str,
+        limit: int,
+        *,
+        excluded: Sequence[int],
+        n: float,
+        avgdl: float,
+        extra_df: dict[str, int],
+        filtered: bool = False,
+    ) -> list[tuple[int, float]]:
+        """`lexical` scored with the statistics given: N passages of `avgdl` terms on average, each term in
+        `extra_df` more passages than this index holds, and the `excluded` passages neither counted nor
+        returned."""
+        stems = self.query_stems(query)
+        if not stems or limit <= 0:
+            return []
+        args: dict[str, Any] = {
+            "terms": list(stems),
+            "counts": list(stems.values()),
+            "extra": [extra_df.get(t, 0) for t in stems],
+            "excluded": list(excluded),
+            "n": n,
+            "avgdl": avgdl,
+            "limit": limit,
+        }
+        sql = _SHIFTED_ALL
+        if filtered:
+            allowed = getattr(self, "_allowed", None) or []
+            if not allowed:
+                return []
+            args["allowed"] = allowed
+            sql = _SHIFTED_ALLOWED
+        rows = self.conn.execute(sql, args).fetchall()
+        return [(int(r[0]), float(r[1])) for r in rows]
+
+    @guarded
+    def term_frequencies(self, terms: Sequence[str], excluded: Sequence[int]) -> list[tuple[str, int]]:
+        """(term, passages holding it) of each of `terms` held anywhere, the `excluded` passages not counted."""
+        rows = self.conn.execute(
+            "SELECT term, count(*) FROM postings WHERE term = ANY(%s) AND NOT passage_id = ANY(%s::bigint[]) "
+            "GROUP BY term",
+            (list(terms), list(excluded)),
+        ).fetchall()
+        return [(str(r[0]), int(r[1])) for r in rows]
+
+    @staticmethod
+    def query_stems(query: str) -> Counter[str]:
+        """The query's terms as the postings hold them, each counted as often as it occurs."""
+        stems: Counter[str] = Counter()
+        for term in any_of_terms(query):
+            stems.update(query_tokens(term))
+        return stems

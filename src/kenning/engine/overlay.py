@@ -1,0 +1,119 @@
+"""My edits over a team's index (issue 22): which files of the working tree differ from a shared index, a
+small local index of just those (the overlay), and the store a search then reads (kenning.store.overlay).
+
+A shared index (PostgreSQL) is written by CI's `kenning index` alone; a reader's search never writes it. Before
+each search that refreshes, the working tree is compared with the index's files: a file git vouches for whose
+blob id is the index's is the same and is never read; a changed, staged or untracked file is hashed and
+compared with the index's content hash; a file the index has and the tree lacks is deleted. The files that
+differ are indexed into `<index home>/overlay/<model>/index.db` (only what changed since the last search is
+read, and only new passage texts are embedded), files that no longer differ leave it, and the search masks the
+index's versions of all of them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kenning import walk
+from kenning.engine.index import Scope, run_index, storable_name
+from kenning.store.lock import FileWriterLock
+from kenning.walk.changes import git_state, sha256_file
+
+if TYPE_CHECKING:
+    from kenning.engine import Engine
+    from kenning.store import Store
+    from kenning.store.overlay import OverlaidStore
+
+__all__ = ["differing", "overlaid"]
+
+OVERLAY_DIR = "overlay"
+SAME = "same.json"  # files hashed and found equal to the index's: {path: [size, mtime_ns, sha256]}
+OVERLAY_LOCK_WAIT = 30.0
+
+
+def differing(engine: Engine, base: Store, home: Path) -> tuple[frozenset[str], frozenset[str]]:
+    """(files of the working tree that differ from the shared index, every path the index's version of which
+    a search must mask: those and the files deleted here)."""
+    selection = engine.stored_selection()
+    known = base.files()
+    git = git_state(engine.root)
+    same_path = home / SAME
+    try:
+        cached = json.loads(same_path.read_text("utf-8"))
+    except (OSError, ValueError):
+        cached = {}
+    seen: set[str] = set()
+    differ: set[str] = set()
+    same: dict[str, list[object]] = {}
+    for item in walk.walk(
+        engine.root,
+        selection,
+        index_dir_name=engine._index_dir_name(),
+        tracked=git.tracked if git is not None else None,
+    ):
+        if not isinstance(item, walk.FileEntry) or not storable_name(item.rel):
+            continue
+        seen.add(item.rel)
+        row = known.get(item.rel)
+        if row is None:
+            differ.add(item.rel)
+            continue
+        blob = git.blob_for(item.rel) if git is not None else None
+        if blob is not None and blob == row.blob_id:
+            continue
+        hit = cached.get(item.rel)
+        if isinstance(hit, list) and hit[:2] == [item.size, item.mtime_ns]:
+            sha = hit[2]
+        else:
+            try:
+                sha = sha256_file(Path(item.abspath))
+            except OSError:
+                continue  # unreadable now: the index's version stands
+        if sha == row.sha256:
+            same[item.rel] = [item.size, item.mtime_ns, sha]
+        else:
+            differ.add(item.rel)
+    if same != cached:
+        tmp = same_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(same), "utf-8")
+        os.replace(tmp, same_path)
+    gone = {path for path, row in known.items() if path not in seen and row.skip_reason is None}
+    return frozenset(differ), frozenset(differ | {p for p in gone})
+
+
+def overlaid(engine: Engine, base: Store) -> OverlaidStore:
+    """The shared index `base` with the working tree's differences on top, the overlay brought up to date."""
+    from kenning.store.layout import private_dir
+    from kenning.store.overlay import OverlaidStore
+    from kenning.store.sqlite import SqliteStore
+
+    home = engine.home / OVERLAY_DIR
+    directory = home / engine.embedder.slug
+    private_dir(engine.home)
+    private_dir(home)
+    private_dir(directory)
+    with FileWriterLock(home).hold(wait=OVERLAY_LOCK_WAIT, operation="overlay"):
+        with base.snapshot():
+            present, masked = differing(engine, base, home)
+        db = SqliteStore(directory / "index.db", identity=engine.embedder.identity)
+        try:
+            manifest = engine.manifest
+            run_index(
+                engine.root,
+                directory,
+                db,
+                engine.embedder,
+                engine.config,
+                engine.stored_selection(),
+                index_dir_name=engine._index_dir_name(),
+                scope=Scope(),
+                semantic=not (manifest and manifest.lexical_only),
+                only=present,
+            )
+        finally:
+            db.close()
+    reader = SqliteStore(directory / "index.db", identity=engine.embedder.identity, readonly=True)
+    return OverlaidStore(base, reader, masked, engine.embedder.dim)  # type: ignore[arg-type]

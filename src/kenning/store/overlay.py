@@ -1,0 +1,253 @@
+"""A shared index with this machine's edits on top, read as one store (issue 22).
+
+A team's index on PostgreSQL holds a commit's files; the working tree differs from it in a few. Those files are
+indexed in a small local SQLite store (the overlay, kept by `kenning.engine.overlay`), and `OverlaidStore`
+answers a search from both: the base's versions of the files that differ (and of the files deleted here) are
+masked, the overlay's passages take their place, and every answer is what a store holding exactly the working
+tree's files would give:
+
+- lexical scores are BM25 over the combined collection: the number of passages, their average length and each
+  term's document frequency count the base without its masked passages plus the overlay, on both sides (the
+  base computes its candidates with those statistics, `lexical_shifted`; the overlay's are scored here by the
+  same formula, over the same terms);
+- vector candidates are the base's nearest unmasked passages and the overlay's, merged by cosine;
+- totals, file lists, symbol definitions and filters combine both, without the masked files.
+
+Overlay ids are offset by `OVERLAY_IDS` so the two id spaces never meet. It is read-only: a search never
+writes a shared index, and the overlay is written by its own index run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, ExitStack, contextmanager
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+
+from kenning.errors import IndexError_
+from kenning.store.base import Features, Store
+from kenning.store.nearest import ExactVectors
+from kenning.store.postgres.lexical import bm25_part
+from kenning.store.postgres.tokens import document_terms
+from kenning.store.rows import FileRow, PassageRow
+from kenning.store.sqlite import SqliteStore
+
+if TYPE_CHECKING:
+    from kenning.store.postgres import PostgresStore
+
+__all__ = ["OVERLAY_IDS", "OverlaidStore"]
+
+OVERLAY_IDS = 1 << 48  # overlay passage and file ids are shifted by this much: no base id comes near it
+
+
+class OverlaidStore(Store):
+    """`base` (a shared store that can score with shifted statistics) with `overlay`'s files in place of the
+    base's files at `masked` paths."""
+
+    features: ClassVar[Features] = Features(
+        name="overlay", indexes_vectors=True, concurrent_readers=True, lexical_scorer="bm25"
+    )
+
+    def __init__(self, base: PostgresStore, overlay: SqliteStore, masked: Iterable[str], dim: int) -> None:
+        self.base, self.overlay, self.dim = base, overlay, dim
+        self.identity = base.identity
+        self.masked = frozenset(masked)
+        self._base_allowed: np.ndarray | None = None
+        self._overlay_allowed: np.ndarray | None = None
+        self._ready = False
+
+    # -- the combined collection, computed once per search ------------------------------------------------
+    def _prepare(self) -> None:
+        if self._ready:
+            return
+        base_files = {path: fid for fid, path, _ in self.base.iter_file_paths()}
+        masked_files = [base_files[p] for p in self.masked if p in base_files]
+        self.masked_ids = self.base.passage_ids_for_files(masked_files)
+        self._masked_set = set(self.masked_ids.tolist())
+        passages, tokens, masked_tokens = self.base.lexicon_stats(self.masked_ids.tolist())
+        # the overlay's passages as the base's postings would hold them
+        self._terms: dict[int, tuple[Counter[str], int]] = {}
+        for pid, heading, text, parts in self.overlay.conn.execute(
+            "SELECT id, heading, text, parts FROM passages"
+        ):
+            self._terms[pid + OVERLAY_IDS] = document_terms(heading, text, parts)
+        self.n = float(passages - len(self.masked_ids) + len(self._terms))
+        total = tokens - masked_tokens + sum(length for _, length in self._terms.values())
+        self.avgdl = total / max(passages - len(self.masked_ids) + len(self._terms), 1)
+        self._df: Counter[str] = Counter()
+        for counts, _ in self._terms.values():
+            self._df.update(counts.keys())
+        ids, vectors = self.overlay.passage_vectors(self.dim)
+        self._vectors = ExactVectors(ids + OVERLAY_IDS, vectors)
+        self._ready = True
+
+    # -- reads ---------------------------------------------------------------------------------------------
+    def close(self) -> None:
+        self.overlay.close()  # the base belongs to its Engine, which closes it
+
+    @contextmanager
+    def _both(self) -> Iterator[None]:
+        with ExitStack() as stack:
+            stack.enter_context(self.base.snapshot())
+            stack.enter_context(self.overlay.snapshot())
+            self._ready = False
+            yield
+
+    def snapshot(self) -> AbstractContextManager[None]:
+        return self._both()
+
+    def get_meta(self, key: str) -> str | None:
+        return self.base.get_meta(key)
+
+    def files(self) -> dict[str, FileRow]:
+        rows = {p: r for p, r in self.base.files().items() if p not in self.masked}
+        for path, row in self.overlay.files().items():
+            rows[path] = dataclasses.replace(row, id=row.id + OVERLAY_IDS)
+        return rows
+
+    def iter_file_paths(self) -> Iterator[tuple[int, str, int]]:
+        base = [(i, p, m) for i, p, m in self.base.iter_file_paths() if p not in self.masked]
+        yield from base
+        for fid, path, mtime in list(self.overlay.iter_file_paths()):
+            yield fid + OVERLAY_IDS, path, mtime
+
+    def file_digests(self, paths: Iterable[str]) -> dict[str, str | None]:
+        wanted = list(paths)
+        out = self.base.file_digests([p for p in wanted if p not in self.masked])
+        out.update(self.overlay.file_digests([p for p in wanted if p in self.masked]))
+        return out
+
+    @staticmethod
+    def _split(ids: Iterable[int]) -> tuple[list[int], list[int]]:
+        base: list[int] = []
+        over: list[int] = []
+        for i in ids:
+            (over if i >= OVERLAY_IDS else base).append(int(i))
+        return base, [i - OVERLAY_IDS for i in over]
+
+    def passages_by_id(self, ids: Iterable[int]) -> dict[int, PassageRow]:
+        base, over = self._split(ids)
+        out = self.base.passages_by_id(base)
+        for pid, row in self.overlay.passages_by_id(over).items():
+            out[pid + OVERLAY_IDS] = dataclasses.replace(row, id=pid + OVERLAY_IDS)
+        return out
+
+    def paths_by_id(self, ids: Iterable[int]) -> dict[int, str]:
+        base, over = self._split(ids)
+        out = self.base.paths_by_id(base)
+        out.update({pid + OVERLAY_IDS: path for pid, path in self.overlay.paths_by_id(over).items()})
+        return out
+
+    def passage_ids_for_files(self, file_ids: Iterable[int]) -> np.ndarray:
+        base, over = self._split(file_ids)
+        return np.concatenate(
+            [self.base.passage_ids_for_files(base), self.overlay.passage_ids_for_files(over) + OVERLAY_IDS]
+        )
+
+    def passage_ids_of_kinds(self, kinds: Sequence[str]) -> np.ndarray:
+        self._prepare()
+        base = self.base.passage_ids_of_kinds(kinds)
+        base = base[~np.isin(base, self.masked_ids)]
+        return np.concatenate([base, self.overlay.passage_ids_of_kinds(kinds) + OVERLAY_IDS])
+
+    def symbol_definitions(self, names: Sequence[str], *, nocase: bool) -> list[tuple[int, str, str, str]]:
+        self._prepare()
+        base = [d for d in self.base.symbol_definitions(names, nocase=nocase) if d[0] not in self._masked_set]
+        over = [(d[0] + OVERLAY_IDS, *d[1:]) for d in self.overlay.symbol_definitions(names, nocase=nocase)]
+        return (base + over)[:20000]
+
+    def restrict_lexical(self, allowed: np.ndarray) -> None:
+        over = allowed >= OVERLAY_IDS
+        self._base_allowed = allowed[~over]
+        self._overlay_allowed = allowed[over]
+        self.base.restrict_lexical(self._base_allowed)
+
+    def lexical(self, query: str, limit: int, *, filtered: bool = False) -> list[tuple[int, float]]:
+        self._prepare()
+        stems = self.base.query_stems(query)
+        if not stems or limit <= 0:
+            return []
+        found = self.base.lexical_shifted(
+            query,
+            limit,
+            excluded=self.masked_ids.tolist(),
+            n=self.n,
+            avgdl=self.avgdl,
+            extra_df=dict(self._df),
+            filtered=filtered,
+        )
+        allowed = (
+            set(self._overlay_allowed.tolist()) if filtered and self._overlay_allowed is not None else None
+        )
+        base_df = self._base_df(stems) if self._terms else {}
+        for pid, (counts, length) in self._terms.items():
+            if allowed is not None and pid not in allowed:
+                continue
+            score = 0.0
+            for term, times in stems.items():
+                tf = counts.get(term)
+                if tf:
+                    df = base_df.get(term, 0) + self._df[term]
+                    score += bm25_part(tf, length, self.n, df, self.avgdl, times)
+            if score:
+                found.append((pid, score))
+        found.sort(key=lambda hit: (-hit[1], hit[0]))
+        return found[:limit]
+
+    def _base_df(self, stems: Counter[str]) -> dict[str, int]:
+        """Each term's document frequency in the base without its masked passages."""
+        return dict(self.base.term_frequencies(list(stems), self.masked_ids.tolist()))
+
+    def vector_candidates(
+        self, query: np.ndarray, k: int, allowed: np.ndarray | None = None
+    ) -> list[tuple[int, float]]:
+        self._prepare()
+        base_allowed = over_allowed = None
+        if allowed is not None:
+            over = allowed >= OVERLAY_IDS
+            base_allowed, over_allowed = allowed[~over], allowed[over]
+        # the masked passages may be among the base's nearest: ask for that many more, then drop them
+        found = [
+            hit
+            for hit in self.base.vector_candidates(query, k + len(self._masked_set), base_allowed)
+            if hit[0] not in self._masked_set
+        ]
+        found += self._vectors.search(query, k, over_allowed)
+        found.sort(key=lambda hit: (-hit[1], hit[0]))
+        return found[:k]
+
+    def counts(self) -> dict[str, int]:
+        return self.cached_counts()
+
+    def cached_counts(self) -> dict[str, int]:
+        self._prepare()
+        base = self.base.cached_counts()
+        over = self.overlay.cached_counts()
+        masked_files = sum(1 for _, p, _ in self.base.iter_file_paths() if p in self.masked)
+        # a masked passage counts as embedded as the base did; the overlay's count is its own
+        return {
+            "files": base["files"] - masked_files + over["files"],
+            "skipped": base["skipped"] + over["skipped"],
+            "passages": base["passages"] - len(self.masked_ids) + over["passages"],
+            "embedded": max(0, base["embedded"] - len(self.masked_ids)) + over["embedded"],
+        }
+
+    # -- writes: none --------------------------------------------------------------------------------------
+    def _read_only(self, *_: Any, **__: Any) -> Any:
+        raise IndexError_("a shared index with a local overlay is read here, never written")
+
+    begin = commit = rollback = forget_counts = _read_only
+    set_meta = upsert_file = touch_file = delete_file = add_passage_values = delete_passages = _read_only
+    add_embeddings = drop_embeddings = prune_embeddings = _read_only
+
+    def missing_embeddings(self, paths: Sequence[str] = ()) -> list[tuple[bytes, str, str, bool]]:
+        return []
+
+    def embedded_prose(self) -> list[tuple[bytes, str, str]]:
+        return []
+
+    def passage_vectors(self, dim: int) -> tuple[np.ndarray, np.ndarray]:
+        raise IndexError_("a shared index's vectors are searched on its server")
