@@ -141,8 +141,13 @@ def test_a_reader_elsewhere_finds_the_index_ci_built_by_its_name(pg_url: str, tm
     # the reader's files were written after CI's: same bytes, other mtimes, so not stale
     assert [json.loads(line)["stale"] for line in found.stdout.splitlines() if '"hit"' in line] == [False]
     (reader / "src" / "limits.py").write_text('class RateLimiter:\n    """A token bucket, changed here."""\n')
+    # searched as it is on the server, the changed file's hit is stale; by default the reader's edit is overlaid
+    asis = pg(pg_url, "search", "--lexical", "token bucket", "--json", "--refresh", "off", cwd=reader)
+    assert [json.loads(line)["stale"] for line in asis.stdout.splitlines() if '"hit"' in line] == [True]
     changed = pg(pg_url, "search", "--lexical", "token bucket", "--json", cwd=reader)
-    assert [json.loads(line)["stale"] for line in changed.stdout.splitlines() if '"hit"' in line] == [True]
+    records = [json.loads(line) for line in changed.stdout.splitlines() if '"hit"' in line]
+    assert [(r["path"], r["stale"]) for r in records] == [("src/limits.py", False)]
+    assert "changed here" in records[0]["text"]
     named = pg(pg_url, "search", "bucket", str(reader), "--store-name", "other", cwd=tmp_path)
     assert named.returncode == 2 and "no index" in named.stderr
 

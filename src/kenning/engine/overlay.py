@@ -19,7 +19,9 @@ from typing import TYPE_CHECKING
 
 from kenning import walk
 from kenning.engine.index import Scope, run_index, storable_name
+from kenning.engine.refresh import forgotten
 from kenning.store.lock import FileWriterLock
+from kenning.types import within
 from kenning.walk.changes import git_state, sha256_file
 
 if TYPE_CHECKING:
@@ -39,6 +41,7 @@ def differing(engine: Engine, base: Store, home: Path) -> tuple[frozenset[str], 
     a search must mask: those and the files deleted here)."""
     selection = engine.stored_selection()
     known = base.files()
+    removed = forgotten(base)  # `kenning index --forget` took them out of the index: not brought back here
     git = git_state(engine.root)
     same_path = home / SAME
     try:
@@ -59,7 +62,8 @@ def differing(engine: Engine, base: Store, home: Path) -> tuple[frozenset[str], 
         seen.add(item.rel)
         row = known.get(item.rel)
         if row is None:
-            differ.add(item.rel)
+            if not (removed and within(item.rel, removed)):
+                differ.add(item.rel)
             continue
         blob = git.blob_for(item.rel) if git is not None else None
         if blob is not None and blob == row.blob_id:
@@ -86,13 +90,15 @@ def differing(engine: Engine, base: Store, home: Path) -> tuple[frozenset[str], 
 
 def overlaid(engine: Engine, base: Store) -> OverlaidStore:
     """The shared index `base` with the working tree's differences on top, the overlay brought up to date."""
-    from kenning.store.layout import private_dir
+    from kenning.store.layout import atomic_write, private_dir
     from kenning.store.overlay import OverlaidStore
     from kenning.store.sqlite import SqliteStore
 
     home = engine.home / OVERLAY_DIR
     directory = home / engine.embedder.slug
     private_dir(engine.home)
+    if not (engine.home / ".gitignore").exists():
+        atomic_write(engine.home / ".gitignore", "*\n")  # never committed, never an untracked file to git
     private_dir(home)
     private_dir(directory)
     with FileWriterLock(home).hold(wait=OVERLAY_LOCK_WAIT, operation="overlay"):
