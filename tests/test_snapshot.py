@@ -7,7 +7,9 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import sqlite3
+import sys
 import tarfile
 from collections.abc import Callable
 from pathlib import Path
@@ -289,3 +291,41 @@ def test_overlay_on_postgres_follows_a_revert(
     target.write_text(original)  # back to the commit's bytes: the overlay lets the file go
     (hit,) = reader.search("zebra crossing", mode="lexical")
     assert hit.hits == [] and hit.base and hit.base["overlaid"] == 0
+
+
+def test_an_agent_starts_a_fresh_clone_from_the_configured_snapshot(repo: Path, tmp_path: Path) -> None:
+    """`kenning mcp` over stdio: text_index in a clone with no index imports the snapshot, overlays the edit,
+    and every answer names the base."""
+    import anyio
+    from mcp.client.stdio import StdioServerParameters
+
+    from test_mcp import Client, call
+
+    pack = tmp_path / "ci" / "k.kpack"
+    assert (
+        run_cli("snapshot", "export", "--commit", "HEAD", "-o", str(pack), str(repo), cwd=tmp_path).returncode
+        == 0
+    )
+    clone = _clone(repo, tmp_path / "clone")
+    (clone / "mine.md").write_text("# Mine\n\nhow we retry failed uploads locally\n")
+    env = dict(os.environ, XDG_CONFIG_HOME=str(tmp_path / "cfg"), KENNING_MODEL="hash")
+    env["KENNING_SNAPSHOT_SOURCE"] = str(pack)
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "kenning.cli", "mcp", "--root", str(clone)],
+        env=env,
+        cwd=str(clone),
+    )
+    commit = git(repo, "rev-parse", "HEAD").strip()
+
+    async def main() -> None:
+        async with Client(params, read_timeout_seconds=60) as client:
+            text, data = await call(client, "text_index", {"paths": ["."]})
+            assert data["snapshot"] == str(pack) and data["added"] == 1  # only the edit was read
+            assert data["base"]["commit"] == commit and "imported now from" in text
+            _, found = await call(client, "text_search", {"query": "retry failed uploads"})
+            assert found["base"]["commit"] == commit and found["base"]["overlaid"] == 1
+            _, status = await call(client, "index_status", {})
+            assert status["roots"][0]["base"]["source"] == str(pack)
+
+    anyio.run(main)

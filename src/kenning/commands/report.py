@@ -63,7 +63,8 @@ def base_line(base: dict[str, Any], *, started_from: str = "") -> str:
         if overlaid is None
         else f", {overlaid} file{'s' if overlaid != 1 else ''} overlaid from the working tree"
     )
-    return f"base: commit {base['commit'][:12]} ({when} old, {base['subject'][:50]!r}), {where}{over}"
+    remote = " (its vectors were made by a remote embedder)" if base.get("remote") else ""
+    return f"base: commit {base['commit'][:12]} ({when} old, {base['subject'][:50]!r}), {where}{remote}{over}"
 
 
 def pruned_line(pruned: list[str], listed: str = "--json lists them") -> str | None:

@@ -41,6 +41,7 @@ class Base:
     source: str  # "git" (indexed here with --commit) or the snapshot it was imported from
     overlaid: int | None  # files that differ from the commit (None: not counted yet)
     exact: bool  # the index holds exactly the commit's files (an export takes it as it is)
+    remote: bool = False  # its vectors were made by a remote embedder (an imported snapshot says so)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -50,6 +51,7 @@ class Base:
             "subject": self.subject,
             "source": self.source,
             "overlaid": self.overlaid,
+            "remote": self.remote,
         }
 
 
@@ -69,6 +71,7 @@ def base_of(get_meta: Callable[[str], str | None]) -> Base | None:
             str(data.get("source", "git")),
             int(overlay) if overlay else None,
             get_meta(AT_COMMIT) == data["commit"],
+            data.get("remote") is True,
         )
     except (ValueError, KeyError, TypeError):
         return None

@@ -251,7 +251,8 @@ def import_snapshot(engine: Engine, cand: Candidate, *, progress: Progress | Non
         db = engine._connect()
         try:
             base = json.loads(db.get_meta(BASE) or "{}")
-            db.set_meta(BASE, json.dumps({**base, "source": cand.where, "imported": time.time()}))
+            record = {**base, "source": cand.where, "imported": time.time(), "remote": info.remote}
+            db.set_meta(BASE, json.dumps(record))
             publish(engine.directory, db, engine.embedder.dim)
         finally:
             db.close()

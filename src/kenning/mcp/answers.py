@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kenning.commands.report import SHOW_PRUNED, index_summary_json, pruned_line
+from kenning.commands.report import SHOW_PRUNED, base_line, index_summary_json, pruned_line
 from kenning.engine import Engine, Status
 from kenning.engine.index import IndexReport
 from kenning.mcp import schemas
@@ -126,7 +126,7 @@ def search_answer(
     lines.extend(f"note: {n}" for n in notes)
     if len(queries) == 1 and weak[0]:
         lines.append(WEAK)
-    structured = {
+    structured: dict[str, Any] = {
         "literal": bool(literal),
         "mode": "lexical" if literal and not coverages else mode,
         "searched": searched or matched_files,
@@ -135,6 +135,9 @@ def search_answer(
         "notes": notes,
         "good_match": any(s["hits"] and not poor for s, poor in zip(summaries, weak, strict=True)),
     }
+    bases = [results[0].base for _, results in per_root if results and results[0].base]
+    if bases:  # the commit a shared or imported index is based on, its age and the files overlaid on it
+        structured["base"] = bases[0] if len(bases) == 1 else bases
     if budget is not None:
         return _packed_answer(lines, structured, combined, budget, preview, show, several_roots)
     hits_json: list[dict[str, Any]] = []
@@ -465,6 +468,9 @@ def index_text(r: IndexReport) -> Iterable[str]:
     if line:
         yield line[0].upper() + line[1:] + "."
     yield f"The index now holds {r.passages} passages from {r.files} files (semantic coverage {r.coverage:.0%})."
+    if r.base:
+        line = base_line(r.base, started_from=r.snapshot)
+        yield line[0].upper() + line[1:] + "."
 
 
 def index_json(r: IndexReport, engine: Engine) -> dict[str, Any]:

@@ -237,6 +237,26 @@ _MATCH: Schema = {
     "required": ["good", "lexical", "similarity", "level"],
 }
 
+_BASE: Schema = {
+    "type": ["object", "null"],
+    "description": "The commit the index is based on (a snapshot built by CI, or a team's index), and how far "
+    "the working tree has moved from it; null for an index of the working tree alone.",
+    "properties": {
+        "commit": {"type": "string"},
+        "committed": {"type": "number", "description": "The commit's time, seconds since the epoch."},
+        "age_seconds": {"type": "integer"},
+        "subject": {"type": "string"},
+        "source": {"type": "string", "description": '"git" (indexed here), or the snapshot it came from.'},
+        "overlaid": {
+            "type": ["integer", "null"],
+            "description": "Files of the working tree that differ from the commit and are searched from "
+            "this machine's own index instead.",
+        },
+        "remote": {"type": "boolean", "description": "Its vectors were made by a remote embedder."},
+    },
+    "required": ["commit", "committed", "age_seconds", "source", "overlaid"],
+}
+
 TEXT_SEARCH_OUTPUT: Schema = {
     "type": "object",
     "properties": {
@@ -286,6 +306,7 @@ TEXT_SEARCH_OUTPUT: Schema = {
             "description": "Some group has a passage that matches well (see each group's match). False: the "
             "hits are only the closest there are; rephrase, or the workspace may not hold the answer.",
         },
+        "base": {"oneOf": [_BASE, {"type": "array", "items": _BASE}]},
     },
     "required": [
         "literal",
@@ -359,6 +380,12 @@ TEXT_INDEX_OUTPUT: Schema = {
         "passages": {"type": "integer", "description": "Passages the index now holds."},
         "coverage": {"type": "number"},
         "interrupted": {"type": "boolean"},
+        "base": _BASE,
+        "snapshot": {
+            "type": ["string", "null"],
+            "description": "The snapshot this run started the index from, when it did.",
+        },
+        "notes": {"type": "array", "items": {"type": "string"}},
         "elapsed_s": {"type": "number"},
     },
     "required": [
@@ -405,6 +432,7 @@ _ROOT_STATUS: Schema = {
         "last_indexed": {"type": ["number", "null"]},
         "ready": {"type": "boolean"},
         "next_step": {"type": "string"},
+        "base": _BASE,
     },
     "required": [
         "root",

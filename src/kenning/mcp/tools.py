@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from kenning import walk
-from kenning.commands.report import pruned_line
+from kenning.commands.report import base_line, pruned_line
 from kenning.engine import Engine
 from kenning.engine.index import Progress
 from kenning.errors import ArgumentError, IndexMissing, OutsideRoot, UsageError
@@ -334,6 +334,7 @@ class Workspace:
                     "last_indexed": st.last_indexed,
                     "ready": st.ready,
                     "next_step": step,
+                    "base": st.base,
                 }
             )
             lines.append(f"{st.root}: " + ("indexed" if st.exists else "not indexed"))
@@ -343,6 +344,8 @@ class Workspace:
                     f"changed since: {st.added} added, {st.modified} modified, {st.deleted} deleted"
                 )
             lines.append(f"  model {st.model} [{st.identity}]")
+            if st.base:
+                lines.append("  " + base_line(st.base))
             pruned = pruned_line(st.pruned, listed="pruned lists them")
             if pruned:
                 lines.append(f"  {pruned}")
