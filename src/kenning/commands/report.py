@@ -127,7 +127,10 @@ def status_lines(s: Status) -> Iterator[str]:
     )
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s.last_indexed)) if s.last_indexed else "never"
     yield f"indexed   {when}"
-    yield f"pending   {s.added} added, {s.modified} modified, {s.deleted} deleted"
+    shared = s.store != "sqlite" and s.pending
+    yield f"pending   {s.added} added, {s.modified} modified, {s.deleted} deleted" + (
+        " (not in the team's index: searches overlay them from this machine)" if shared else ""
+    )
     if s.base:
         yield f"base      {base_line(s.base).removeprefix('base: ')}"
     if s.other_models:

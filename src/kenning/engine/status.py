@@ -53,7 +53,9 @@ class Status:
 
     @property
     def ready(self) -> bool:
-        return self.exists and self.pending == 0 and self.embedded == self.passages and not self.rechunk
+        # a team's index is not behind a reader's edits: its searches overlay them (kenning.engine.overlay)
+        caught_up = self.pending == 0 or self.store != "sqlite"
+        return self.exists and caught_up and self.embedded == self.passages and not self.rechunk
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
