@@ -329,3 +329,44 @@ def test_an_agent_starts_a_fresh_clone_from_the_configured_snapshot(repo: Path, 
             assert status["roots"][0]["base"]["source"] == str(pack)
 
     anyio.run(main)
+
+
+def test_a_url_source_is_tried_for_each_commit_of_head_newest_first(
+    repo: Path, tmp_path: Path, engine_factory: Callable[..., Engine]
+) -> None:
+    import functools
+    import http.server
+    import threading
+
+    served = tmp_path / "served"
+    first = git(repo, "rev-parse", "HEAD").strip()
+    _pack(engine_factory, repo, served / f"{first}.kpack")
+    (repo / "later.md").write_text("# later\n\nno snapshot was made of this commit\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "later")
+    clone = _clone(repo, tmp_path / "clone")
+    asked: list[str] = []
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def do_GET(self) -> None:
+            asked.append(self.path)
+            super().do_GET()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(Handler, directory=str(served))
+    )
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/{{commit}}.kpack"
+        engine = engine_factory(clone, snapshot_source=url)
+        report = engine.index()
+    finally:
+        server.shutdown()
+    assert report.snapshot == url.replace("{commit}", first)
+    assert report.added == ["later.md"] and report.base and report.base["commit"] == first
+    head = git(clone, "rev-parse", "HEAD").strip()
+    assert asked == [f"/{head}.kpack", f"/{first}.kpack"]  # HEAD's own commit first, then its parent
+    assert not list((clone / ".kenning" / "downloads").glob("*"))  # the download went into the index

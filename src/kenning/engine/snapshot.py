@@ -50,6 +50,7 @@ __all__ = ["Candidate", "export", "find_snapshot", "import_snapshot", "prune", "
 PACK_SUFFIX = ".kpack"
 URL_HISTORY = 50  # commits of HEAD's first-parent history a {commit} URL is tried for, newest first
 URL_TIMEOUT = 30.0
+DOWNLOADS = "downloads"  # in the index home: where a snapshot fetched from a URL waits for its import
 
 
 @dataclass(frozen=True)
@@ -187,7 +188,7 @@ def _from_url(engine: Engine, source: str, notes: list[str]) -> Candidate | None
                 hint="run it in a git clone, or point snapshot_source at one snapshot",
             ) from None
         urls = [source.replace("{commit}", sha) for sha in history]
-    downloads = engine.home / "downloads"
+    downloads = engine.home / DOWNLOADS
     for url in urls:
         downloads.mkdir(parents=True, exist_ok=True)
         fd, name = tempfile.mkstemp(dir=downloads, suffix=PACK_SUFFIX)
@@ -256,6 +257,8 @@ def import_snapshot(engine: Engine, cand: Candidate, *, progress: Progress | Non
             publish(engine.directory, db, engine.embedder.dim)
         finally:
             db.close()
+    if cand.path.parent == engine.home / DOWNLOADS:
+        cand.path.unlink(missing_ok=True)  # fetched for this import: it is in the index now
     report = engine.index(progress=progress)  # the overlay: the working tree's differences
     report.snapshot = cand.where
     return report
