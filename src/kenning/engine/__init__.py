@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -124,6 +125,8 @@ class Engine:
         self._vectors: VectorIndex | None = None
         self._vectors_generation: str | None = None
         self._segments: dict[str, Segment] = {}  # the snapshot's segments loaded so far, by name
+        # a shared index's overlay: the combined statistics of the state last searched (kenning.store.overlay)
+        self.overlay_cache: dict[object, Any] = {}
 
     # -- paths -----------------------------------------------------------------------------------------------
     @property

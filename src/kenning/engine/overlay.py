@@ -15,18 +15,19 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, cast
 
 from kenning import walk
 from kenning.engine.index import Scope, run_index, storable_name
 from kenning.engine.refresh import forgotten
+from kenning.store.base import COUNTS
 from kenning.store.lock import FileWriterLock
 from kenning.types import within
-from kenning.walk.changes import git_state, sha256_file
+from kenning.walk.changes import GitState, git_state, sha256_file
 
 if TYPE_CHECKING:
     from kenning.engine import Engine
-    from kenning.store import Store
+    from kenning.store import FileRow, Store
     from kenning.store.overlay import OverlaidStore
 
 __all__ = ["differing", "overlaid"]
@@ -36,56 +37,70 @@ SAME = "same.json"  # files hashed and found equal to the index's: {path: [size,
 OVERLAY_LOCK_WAIT = 30.0
 
 
-def differing(engine: Engine, base: Store, home: Path) -> tuple[frozenset[str], frozenset[str]]:
-    """(files of the working tree that differ from the shared index, every path the index's version of which
-    a search must mask: those and the files deleted here)."""
+def differing(engine: Engine, base: Store, home: Path) -> tuple[dict[str, tuple[int, int]], frozenset[str]]:
+    """(the files of the working tree that differ from the shared index, with their size and mtime; every path
+    the index's version of which a search must mask: those and the files deleted here).
+
+    A file found equal to the index's once (by git's blob id, or by its hash) is remembered with its size and
+    mtime in `same.json`, so that a search whose tree has not moved neither asks git nor reads a file."""
     selection = engine.stored_selection()
-    known = base.files()
+    known = _base_files(engine, base)
     removed = forgotten(base)  # `kenning index --forget` took them out of the index: not brought back here
-    git = git_state(engine.root)
     same_path = home / SAME
     try:
         cached = json.loads(same_path.read_text("utf-8"))
     except (OSError, ValueError):
         cached = {}
+    git: GitState | Literal[False] | None = None  # asked once, at the first file the cache cannot vouch for
     seen: set[str] = set()
-    differ: set[str] = set()
+    differ: dict[str, tuple[int, int]] = {}
     same: dict[str, list[object]] = {}
-    for item in walk.walk(
-        engine.root,
-        selection,
-        index_dir_name=engine._index_dir_name(),
-        tracked=git.tracked if git is not None else None,
-    ):
+    for item in walk.walk(engine.root, selection, index_dir_name=engine._index_dir_name()):
         if not isinstance(item, walk.FileEntry) or not storable_name(item.rel):
             continue
         seen.add(item.rel)
         row = known.get(item.rel)
         if row is None:
             if not (removed and within(item.rel, removed)):
-                differ.add(item.rel)
+                differ[item.rel] = (item.size, item.mtime_ns)
             continue
-        blob = git.blob_for(item.rel) if git is not None else None
-        if blob is not None and blob == row.blob_id:
-            continue
+        stat: list[object] = [item.size, item.mtime_ns]
         hit = cached.get(item.rel)
-        if isinstance(hit, list) and hit[:2] == [item.size, item.mtime_ns]:
+        if isinstance(hit, list) and hit[:2] == stat:
             sha = hit[2]
         else:
-            try:
-                sha = sha256_file(Path(item.abspath))
-            except OSError:
-                continue  # unreadable now: the index's version stands
+            if git is None:
+                git = git_state(engine.root) or False
+            blob = git.blob_for(item.rel) if git else None
+            if blob is not None and blob == row.blob_id:
+                sha = row.sha256
+            else:
+                try:
+                    sha = sha256_file(Path(item.abspath))
+                except OSError:
+                    continue  # unreadable now: the index's version stands
         if sha == row.sha256:
-            same[item.rel] = [item.size, item.mtime_ns, sha]
+            same[item.rel] = [*stat, sha]
         else:
-            differ.add(item.rel)
+            differ[item.rel] = (item.size, item.mtime_ns)
     if same != cached:
         tmp = same_path.with_suffix(".tmp")
         tmp.write_text(json.dumps(same), "utf-8")
         os.replace(tmp, same_path)
     gone = {path for path, row in known.items() if path not in seen and row.skip_reason is None}
-    return frozenset(differ), frozenset(differ | {p for p in gone})
+    return differ, frozenset(differ.keys() | gone)
+
+
+def _base_files(engine: Engine, base: Store) -> dict[str, FileRow]:
+    """The shared index's files, read again only when a writer has finished a run since (its totals and its
+    time change at the end of each): a team's index may hold a hundred thousand of them."""
+    key = ("files", base.get_meta("last_indexed"), base.get_meta(COUNTS))
+    files = engine.overlay_cache.get(key)
+    if files is None:
+        for old in [k for k in engine.overlay_cache if isinstance(k, tuple) and k[:1] == ("files",)]:
+            del engine.overlay_cache[old]
+        files = engine.overlay_cache[key] = base.files()
+    return cast("dict[str, FileRow]", files)
 
 
 def overlaid(engine: Engine, base: Store) -> OverlaidStore:
@@ -107,19 +122,33 @@ def overlaid(engine: Engine, base: Store) -> OverlaidStore:
         db = SqliteStore(directory / "index.db", identity=engine.embedder.identity)
         try:
             manifest = engine.manifest
-            run_index(
-                engine.root,
-                directory,
-                db,
-                engine.embedder,
-                engine.config,
-                engine.stored_selection(),
-                index_dir_name=engine._index_dir_name(),
-                scope=Scope(),
-                semantic=not (manifest and manifest.lexical_only),
-                only=present,
-            )
+            semantic = not (manifest and manifest.lexical_only)
+            if not _current(db, present, semantic):
+                run_index(
+                    engine.root,
+                    directory,
+                    db,
+                    engine.embedder,
+                    engine.config,
+                    engine.stored_selection(),
+                    index_dir_name=engine._index_dir_name(),
+                    scope=Scope(),
+                    semantic=semantic,
+                    only=frozenset(present),
+                )
         finally:
             db.close()
     reader = SqliteStore(directory / "index.db", identity=engine.embedder.identity, readonly=True)
-    return OverlaidStore(base, reader, masked, engine.embedder.dim)  # type: ignore[arg-type]
+    return OverlaidStore(base, reader, masked, engine.embedder.dim, engine.overlay_cache)  # type: ignore[arg-type]
+
+
+def _current(db: Store, present: dict[str, tuple[int, int]], semantic: bool) -> bool:
+    """Whether the overlay already holds exactly these files as they are, every passage with its vector (as
+    most searches find it): then no index run, which would walk the tree a second time."""
+    files = db.files()
+    if files.keys() != present.keys():
+        return False
+    if any((row.size, row.mtime_ns) != present[path] for path, row in files.items()):
+        return False
+    counts = db.cached_counts()
+    return not semantic or counts["embedded"] == counts["passages"]

@@ -23,6 +23,7 @@ import dataclasses
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -38,9 +39,32 @@ from kenning.store.sqlite import SqliteStore
 if TYPE_CHECKING:
     from kenning.store.postgres import PostgresStore
 
-__all__ = ["OVERLAY_IDS", "OverlaidStore"]
+__all__ = ["OVERLAY_IDS", "Combined", "OverlaidStore", "OverlaySide"]
 
 OVERLAY_IDS = 1 << 48  # overlay passage and file ids are shifted by this much: no base id comes near it
+
+
+@dataclass(frozen=True)
+class OverlaySide:
+    """What a search needs of the overlay, computed once per state of it (kept across searches)."""
+
+    terms: dict[int, tuple[Counter[str], int]]  # each overlay passage's terms and length
+    df: Counter[str]  # overlay passages holding each term
+    tokens: int  # their total length in terms
+    vectors: ExactVectors
+    counts: dict[str, int]
+
+
+@dataclass(frozen=True)
+class Combined:
+    """The base and the overlay together, for one search."""
+
+    masked_ids: np.ndarray  # the base's passages of masked files
+    masked_set: set[int]
+    n: float  # passages in the combined collection
+    avgdl: float  # their average length in terms
+    overlay: OverlaySide
+    counts: dict[str, int]
 
 
 class OverlaidStore(Store):
@@ -51,38 +75,68 @@ class OverlaidStore(Store):
         name="overlay", indexes_vectors=True, concurrent_readers=True, lexical_scorer="bm25"
     )
 
-    def __init__(self, base: PostgresStore, overlay: SqliteStore, masked: Iterable[str], dim: int) -> None:
+    def __init__(
+        self,
+        base: PostgresStore,
+        overlay: SqliteStore,
+        masked: Iterable[str],
+        dim: int,
+        cache: dict[object, Any] | None = None,
+    ) -> None:
+        """`cache` (the caller's, kept across searches) holds what was read of the overlay's last state."""
         self.base, self.overlay, self.dim = base, overlay, dim
         self.identity = base.identity
         self.masked = frozenset(masked)
+        self._cache = {} if cache is None else cache
         self._base_allowed: np.ndarray | None = None
         self._overlay_allowed: np.ndarray | None = None
-        self._ready = False
+        self._c: Combined | None = None
 
-    # -- the combined collection, computed once per search ------------------------------------------------
-    def _prepare(self) -> None:
-        if self._ready:
-            return
-        base_files = {path: fid for fid, path, _ in self.base.iter_file_paths()}
-        masked_files = [base_files[p] for p in self.masked if p in base_files]
-        self.masked_ids = self.base.passage_ids_for_files(masked_files)
-        self._masked_set = set(self.masked_ids.tolist())
-        passages, tokens, masked_tokens = self.base.lexicon_stats(self.masked_ids.tolist())
+    # -- the combined collection ----------------------------------------------------------------------------
+    @property
+    def c(self) -> Combined:
+        """The combined collection's statistics, for the state this search reads: the base's side is read
+        again for each search (a few small queries: CI may be writing it), the overlay's only when it changed."""
+        if self._c is None:
+            key = ("overlay", self.overlay.get_meta("last_indexed"))
+            mine = self._cache.get(key)
+            if mine is None:
+                for old in [k for k in self._cache if isinstance(k, tuple) and k[:1] == ("overlay",)]:
+                    del self._cache[old]  # one state is kept: the one searches read now
+                mine = self._cache[key] = self._overlay_side()
+            self._c = self._combine(mine)
+        return self._c
+
+    def _overlay_side(self) -> OverlaySide:
         # the overlay's passages as the base's postings would hold them
-        self._terms: dict[int, tuple[Counter[str], int]] = {}
+        terms: dict[int, tuple[Counter[str], int]] = {}
         for pid, heading, text, parts in self.overlay.conn.execute(
             "SELECT id, heading, text, parts FROM passages"
         ):
-            self._terms[pid + OVERLAY_IDS] = document_terms(heading, text, parts)
-        self.n = float(passages - len(self.masked_ids) + len(self._terms))
-        total = tokens - masked_tokens + sum(length for _, length in self._terms.values())
-        self.avgdl = total / max(passages - len(self.masked_ids) + len(self._terms), 1)
-        self._df: Counter[str] = Counter()
-        for counts, _ in self._terms.values():
-            self._df.update(counts.keys())
+            terms[pid + OVERLAY_IDS] = document_terms(heading, text, parts)
+        df: Counter[str] = Counter()
+        for held, _ in terms.values():
+            df.update(held.keys())
         ids, vectors = self.overlay.passage_vectors(self.dim)
-        self._vectors = ExactVectors(ids + OVERLAY_IDS, vectors)
-        self._ready = True
+        tokens = sum(length for _, length in terms.values())
+        return OverlaySide(
+            terms, df, tokens, ExactVectors(ids + OVERLAY_IDS, vectors), self.overlay.cached_counts()
+        )
+
+    def _combine(self, mine: OverlaySide) -> Combined:
+        masked_ids, masked_files = self.base.passage_ids_for_paths(self.masked)
+        passages, tokens, masked_tokens = self.base.lexicon_stats(masked_ids.tolist())
+        n = passages - len(masked_ids) + len(mine.terms)
+        base, over = self.base.cached_counts(), mine.counts
+        counts = {
+            "files": base["files"] - masked_files + over["files"],
+            "skipped": base["skipped"] + over["skipped"],
+            "passages": base["passages"] - len(masked_ids) + over["passages"],
+            # a masked passage counts as embedded as the base did; the overlay's count is its own
+            "embedded": max(0, base["embedded"] - len(masked_ids)) + over["embedded"],
+        }
+        total = tokens - masked_tokens + mine.tokens
+        return Combined(masked_ids, set(masked_ids.tolist()), float(n), total / max(n, 1), mine, counts)
 
     # -- reads ---------------------------------------------------------------------------------------------
     def close(self) -> None:
@@ -93,7 +147,7 @@ class OverlaidStore(Store):
         with ExitStack() as stack:
             stack.enter_context(self.base.snapshot())
             stack.enter_context(self.overlay.snapshot())
-            self._ready = False
+            self._c = None
             yield
 
     def snapshot(self) -> AbstractContextManager[None]:
@@ -148,14 +202,13 @@ class OverlaidStore(Store):
         )
 
     def passage_ids_of_kinds(self, kinds: Sequence[str]) -> np.ndarray:
-        self._prepare()
         base = self.base.passage_ids_of_kinds(kinds)
-        base = base[~np.isin(base, self.masked_ids)]
+        base = base[~np.isin(base, self.c.masked_ids)]
         return np.concatenate([base, self.overlay.passage_ids_of_kinds(kinds) + OVERLAY_IDS])
 
     def symbol_definitions(self, names: Sequence[str], *, nocase: bool) -> list[tuple[int, str, str, str]]:
-        self._prepare()
-        base = [d for d in self.base.symbol_definitions(names, nocase=nocase) if d[0] not in self._masked_set]
+        masked = self.c.masked_set
+        base = [d for d in self.base.symbol_definitions(names, nocase=nocase) if d[0] not in masked]
         over = [(d[0] + OVERLAY_IDS, *d[1:]) for d in self.overlay.symbol_definitions(names, nocase=nocase)]
         return (base + over)[:20000]
 
@@ -166,45 +219,42 @@ class OverlaidStore(Store):
         self.base.restrict_lexical(self._base_allowed)
 
     def lexical(self, query: str, limit: int, *, filtered: bool = False) -> list[tuple[int, float]]:
-        self._prepare()
+        c = self.c
         stems = self.base.query_stems(query)
         if not stems or limit <= 0:
             return []
         found = self.base.lexical_shifted(
             query,
             limit,
-            excluded=self.masked_ids.tolist(),
-            n=self.n,
-            avgdl=self.avgdl,
-            extra_df=dict(self._df),
+            excluded=c.masked_ids.tolist(),
+            n=c.n,
+            avgdl=c.avgdl,
+            extra_df={t: c.overlay.df[t] for t in stems if t in c.overlay.df},
             filtered=filtered,
         )
         allowed = (
             set(self._overlay_allowed.tolist()) if filtered and self._overlay_allowed is not None else None
         )
-        base_df = self._base_df(stems) if self._terms else {}
-        for pid, (counts, length) in self._terms.items():
+        # each term's document frequency in the base without its masked passages, plus the overlay's
+        terms = c.overlay.terms
+        df = dict(self.base.term_frequencies(list(stems), c.masked_ids.tolist())) if terms else {}
+        for pid, (counts, length) in terms.items():
             if allowed is not None and pid not in allowed:
                 continue
             score = 0.0
             for term, times in stems.items():
                 tf = counts.get(term)
                 if tf:
-                    df = base_df.get(term, 0) + self._df[term]
-                    score += bm25_part(tf, length, self.n, df, self.avgdl, times)
+                    score += bm25_part(tf, length, c.n, df.get(term, 0) + c.overlay.df[term], c.avgdl, times)
             if score:
                 found.append((pid, score))
         found.sort(key=lambda hit: (-hit[1], hit[0]))
         return found[:limit]
 
-    def _base_df(self, stems: Counter[str]) -> dict[str, int]:
-        """Each term's document frequency in the base without its masked passages."""
-        return dict(self.base.term_frequencies(list(stems), self.masked_ids.tolist()))
-
     def vector_candidates(
         self, query: np.ndarray, k: int, allowed: np.ndarray | None = None
     ) -> list[tuple[int, float]]:
-        self._prepare()
+        c = self.c
         base_allowed = over_allowed = None
         if allowed is not None:
             over = allowed >= OVERLAY_IDS
@@ -212,28 +262,18 @@ class OverlaidStore(Store):
         # the masked passages may be among the base's nearest: ask for that many more, then drop them
         found = [
             hit
-            for hit in self.base.vector_candidates(query, k + len(self._masked_set), base_allowed)
-            if hit[0] not in self._masked_set
+            for hit in self.base.vector_candidates(query, k + len(c.masked_set), base_allowed)
+            if hit[0] not in c.masked_set
         ]
-        found += self._vectors.search(query, k, over_allowed)
+        found += c.overlay.vectors.search(query, k, over_allowed)
         found.sort(key=lambda hit: (-hit[1], hit[0]))
         return found[:k]
 
     def counts(self) -> dict[str, int]:
-        return self.cached_counts()
+        return dict(self.c.counts)
 
     def cached_counts(self) -> dict[str, int]:
-        self._prepare()
-        base = self.base.cached_counts()
-        over = self.overlay.cached_counts()
-        masked_files = sum(1 for _, p, _ in self.base.iter_file_paths() if p in self.masked)
-        # a masked passage counts as embedded as the base did; the overlay's count is its own
-        return {
-            "files": base["files"] - masked_files + over["files"],
-            "skipped": base["skipped"] + over["skipped"],
-            "passages": base["passages"] - len(self.masked_ids) + over["passages"],
-            "embedded": max(0, base["embedded"] - len(self.masked_ids)) + over["embedded"],
-        }
+        return dict(self.c.counts)
 
     # -- writes: none --------------------------------------------------------------------------------------
     def _read_only(self, *_: Any, **__: Any) -> Any:

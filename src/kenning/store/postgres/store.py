@@ -383,6 +383,21 @@ class PostgresStore(LexicalPart, EmbeddingsPart, Store):
         return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
 
     @guarded
+    def passage_ids_for_paths(self, paths: Iterable[str]) -> tuple[np.ndarray, int]:
+        """The passage ids of the files at these paths, and how many of those files have passages (a reader's
+        overlay masks them: kenning.store.overlay)."""
+        wanted = list(paths)
+        if not wanted:
+            return np.zeros(0, dtype=np.int64), 0
+        rows = self.conn.execute(
+            "SELECT f.id, p.id FROM files f JOIN passages p ON p.file_id = f.id "
+            "WHERE f.path = ANY(%s) AND f.skip_reason IS NULL",
+            (wanted,),
+        ).fetchall()
+        ids = np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows))
+        return ids, len({r[0] for r in rows})
+
+    @guarded
     def passage_ids_of_kinds(self, kinds: Sequence[str]) -> np.ndarray:
         rows = self.conn.execute(
             "SELECT id FROM passages WHERE sym_kind = ANY(%(k)s) "
