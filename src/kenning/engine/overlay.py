@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 __all__ = ["differing", "overlaid"]
 
 OVERLAY_DIR = "overlay"
-SAME = "same.json"  # files hashed and found equal to the index's: {path: [size, mtime_ns, sha256]}
+HASHES = "hashes.json"  # the content hash of each file the index also has: {path: [size, mtime_ns, sha256]}
 OVERLAY_LOCK_WAIT = 30.0
 
 
@@ -41,20 +41,21 @@ def differing(engine: Engine, base: Store, home: Path) -> tuple[dict[str, tuple[
     """(the files of the working tree that differ from the shared index, with their size and mtime; every path
     the index's version of which a search must mask: those and the files deleted here).
 
-    A file found equal to the index's once (by git's blob id, or by its hash) is remembered with its size and
-    mtime in `same.json`, so that a search whose tree has not moved neither asks git nor reads a file."""
+    The content hash of each file the index also has (git's blob id vouching for the index's own, or read) is
+    remembered with its size and mtime in `hashes.json`, so that a search whose tree has not moved neither asks
+    git nor reads a file."""
     selection = engine.stored_selection()
     known = _base_files(engine, base)
     removed = forgotten(base)  # `kenning index --forget` took them out of the index: not brought back here
-    same_path = home / SAME
+    hashes_path = home / HASHES
     try:
-        cached = json.loads(same_path.read_text("utf-8"))
+        cached = json.loads(hashes_path.read_text("utf-8"))
     except (OSError, ValueError):
         cached = {}
     git: GitState | Literal[False] | None = None  # asked once, at the first file the cache cannot vouch for
     seen: set[str] = set()
     differ: dict[str, tuple[int, int]] = {}
-    same: dict[str, list[object]] = {}
+    hashes: dict[str, list[object]] = {}
     for item in walk.walk(engine.root, selection, index_dir_name=engine._index_dir_name()):
         if not isinstance(item, walk.FileEntry) or not storable_name(item.rel):
             continue
@@ -79,14 +80,13 @@ def differing(engine: Engine, base: Store, home: Path) -> tuple[dict[str, tuple[
                     sha = sha256_file(Path(item.abspath))
                 except OSError:
                     continue  # unreadable now: the index's version stands
-        if sha == row.sha256:
-            same[item.rel] = [*stat, sha]
-        else:
+        hashes[item.rel] = [*stat, sha]
+        if sha != row.sha256:
             differ[item.rel] = (item.size, item.mtime_ns)
-    if same != cached:
-        tmp = same_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(same), "utf-8")
-        os.replace(tmp, same_path)
+    if hashes != cached:
+        tmp = hashes_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(hashes), "utf-8")
+        os.replace(tmp, hashes_path)
     gone = {path for path, row in known.items() if path not in seen and row.skip_reason is None}
     return differ, frozenset(differ.keys() | gone)
 

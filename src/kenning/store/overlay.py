@@ -20,7 +20,6 @@ writes a shared index, and the overlay is written by its own index run.
 from __future__ import annotations
 
 import dataclasses
-from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass
@@ -48,8 +47,8 @@ OVERLAY_IDS = 1 << 48  # overlay passage and file ids are shifted by this much: 
 class OverlaySide:
     """What a search needs of the overlay, computed once per state of it (kept across searches)."""
 
-    terms: dict[int, tuple[Counter[str], int]]  # each overlay passage's terms and length
-    df: Counter[str]  # overlay passages holding each term
+    postings: dict[str, list[tuple[int, int]]]  # term -> (passage id, count there), as the base's postings
+    lengths: dict[int, int]  # each overlay passage's length in terms
     tokens: int  # their total length in terms
     vectors: ExactVectors
     counts: dict[str, int]
@@ -109,24 +108,22 @@ class OverlaidStore(Store):
 
     def _overlay_side(self) -> OverlaySide:
         # the overlay's passages as the base's postings would hold them
-        terms: dict[int, tuple[Counter[str], int]] = {}
+        postings: dict[str, list[tuple[int, int]]] = {}
+        lengths: dict[int, int] = {}
         for pid, heading, text, parts in self.overlay.conn.execute(
             "SELECT id, heading, text, parts FROM passages"
         ):
-            terms[pid + OVERLAY_IDS] = document_terms(heading, text, parts)
-        df: Counter[str] = Counter()
-        for held, _ in terms.values():
-            df.update(held.keys())
+            counts, lengths[pid + OVERLAY_IDS] = document_terms(heading, text, parts)
+            for term, tf in counts.items():
+                postings.setdefault(term, []).append((pid + OVERLAY_IDS, tf))
         ids, vectors = self.overlay.passage_vectors(self.dim)
-        tokens = sum(length for _, length in terms.values())
-        return OverlaySide(
-            terms, df, tokens, ExactVectors(ids + OVERLAY_IDS, vectors), self.overlay.cached_counts()
-        )
+        found = ExactVectors(ids + OVERLAY_IDS, vectors)
+        return OverlaySide(postings, lengths, sum(lengths.values()), found, self.overlay.cached_counts())
 
     def _combine(self, mine: OverlaySide) -> Combined:
         masked_ids, masked_files = self.base.passage_ids_for_paths(self.masked)
         passages, tokens, masked_tokens = self.base.lexicon_stats(masked_ids.tolist())
-        n = passages - len(masked_ids) + len(mine.terms)
+        n = passages - len(masked_ids) + len(mine.lengths)
         base, over = self.base.cached_counts(), mine.counts
         counts = {
             "files": base["files"] - masked_files + over["files"],
@@ -223,31 +220,31 @@ class OverlaidStore(Store):
         stems = self.base.query_stems(query)
         if not stems or limit <= 0:
             return []
+        held = {t: c.overlay.postings[t] for t in stems if t in c.overlay.postings}
         found = self.base.lexical_shifted(
             query,
             limit,
             excluded=c.masked_ids.tolist(),
             n=c.n,
             avgdl=c.avgdl,
-            extra_df={t: c.overlay.df[t] for t in stems if t in c.overlay.df},
+            extra_df={t: len(p) for t, p in held.items()},
             filtered=filtered,
         )
+        if not held:
+            return found
         allowed = (
             set(self._overlay_allowed.tolist()) if filtered and self._overlay_allowed is not None else None
         )
         # each term's document frequency in the base without its masked passages, plus the overlay's
-        terms = c.overlay.terms
-        df = dict(self.base.term_frequencies(list(stems), c.masked_ids.tolist())) if terms else {}
-        for pid, (counts, length) in terms.items():
-            if allowed is not None and pid not in allowed:
-                continue
-            score = 0.0
-            for term, times in stems.items():
-                tf = counts.get(term)
-                if tf:
-                    score += bm25_part(tf, length, c.n, df.get(term, 0) + c.overlay.df[term], c.avgdl, times)
-            if score:
-                found.append((pid, score))
+        df = dict(self.base.term_frequencies(list(held), c.masked_ids.tolist()))
+        scores: dict[int, float] = {}
+        for term, posted in held.items():  # in the query's order, as each passage's parts are summed
+            times, term_df = stems[term], df.get(term, 0) + len(posted)
+            for pid, tf in posted:
+                if allowed is None or pid in allowed:
+                    part = bm25_part(tf, c.overlay.lengths[pid], c.n, term_df, c.avgdl, times)
+                    scores[pid] = scores.get(pid, 0.0) + part
+        found += scores.items()
         found.sort(key=lambda hit: (-hit[1], hit[0]))
         return found[:limit]
 
