@@ -24,6 +24,12 @@ def add_arguments(p: argparse.ArgumentParser, flag: Callable[..., None], parser_
     q.add_argument("-o", "--output", required=True, metavar="FILE", help="the snapshot to write (*.kpack)")
     q.add_argument("--commit", metavar="REV", help="index this commit first (default: the index as it is)")
     q.add_argument("--model", help="embedder (default: the index's)")
+    flag(
+        q,
+        "--allow-remote",
+        "allow a remote embedding endpoint (a GPU server) to receive the commit's text",
+        unset=None,
+    )
     flag(q, "--json", "print what was exported as JSON")
     q = acts.add_parser(
         "import", help="start the index of ROOT from a snapshot, then add the working tree's edits"
@@ -53,7 +59,9 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
             err(f"deleted {len(gone)} snapshot(s)" + "".join(f"\n  {p}" for p in gone))
         return 0
     root = check_root(args.root)
-    config = load_config(root).with_overrides(model=args.model)
+    config = load_config(root).with_overrides(
+        model=args.model, allow_remote=getattr(args, "allow_remote", None)
+    )
     engine = make_engine(root, config, args.model)
     if args.action == "export":
         from kenning.commands import stderr
