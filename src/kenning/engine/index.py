@@ -196,10 +196,8 @@ def run_index(
     Setting `cancel` (from another thread) stops the run like Ctrl-C does: the unfinished batch is rolled back,
     everything committed stays, and the report says `interrupted`. With a `budget` the semantic pass embeds
     only the passages of the scope's files, and only as many as the budget allows (`unembedded` says how many
-    it left). With a commit's `tree` the run indexes that commit's files, read from git's objects, instead of
-    the working tree's, and records the commit as the index's base (kenning.engine.base_commit). With `only`,
-    the index holds just those of the walked files (a shared index's overlay: kenning.engine.overlay).
-    """
+    it left). A commit's `tree`: that commit's files, read from git's objects, and the commit recorded as the
+    index's base (engine.base_commit). `only`: just those of the walked files (an overlay: engine.overlay)."""
     progress = progress or NullProgress()
     scope = scope or Scope()
     report = IndexReport(root=str(root), model=embedder.name)
@@ -345,17 +343,14 @@ def _lexical_pass(
 def _commit_entries(
     tree: CommitTree, scope: Scope, report: IndexReport
 ) -> tuple[list[FileEntry], int, GitState]:
-    entries: list[FileEntry] = []
-    unstored = 0
-    for item in tree.entries:
-        if isinstance(item, Skip):
-            unstored += 1
-            if item.rel in scope:
-                report.skipped.append(item)
-        elif item.rel in scope:
-            entries.append(item)
-    # every blob of a commit is what git says it is: none is dirty
-    return entries, unstored, GitState(tree.blobs)
+    report.skipped += [s for s in tree.entries if isinstance(s, Skip) and s.rel in scope]
+    unstored = sum(isinstance(item, Skip) for item in tree.entries)
+    entries = [e for e in tree.entries if isinstance(e, FileEntry) and e.rel in scope]
+    return (
+        entries,
+        unstored,
+        GitState(tree.blobs),
+    )  # every blob of a commit is what git says it is: none dirty
 
 
 def _walk_entries(
@@ -408,13 +403,11 @@ class _Committer:
 def _unchanged_file(
     db: Store, entry: FileEntry, row: FileRow, git: GitState | None, report: IndexReport, by_blob: bool
 ) -> bool:
-    if by_blob:  # a commit's file has no mtime, and its blob id is exact
-        assert git is not None
-        commit_blob = git.blobs[entry.rel]
-        if row.blob_id != commit_blob:
+    if by_blob and git is not None:  # a commit's file has no mtime, and its blob id is exact
+        if row.blob_id != git.blobs[entry.rel]:
             return False
         if (row.size, row.mtime_ns) != (entry.size, entry.mtime_ns):
-            db.touch_file(row.id, entry.size, entry.mtime_ns, commit_blob)
+            db.touch_file(row.id, entry.size, entry.mtime_ns, row.blob_id)
         _unchanged(row, report)
         return True
     if row.size == entry.size and row.mtime_ns == entry.mtime_ns:
