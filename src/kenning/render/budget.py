@@ -156,7 +156,8 @@ def _line_score(line: str, terms: Sequence[str]) -> set[str]:
 
 
 def _window(hit: Hit, query: str, preview: Preview) -> list[tuple[int, str]]:
-    """The lines of the passage to show: all of it (full), none (none), else its best window of WINDOW lines."""
+    """The lines of the passage to show: all of it (full), none (none), else its best window of WINDOW lines
+    of text (see _best)."""
     numbered = _numbered(hit)
     if preview == "none":
         return []
@@ -166,23 +167,45 @@ def _window(hit: Hit, query: str, preview: Preview) -> list[tuple[int, str]]:
     return [(n, _cut(t, terms)) for n, t in _best(numbered, terms, WINDOW)]
 
 
-def _best(numbered: list[tuple[int, str]], terms: Sequence[str], size: int) -> list[tuple[int, str]]:
-    """The `size` consecutive lines covering the most distinct terms, then the most term-bearing lines; the
-    first such window, or the passage's head when no line holds a term."""
-    found = [_line_score(t, terms) for _, t in numbered]
-    best, best_at = (-1, -1), 0
-    if any(found):
-        for start in range(max(1, len(numbered) - size + 1)):
-            seen = found[start : start + size]
-            key = (len(set().union(*seen)), sum(len(s) for s in seen))
-            if key > best:
-                best, best_at = key, start
-    window = numbered[best_at : best_at + size]
+def _strip(window: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """The lines without the blank ones they open or close on (which waste what they cost)."""
     while len(window) > 1 and not window[0][1].strip():
-        window = window[1:]  # a window that opens or closes on blank lines wastes what it costs
+        window = window[1:]
     while len(window) > 1 and not window[-1][1].strip():
         window = window[:-1]
     return window
+
+
+def _best(numbered: list[tuple[int, str]], terms: Sequence[str], size: int) -> list[tuple[int, str]]:
+    """The window of `size` lines of text covering the most distinct terms, then the most term-bearing lines;
+    the first such window, or the passage's head when no line holds a term.
+
+    Blank lines inside a window do not count towards its size: they cost next to nothing, and a run of them (a
+    heading cut away, a gap between definitions) would otherwise leave a window too little text to hold the
+    answer; on celery-faq, windows of ten lines of any kind missed the answer in 5 of the 23 passages that hold
+    one among the first ten hits, ten lines of text in 1. (Choosing among windows by meaning, the query's
+    vector against each window's, was measured and left out: it picks the lines that quote the question, as
+    words do, and costs an embedding per window; BENCHMARKS.md, "Token budget".)"""
+    found = [_line_score(t, terms) for _, t in numbered]
+    best, best_at = (-1, -1), 0
+    if any(found):
+        for start in range(len(numbered)):
+            if start and not numbered[start][1].strip():
+                continue  # a window opens on text
+            seen = found[start : start + len(_span(numbered, start, size))]
+            key = (len(set().union(*seen)), sum(len(s) for s in seen))
+            if key > best:
+                best, best_at = key, start
+    return _span(numbered, best_at, size)
+
+
+def _span(numbered: list[tuple[int, str]], start: int, size: int) -> list[tuple[int, str]]:
+    """The lines from `start` holding `size` lines of text, without blank lines at either end."""
+    taken, end = 0, start
+    while end < len(numbered) and (taken < size or not numbered[end][1].strip()):
+        taken += bool(numbered[end][1].strip())
+        end += 1
+    return _strip(numbered[start:end])
 
 
 def _shorter(
