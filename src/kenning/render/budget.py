@@ -187,25 +187,17 @@ def _best(numbered: list[tuple[int, str]], terms: Sequence[str], size: int) -> l
     vector against each window's, was measured and left out: it picks the lines that quote the question, as
     words do, and costs an embedding per window; BENCHMARKS.md, "Token budget".)"""
     found = [_line_score(t, terms) for _, t in numbered]
-    best, best_at = (-1, -1), 0
-    if any(found):
-        for start in range(len(numbered)):
-            if start and not numbered[start][1].strip():
-                continue  # a window opens on text
-            seen = found[start : start + len(_span(numbered, start, size))]
-            key = (len(set().union(*seen)), sum(len(s) for s in seen))
-            if key > best:
-                best, best_at = key, start
-    return _span(numbered, best_at, size)
-
-
-def _span(numbered: list[tuple[int, str]], start: int, size: int) -> list[tuple[int, str]]:
-    """The lines from `start` holding `size` lines of text, without blank lines at either end."""
-    taken, end = 0, start
-    while end < len(numbered) and (taken < size or not numbered[end][1].strip()):
-        taken += bool(numbered[end][1].strip())
-        end += 1
-    return _strip(numbered[start:end])
+    text = [i for i, (_, t) in enumerate(numbered) if t.strip()]
+    if not any(found) or not text:
+        return _strip(numbered[: (text[size - 1] + 1) if len(text) >= size else len(numbered)])
+    best, span = (-1, -1), (0, 0)
+    for k, start in enumerate(text):  # a window opens and closes on text
+        end = text[min(k + size, len(text)) - 1] + 1
+        seen = found[start:end]
+        key = (len(set().union(*seen)), sum(len(s) for s in seen))
+        if key > best:
+            best, span = key, (start, end)
+    return numbered[span[0] : span[1]]
 
 
 def _shorter(
