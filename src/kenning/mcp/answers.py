@@ -231,19 +231,22 @@ def _packed_answer(
 def _compact(structured: dict[str, Any], weak: list[bool]) -> dict[str, Any]:
     """The summary of a budgeted answer, each thing said once and only when it says something: `literal` when
     true, `coverage` below 1, the groups when there are several (one group's query is the caller's own, its
-    notes are the answer's and its match is `good_match`, with the details when it is not good)."""
-    out: dict[str, Any] = {"mode": structured["mode"], "searched": structured["searched"]}
-    if structured["literal"]:
+    notes are the answer's and its match is `good_match`, with the details when it is not good). Whatever else
+    the summary carries is kept as it is."""
+    rest = dict(structured)
+    literal, coverage, groups = rest.pop("literal"), rest.pop("coverage"), rest.pop("groups")
+    out: dict[str, Any] = {"mode": rest.pop("mode"), "searched": rest.pop("searched")}
+    if literal:
         out["literal"] = True
-    if structured["coverage"] < 1 and not structured["literal"]:
-        out["coverage"] = structured["coverage"]
-    groups = structured["groups"]
+    if coverage < 1 and not literal:
+        out["coverage"] = coverage
     if len(groups) > 1:
         out["groups"] = groups
     elif groups and weak[0]:
         out["match"] = groups[0]["match"]
-    out["good_match"] = structured["good_match"]
-    out["notes"] = structured["notes"]
+    notes = rest.pop("notes")
+    out.update(rest)
+    out["notes"] = notes
     return out
 
 

@@ -2,12 +2,13 @@
 
 It runs after ranking and changes no order: it decides only how much of each hit an answer shows, so it belongs
 with the printers (`render`) rather than with the search. Hits are taken best first. Each passage is trimmed to
-the window of lines that holds the most query terms (a passage none of whose lines holds one, found by meaning,
-shows its head: a symbol's signature and doc, a section's first lines); its `path:start-end` is then exactly the
-lines shown. A window that overlaps or touches one already shown from the same file is merged into it; a passage
-whose text is the same as one already shown (a vendored copy, a generated twin) adds only its location to that
-block. Every block is costed in tokens as the caller renders it, and the answer stops at the budget; a block too
-big for what is left is shown shorter (its three best lines, then its best one) before it is left out.
+the window of WINDOW lines of text that holds the most query terms (a passage none of whose lines holds one,
+found by meaning, shows its head: a symbol's signature and doc, a section's first lines); its `path:start-end` is
+then exactly the lines shown. A window that overlaps or touches one already shown from the same file is merged
+into it; a passage whose text is the same as one already shown (a vendored copy, a generated twin) adds only its
+location to that block. Every block is costed in tokens as the caller renders it, and the answer stops at the
+budget; a block too big for what is left is shown shorter (its three best lines, then its best one) before it is
+left out.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from kenning.render.tokens import TokenCounter
 from kenning.store.terms import query_terms
 from kenning.types import Hit, Preview
 
-WINDOW = 10  # lines of a passage a short preview shows at most, as without a budget
+WINDOW = 10  # lines of text (blank ones not counted) of a passage a budgeted answer shows at most
 # a longer line (minified code, a paragraph on one line) is cut around the query's first term
 LINE_CHARS = 160
 MERGE_GAP = 1  # blocks of one file this many lines apart or closer become one
