@@ -178,7 +178,12 @@ def _answer_stream(structured: dict[str, Any], tokens: Any) -> Stream:
         copies = [f"corpus/{a}" for a in hit.get("also_at", [])]
         where = [f"corpus/{hit['path']}:{hit['start_line']}-{hit['end_line']}", *copies]
         items.append((where, total))
-        listed += where
+        if "text_start_line" in hit and hit.get("text") is not None:
+            # an answer without a budget names the whole passage and shows a preview of it from here
+            first = hit["text_start_line"]
+            listed.append(f"corpus/{hit['path']}:{first}-{first + hit['text'].count(chr(10))}")
+        else:
+            listed += where
         span = hit.get("passage", f"{hit['start_line']}-{hit['end_line']}")
         passages += [f"corpus/{hit['path']}:{span}", *copies]
     return Stream(items, listed, passages)
@@ -238,8 +243,13 @@ def ndcg(s: EvalSet, streams: dict[str, Stream], runs: Path, name: str, *, passa
         for qid, stream in streams.items():
             ranked = stream.passages if passages and stream.passages is not None else stream.listed
             fh.write(json.dumps({"query_id": qid, "ranked": ranked}) + "\n")
-    qrels = subset(s.qrels, set(streams), runs / f"{s.name}.qrels.jsonl")  # a subsample is scored on itself
+    qrels = subset(judged(s), set(streams), runs / f"{s.name}.qrels.jsonl")  # a subsample is scored on itself
     return score(qrels, run)["nDCG@10"]
+
+
+def judged(s: EvalSet) -> Path:
+    """The set's judgements: by line span where it has them (the issue 18 code sets), else its qrels."""
+    return s.spans if s.spans is not None else s.qrels
 
 
 def cached(s: EvalSet, cache: Path) -> bool:
@@ -259,6 +269,12 @@ def subsample(rows: list[dict[str, str]], n: int | None) -> list[dict[str, str]]
     return [rows[int(i * step)] for i in range(n)]
 
 
+def _first(m: dict[str, Any]) -> str:
+    if m.get("first_mean") is None:
+        return "-"
+    return f"{m['first_mean']:,.0f} / {m['first_median']:,.0f}"
+
+
 def render(results: dict[str, Any], machine: str, command: str) -> str:
     runs = dict.fromkeys(
         c for data in results.values() for c in (data.get("command", command), *data.get("merged", ()))
@@ -271,16 +287,33 @@ def render(results: dict[str, Any], machine: str, command: str) -> str:
         "first item that holds a judged-relevant document or span (mean / median over the queries that reach "
         "one; *never* counts the others); *R@T* is the share of the judged documents (spans) read within T tokens; "
         "nDCG@10 scores the first ten locations the answer lists (a block's copies included), in its order: "
-        "*shown* by the lines shown, *by passage* by the whole passage each block's best hit is (how today's "
-        "answer names its hits, and what the answer's `passage` field gives).",
+        "*shown* by the lines it shows, *by passage* by the whole passage each block's best hit is (how today's "
+        "answer names its hits, and what the answer's `passage` field gives). Today's answer shows a preview of "
+        "up to 10 lines of each passage it names: its *shown* column scores those lines. On span-judged sets "
+        "a location counts when its lines overlap a judged span (celery-faq's answers, the code sets' spans).",
         "",
+        f"At the default budget ({schemas.DEFAULT_BUDGET}) against today's k=10 answer, side by side (the "
+        "target: nDCG@10 by the lines shown not below today's by the passages it names):",
+        "",
+        "| set | judged | nDCG@10 shown, budget | today, by passage | today, shown | first relevant mean / median, "
+        "budget | today |",
+        "|---|---|---:|---:|---:|---:|---:|",
     ]
+    for name, data in results.items():
+        b = data["systems"].get(f"kenning {schemas.DEFAULT_BUDGET}", {})
+        t = data["systems"].get("kenning today", {})
+        if not b or not t:
+            continue
+        out.append(
+            f"| {name} | {data['judged']} | {b.get('ndcg@10', float('nan')):.4f} | "
+            f"{t.get('ndcg@10 passages', float('nan')):.4f} | {t.get('ndcg@10', float('nan')):.4f} | "
+            f"{_first(b)} | {_first(t)} |"
+        )
+    out.append("")
     for name, data in results.items():
         out.append(
             f"**{name}** ({data['queries']} queries{', subsampled' if data.get('subsampled') else ''}, "
-            f"{data['judged']}, {data['mode']}): nDCG@10 at the default budget "
-            f"({schemas.DEFAULT_BUDGET}) {data['ndcg_budget']:.4f} against today's k=10 {data['ndcg_today']:.4f}, "
-            f"each hit named by its passage; by the lines shown, {data.get('ndcg_budget_shown', float('nan')):.4f}."
+            f"{data['judged']}, {data['mode']})"
         )
         out.append("")
         out.append(
@@ -352,7 +385,7 @@ def main(argv: list[str] | None = None) -> None:
         engine, _ = open_index(s, DEFAULT, cache, fresh=False)
         rows = s.query_rows()
         queries = subsample(rows, args.max_queries)
-        judge = Judge(s.qrels)
+        judge = Judge(judged(s))
         streams: dict[str, dict[str, Stream]] = {}
         t = time.perf_counter()
         try:

@@ -33,6 +33,7 @@ from kenning.search.grep import Deadline, GrepFile, GrepLine, clip_line
 from kenning.types import Confidence, Hit, Mode, Preview, SearchResult
 
 SHOW_SKIPPED = 100
+CUT = "cut to the budget: "  # the structured form's note on what was cut, before how to get it
 
 
 @dataclass
@@ -95,14 +96,20 @@ def search_answer(
             f"passages ranked by meaning. Call text_index with paths [{target}] to build the index."
         )
     found = f"searched {searched} passages, semantic coverage {coverage:.0%}" if coverages else ""
+    if budget is not None and coverages:
+        # a budgeted answer says once what it must: the coverage only when some passages have no vector
+        found = f"searched {searched} passages" + (
+            f", semantic coverage {coverage:.0%}" if coverage < 1 else ""
+        )
     if literal:
         found += ("; " if found else "") + f"{matched_files} files hold some of the query's words"
     if len(queries) == 1:
         # with a budget the hits ranked are more than those shown, which the line on what was cut counts
-        how = " ranked" if budget is not None else ""
-        lines.append(
-            f'{len(combined)} {"hit" if len(combined) == 1 else "hits"}{how} for "{_echo(queries[0])}"; {found}'
-        )
+        hits = f"{len(combined)} {'hit' if len(combined) == 1 else 'hits'}"
+        if budget is not None:
+            lines.append(f"{hits} ranked; {found}")  # the caller knows its query: not repeated
+        else:
+            lines.append(f'{hits} for "{_echo(queries[0])}"; {found}')
     else:
         lines.append(
             f"{len(queries)} query groups, {len(combined)} distinct hits (each group's best first); {found}"
@@ -139,7 +146,10 @@ def search_answer(
     if bases:  # the commit a shared or imported index is based on, its age and the files overlaid on it
         structured["base"] = bases[0] if len(bases) == 1 else bases
     if budget is not None:
-        return _packed_answer(lines, structured, combined, budget, preview, show, several_roots)
+        grouped = len(queries) > 1
+        return _packed_answer(
+            lines, _compact(structured, weak), combined, budget, preview, show, grouped, several_roots
+        )
     hits_json: list[dict[str, Any]] = []
     budget = schemas.MAX_OUTPUT_CHARS - sum(len(x) + 1 for x in lines) - 200
     truncated = budget <= 0
@@ -174,6 +184,7 @@ def _packed_answer(
     budget: int,
     preview: Preview,
     show: Callable[[Engine, str], str],
+    grouped: bool,
     several_roots: bool,
 ) -> Answer:
     """A search answer within `budget` tokens, whichever of its two forms a client gives its model.
@@ -184,7 +195,6 @@ def _packed_answer(
     rendering, not the serialised JSON the specification suggests for older clients, because a model reading
     text reads code with its lines and indentation for fewer tokens than the same code escaped in JSON."""
     count = counter()
-    grouped = len(structured["groups"]) > 1
 
     def as_json(block: Block) -> dict[str, Any]:
         return block_json(block, root=block.first.root if several_roots else None, labels=grouped)
@@ -199,26 +209,48 @@ def _packed_answer(
         for engine, hit, labels, query in combined
     ]
     more = 'raise budget, narrow with paths, or see one location whole with preview "full" and its path'
-    # the answer's own lines at their longest: a cut line and the count with five-digit numbers
+    # the answer's own lines at their longest: a cut line and the count with five-digit numbers; the structured
+    # form says what was cut in its budget's numbers, and how to get it in one note
     widest = Packed([], budget, 99999, count.name, 99999, 99999)
     ending = count.count(cut_line(widest, more=more) or "") + count.count(tokens_line(widest)) + 4
-    summary = dict(structured, hits=[], truncated=True, budget=_budget_json(widest))
+    summary = dict(structured, notes=[*structured["notes"], CUT + more], hits=[], budget=_budget_json(widest))
     head = count.count(json.dumps(summary, ensure_ascii=False, separators=(",", ":")))
-    reserve = max(count.count("\n".join(lines)), head) + ending
+    reserve = max(count.count("\n".join(lines)) + ending, head)
     packed = pack(found, budget, cost, count, preview=preview, reserve=reserve)
     for block in packed.blocks:
         lines.extend(["", *block_text(block, labels=grouped)])
     cut = cut_line(packed, more=more)
     if cut:
         lines.extend(["", cut])
-        structured["notes"].append(cut)
+        structured["notes"].append(CUT + more)
     lines.append(tokens_line(packed))
-    structured.update(
-        hits=[as_json(b) for b in packed.blocks],
-        truncated=packed.left_out > 0,
-        budget=_budget_json(packed),
-    )
+    notes = structured.pop("notes")
+    structured["hits"] = [as_json(b) for b in packed.blocks]
+    structured["notes"] = notes
+    structured["budget"] = _budget_json(packed)
     return Answer("\n".join(lines), structured)
+
+
+def _compact(structured: dict[str, Any], weak: list[bool]) -> dict[str, Any]:
+    """The summary of a budgeted answer, each thing said once and only when it says something: `literal` when
+    true, `coverage` below 1, the groups when there are several (one group's query is the caller's own, its
+    notes are the answer's and its match is `good_match`, with the details when it is not good). Whatever else
+    the summary carries is kept as it is."""
+    rest = dict(structured)
+    literal, coverage, groups = rest.pop("literal"), rest.pop("coverage"), rest.pop("groups")
+    out: dict[str, Any] = {"mode": rest.pop("mode"), "searched": rest.pop("searched")}
+    if literal:
+        out["literal"] = True
+    if coverage < 1 and not literal:
+        out["coverage"] = coverage
+    if len(groups) > 1:
+        out["groups"] = groups
+    elif groups and weak[0]:
+        out["match"] = groups[0]["match"]
+    notes = rest.pop("notes")
+    out.update(rest)
+    out["notes"] = notes
+    return out
 
 
 def _budget_json(packed: Packed) -> dict[str, Any]:

@@ -30,8 +30,8 @@ it) was never indexed: check index_status. Without an index the answer comes fro
 at the top; text_index builds the index.
 
 The answer fits `budget` tokens (2,000 unless you say): of the best 50 hits, as many as fit, each trimmed to the \
-lines that hold the query's words (path:start-end is exactly the lines shown; `passage` gives the whole \
-passage's span when part is shown), neighbouring hits of one file merged, the same text in several files shown \
+lines that hold the query's words, up to 10 lines of text (path:start-end is exactly the lines shown; \
+`passage` gives the whole passage's span when part is shown), neighbouring hits of one file merged, the same text in several files shown \
 once with the others in also_at. The last lines say what was cut and the tokens used. Spend a budget on the \
 right place, not on more hits: narrow with `paths`, `globs` or `types` first; to see more of one location, call \
 again with its file in `paths` and preview "full" (or open the file there) rather than raising the budget; \

@@ -262,13 +262,18 @@ TEXT_SEARCH_OUTPUT: Schema = {
     "properties": {
         "literal": {
             "type": "boolean",
-            "description": "True when there is no index and these are literal matches of the query's words.",
+            "description": "True when there is no index and these are literal matches of the query's words "
+            "(absent otherwise).",
         },
         "mode": {"type": "string"},
         "searched": {"type": "integer", "description": "Passages (or files, when literal) searched."},
-        "coverage": {"type": "number", "description": "Share of passages that have an embedding (0-1)."},
+        "coverage": {
+            "type": "number",
+            "description": "Share of passages that have an embedding (0-1), when some have none.",
+        },
         "groups": {
             "type": "array",
+            "description": "Each query group's summary, when there are several.",
             "items": {
                 "type": "object",
                 "properties": {
@@ -284,9 +289,10 @@ TEXT_SEARCH_OUTPUT: Schema = {
         },
         "hits": {"type": "array", "items": _HIT},
         "notes": {"type": "array", "items": {"type": "string"}},
-        "truncated": {
-            "type": "boolean",
-            "description": "Some hits were left out to keep within the budget.",
+        "match": {
+            **_MATCH,
+            "description": "How far the best passage is from a good match, when it is not one "
+            "(one query group).",
         },
         "budget": {
             "type": "object",
@@ -303,22 +309,12 @@ TEXT_SEARCH_OUTPUT: Schema = {
         },
         "good_match": {
             "type": "boolean",
-            "description": "Some group has a passage that matches well (see each group's match). False: the "
-            "hits are only the closest there are; rephrase, or the workspace may not hold the answer.",
+            "description": "Some group has a passage that matches well. False: the hits are only the closest "
+            "there are; rephrase, or the workspace may not hold the answer.",
         },
         "base": {"oneOf": [_BASE, {"type": "array", "items": _BASE}]},
     },
-    "required": [
-        "literal",
-        "mode",
-        "searched",
-        "coverage",
-        "groups",
-        "hits",
-        "notes",
-        "truncated",
-        "good_match",
-    ],
+    "required": ["mode", "searched", "hits", "notes", "good_match", "budget"],
 }
 
 TEXT_INDEX_INPUT: Schema = {
