@@ -178,7 +178,7 @@ def test_a_snapshot_of_a_commit_outside_head_history_is_passed_over(
     _pack(engine_factory, repo, folder / "new.kpack")
     found, notes = find_snapshot(engine_factory(clone), str(folder))
     assert found is None
-    assert any("is not in this clone" in n or "not an ancestor" in n for n in notes)
+    assert any("is not in the git history here" in n or "not an ancestor" in n for n in notes)
 
 
 def test_export_refuses_an_index_with_working_tree_files(

@@ -165,7 +165,11 @@ def _usable(engine: Engine, cand: Candidate, notes: list[str]) -> bool:
     try:
         git_output(engine.root, "merge-base", "--is-ancestor", sha, "HEAD")
     except subprocess.CalledProcessError as exc:
-        why = "is not an ancestor of HEAD" if exc.returncode == 1 else "is not in this clone (fetch it)"
+        why = (
+            "is not an ancestor of HEAD"
+            if exc.returncode == 1
+            else f"is not in the git history here (fetch it; is {engine.root} a clone of its repository?)"
+        )
         notes.append(f"passed over {cand.where}: commit {sha[:12]} {why}")
         return False
     except (OSError, subprocess.SubprocessError, UnicodeDecodeError):
