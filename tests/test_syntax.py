@@ -615,6 +615,9 @@ def test_registered_behind_chunk_text(lang: str) -> None:
     from kenning.chunk import _REGISTRY as REGISTRY
     from kenning.chunk import chunk_text, register_chunker
 
+    # the registry holds this chunker for every grammar already: put back what was there, or every later test
+    # in the process chunked that language in line windows (test_file_ranking's fixtures lost their passages)
+    previous = REGISTRY.get(("code", lang))
     register_chunker("code", chunk_syntax, lang=lang)
     try:
         text = fixture(lang).replace("\n", "\r\n")
@@ -623,7 +626,10 @@ def test_registered_behind_chunk_text(lang: str) -> None:
         check_contract(Source(split_lines(text), lang=lang), result, 300)
         assert any(p.symbol is not None for p in result)
     finally:
-        del REGISTRY[("code", lang)]
+        if previous is None:
+            del REGISTRY[("code", lang)]
+        else:
+            REGISTRY[("code", lang)] = previous
 
 
 def test_regression_a_closing_brace_or_end_is_not_a_passage_of_its_own() -> None:
