@@ -98,9 +98,11 @@ def kenning_revision() -> str:
     return f"{importlib.metadata.version('kenning')}+{h.hexdigest()[:10]}"
 
 
-def index_home(s: EvalSet, cfg: KConfig, cache: Path) -> Path:
-    """Where the set's index under this configuration is cached (its key: corpus, index settings, source)."""
-    settings = {**cfg.index, "kenning": kenning_revision()}
+def index_home(s: EvalSet, cfg: KConfig, cache: Path, revision: str | None = None) -> Path:
+    """Where the set's index under this configuration is cached (its key: corpus, index settings, source).
+    `revision` names another kenning revision's index (kenning_revision() of that source), for search-side work
+    over indexes an earlier source built when nothing that builds an index has changed since."""
+    settings = {**cfg.index, "kenning": revision or kenning_revision()}
     key_src = json.dumps({"corpus": fingerprint(s.corpus), **settings}, sort_keys=True)
     key = hashlib.sha256(key_src.encode()).hexdigest()[:12]
     return cache / "indexes" / f"{s.name}-{'default' if not cfg.index else cfg.name}-{key}"

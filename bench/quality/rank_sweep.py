@@ -69,9 +69,16 @@ def distinct(ranked: list[str]) -> int:
     return len({r.rsplit(":", 1)[0] for r in ranked[:10]})
 
 
-def run_set(name: str, variants: list[tuple[str, dict[str, str]]], mode: str, cache: Path, out: Path) -> dict:
+def run_set(
+    name: str,
+    variants: list[tuple[str, dict[str, str]]],
+    mode: str,
+    cache: Path,
+    out: Path,
+    revision: str | None = None,
+) -> dict:
     s = resolve(name, WORK)
-    home = index_home(s, DEFAULT, cache)
+    home = index_home(s, DEFAULT, cache, revision)
     if not (home / "bench-build.json").is_file():
         print(f"[{name}] no cached index at {home}: skipped", file=sys.stderr)
         return {}
@@ -180,6 +187,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--mode", default="hybrid")
     parser.add_argument("--cache", default=str(Path.home() / ".cache" / "kenning-bench"))
     parser.add_argument("--out", default=str(WORK / "quality" / "rank-sweep"))
+    parser.add_argument(
+        "--revision",
+        help="use the indexes this kenning revision built (`0.1.0+9cd281f477`), when nothing that builds an index "
+        "has changed since (the key otherwise names this source's revision)",
+    )
     args = parser.parse_args(argv)
     names: list[str] = []
     for spec in args.sets.split(","):
@@ -189,7 +201,9 @@ def main(argv: list[str] | None = None) -> None:
     out.mkdir(parents=True, exist_ok=True)
     table: dict[str, dict[str, Any]] = defaultdict(dict)
     for name in names:
-        for vname, figures in run_set(name, variants, args.mode, Path(args.cache).expanduser(), out).items():
+        for vname, figures in run_set(
+            name, variants, args.mode, Path(args.cache).expanduser(), out, args.revision
+        ).items():
             table[name][vname] = figures
     vnames = [v for v, _ in variants]
     print("nDCG@10 by file over all hits / over the first 10 hits")

@@ -134,43 +134,48 @@ def _order(
                 best[arm] = (rank, score)
 
     # on a tie, a passage that defines a name the query spells wins (a definition and a call site that tops
-    # both other arms score alike)
-    def rank_key(pid: int) -> tuple[float, bool, int]:
-        return (-fused[pid], "symbol" not in arm_rank[pid], pid)
-
-    order = sorted(fused, key=rank_key)
+    # both other arms score alike), then the lower id: the candidates are put in that order once, and each sort
+    # after is by score alone, which a stable sort leaves ties in (a key in C, not a tuple built per candidate
+    # per sort: the ranking sorts four times)
+    named_any = {pid for key, items in ranked.items() if key.startswith("symbol#") for pid, _ in items}
+    order = sorted(fused, key=lambda pid: (pid not in named_any, pid))
+    rank_key = fused.__getitem__
+    order.sort(key=rank_key, reverse=True)
     want = max(limit * 4, 40)
     demoted: dict[int, float] = {}
     rows: dict[int, PassageRow] = {}
     if order:
         rows = db.passages_by_id(order[:want])
-        # the file of every candidate that scores at all (a zero, past NORM_DEPTH in every arm, stays zero and
-        # last): the file evidence weighs them all
+        # the file evidence weighs the leading candidates that score at all (a zero, past NORM_DEPTH in every
+        # arm, stays zero and last), as many whatever the limit, so a bigger --limit never reorders the first
+        # hits; their files are looked up with the rows or, past them, by path alone
+        pool = [pid for pid in order[: shape.EVIDENCE_DEPTH or len(order)] if fused[pid] > 0.0]
         paths = {pid: row.path for pid, row in rows.items()}
-        rest = [pid for pid in order[want:] if fused[pid] > 0.0]
+        rest = [pid for pid in pool if pid not in paths]
         if rest:
             paths.update(db.paths_by_id(rest))
         # a definition the query names stays where the symbol route put it, in a test file too (`make_tree`)
         named = {pid for pid, _ in ranked.get("symbol#d", ())}
         demoted = shape.demote_by_path(fused, paths, named, factor, shape.factor_for_notes(query))
-
         # from here a tie is broken by where the passage is, not by its id: ids follow the order files were
         # indexed in, so two indexes of the same files (one built whole, one from a snapshot and an overlay)
-        # would otherwise order equal scores differently
-        def settled_key(pid: int) -> tuple[float, bool, str, int, int]:
-            row = rows.get(pid)
-            return (*rank_key(pid)[:2], paths.get(pid, ""), row.start_line if row else 0, pid)
-
-        order.sort(key=settled_key)
+        # would otherwise order equal scores differently. Each sort after is by score alone, and stable
+        order.sort(key=lambda pid: (pid not in named_any, paths.get(pid, ""), _line(rows, pid), pid))
+        order.sort(key=rank_key, reverse=True)
         _fetch_leading(db, order, want, rows)
         shape.demote_tiny(fused, rows, named)
         if not shape.is_about_usage(query):
-            shape.add_file_evidence(fused, paths, root)
-        order.sort(key=settled_key)
+            shape.add_file_evidence(fused, {pid: paths[pid] for pid in pool if pid in paths}, root)
+        order.sort(key=rank_key, reverse=True)
         shape.saturate(fused, order, paths)
-        order.sort(key=settled_key)
+        order.sort(key=rank_key, reverse=True)
         _fetch_leading(db, order, want, rows)
     return _Order(fused, arm_rank, order, rows, demoted)
+
+
+def _line(rows: dict[int, PassageRow], pid: int) -> int:
+    row = rows.get(pid)
+    return row.start_line if row else 0
 
 
 def _fetch_leading(db: Store, order: list[int], want: int, rows: dict[int, PassageRow]) -> None:

@@ -40,6 +40,11 @@ TINY_WEIGHT = 0.5
 # the words many times pushed it down.
 FILE_EVIDENCE = 0.2
 EVIDENCE_UNIT = 2000.0
+# The evidence weighs this many leading candidates of the fused order (0: every one that scores). Each one past the
+# rows a search fetches anyway costs a lookup of its file, and the deep ones, scaled near 0 in their arms, add
+# next to nothing to a file's support: every one (about 185 at --limit 10) made a hybrid query 1.25x the cost it
+# had before this module; 80 scored as well on the code set (60 lost a Rust repository; BENCHMARKS, rank2).
+EVIDENCE_DEPTH = 80
 
 # Each passage of a code file after its first in the ranking is multiplied by FILE_DECAY once more than the one
 # before it: a question about a part of the system gets its few central files before five windows of one. 0.5

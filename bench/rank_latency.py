@@ -1,0 +1,140 @@
+"""Warm query latency of this tree against other git revisions at ~44k passages, side by side, alternated in one run.
+
+    python bench/rank_latency.py --against 77144d0 [--against main] [--rounds 7] [--queries 150] [--limit 10]
+
+Made for issue 18's latency limit (a ranking change may cost at most 1.2x of the revision before it): the speed
+bench's corpus at about 50k passages (`make_tree` of bench/run.py, 5,000 files in 5 copies, 43.6k passages) is
+indexed once with the deterministic hash embedder by this tree (so a query costs the engine alone, not a model),
+and every round runs each tree in turn as a new process over that one index (that tree's `src` first on the path),
+timing `--queries` warm searches at `--limit` after a warm-up, hybrid then lexical, by the wall clock and by the
+CPU time of the process (all its threads: the semantic arm runs on another; on a loaded machine the CPU time moves
+less than the wall time). A revision is checked out into a worktree under bench/.work/compare/ (the project's own
+history, nothing fetched); the revisions must read this tree's index format (SQLite schema 4 and the segmented
+snapshot, since 18:40 on 2026-12-03). It prints each round, then the medians over rounds of each tree's per-round
+median, and each tree's ratio to the first `--against`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+from compare_index import worktree
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+WORK = HERE / ".work" / "rank-latency"
+QUERIES = [
+    "how are files cut into passages",
+    "parse configuration file",
+    "retry with exponential backoff",
+    "render a table to the terminal",
+    "read the http response body",
+    "unicode width of a character",
+    "open a database connection",
+    "command line argument parsing",
+    "effect of vitamin D on bone density",
+    "convert a string to a datetime",
+    "sort a dictionary by value",
+    "protein folding in cells",
+    "list all files in a directory recursively",
+    "read_csv",
+    "how to remove duplicates from a list",
+]
+
+# Run in the subprocess: open the index, warm up, time the queries in each mode; print one JSON line.
+CHILD = """
+import json, statistics, sys, time
+from kenning.config import Config
+from kenning.engine import Engine
+root, index_dir, n, limit = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+queries = json.loads(sys.argv[5])
+out = {}
+with Engine(root, config=Config(index_dir=index_dir, model="hash-384")) as engine:
+    for mode in ("hybrid", "lexical"):
+        for query in queries:
+            engine.search(query, mode=mode, limit=limit, refresh="off")
+        times, cpu = [], []
+        for i in range(n):
+            started, used = time.perf_counter(), time.process_time()
+            engine.search(queries[i % len(queries)], mode=mode, limit=limit, refresh="off")
+            times.append(time.perf_counter() - started)
+            cpu.append(time.process_time() - used)
+        out[mode] = statistics.median(times) * 1000
+        out[mode + " cpu"] = statistics.median(cpu) * 1000
+print(json.dumps(out))
+"""
+
+
+def ensure_index(tree: Path, index_dir: Path) -> None:
+    marker = index_dir / "built.json"
+    if marker.is_file():
+        return
+    sys.path.insert(0, str(HERE))
+    from kenning.config import Config
+    from kenning.engine import Engine
+    from run import make_tree
+
+    make_tree(tree, 5000, copies=5)
+    with Engine(tree, config=Config(index_dir=str(index_dir), model="hash-384")) as engine:
+        report = engine.index()
+    marker.write_text(json.dumps({"passages": report.passages}))
+
+
+def run_once(src: Path, tree: Path, index_dir: Path, n: int, limit: int) -> dict[str, float]:
+    env = dict(os.environ, PYTHONPATH=str(src / "src"), KENNING_MODE="direct")
+    child = [sys.executable, "-c", CHILD, str(tree), str(index_dir), str(n), str(limit), json.dumps(QUERIES)]
+    out = subprocess.run(child, capture_output=True, text=True, env=env, check=True)
+    result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    ap.add_argument(
+        "--against",
+        action="append",
+        required=True,
+        help="a git revision, or a folder with a src (repeatable)",
+    )
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--queries", type=int, default=150)
+    ap.add_argument("--limit", type=int, default=10)
+    args = ap.parse_args()
+    tree, index_dir = WORK / "tree", WORK / "index"
+    ensure_index(tree, index_dir)
+    passages = json.loads((index_dir / "built.json").read_text())["passages"]
+    # a folder holding a `src` (a scratch tree) is taken as it is; anything else is a git revision
+    trees = {rev: Path(rev) if (Path(rev) / "src").is_dir() else worktree(rev) for rev in args.against}
+    trees["this tree"] = ROOT
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
+    for r in range(args.rounds):
+        for name, src in trees.items():
+            runs[name].append(run_once(src, tree, index_dir, args.queries, args.limit))
+            print(r, name, json.dumps({k: round(v, 3) for k, v in runs[name][-1].items()}), file=sys.stderr)
+    base = args.against[0]
+    print(
+        f"\n{passages:,} passages, hash embedder, --limit {args.limit}, {args.queries} warm queries a process, "
+        f"medians of {args.rounds} alternated rounds\n"
+    )
+    modes = ("hybrid", "lexical", "hybrid cpu", "lexical cpu")
+    print("| tree | " + " | ".join(f"{m} ms | ratio" for m in modes) + " | hybrid ratio per round |")
+    print("|---" * (2 * len(modes) + 2) + "|")
+    for name, rs in runs.items():
+        cells = []
+        for mode in modes:
+            mine = statistics.median(x[mode] for x in rs)
+            theirs = statistics.median(x[mode] for x in runs[base])
+            cells += [f"{mine:.2f}", f"{mine / theirs:.2f}x"]
+        pairs = [a["hybrid"] / b["hybrid"] for a, b in zip(rs, runs[base], strict=True)]
+        cells.append(f"{min(pairs):.2f}-{max(pairs):.2f}")
+        print(f"| {name} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
