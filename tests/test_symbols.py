@@ -170,8 +170,7 @@ def test_code_symbols_off_falls_back_to_line_windows(tmp_path: Path) -> None:
 def test_a_name_defined_inside_a_pack_of_small_symbols_is_found_first(code_ws: Path) -> None:
     hits = _hits(code_ws, "--trace", "DEFAULT_PATH")
     top = hits[0]
-    # the pack of lines 5-9, with the module's docstring and import above it (too small to stand alone)
-    assert (top["path"], top["start_line"], top["end_line"]) == ("config.py", 1, 9)
+    assert (top["path"], top["start_line"], top["end_line"]) == ("config.py", 5, 9)
     assert top["trace"]["symbol"]["rank"] == 1  # type: ignore[index]
     hits = _hits(code_ws, "--symbol-type", "value", "default path")
     assert [(h["path"], h["start_line"]) for h in hits] == [("config.py", 5)]

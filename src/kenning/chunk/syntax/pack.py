@@ -20,9 +20,6 @@ span contract of :mod:`kenning.chunk` holds; on top of that no two passages here
 * What lies between symbols (imports, module code, a class's fields) is never packed with them: it is
   windowed on its own, cut at statement starts, headed by the enclosing symbol if there is one.
 * Lines triage dropped are walls: a symbol spanning one is chunked as if it were too wide.
-* Last, a passage too small to stand alone that defines nothing (the `}` closing a split class, a lone
-  `protected`) is merged into its neighbour when both fit in ``max_chars`` (:func:`absorb_tiny`), so a
-  symbol's passage may carry such a line next to its own.
 
 Headers: ``{kind} {scope}{signature after the name} — {first doc paragraph}``, e.g. ``function
 Outer.method(self, x: int) -> str — Return the thing.``, cut to a quarter of ``max_chars`` so the
@@ -289,7 +286,7 @@ def chunk_syntax(src: Source, *, max_chars: int, overlap_chars: int) -> list[Pas
     decls, tree, g = parsed
     chunker = _Chunker(src, max_chars, g.spec.attached)
     chunker.region(0, len(src) - 1, decls, _Cuts(tree.root_node, g.spec.attached), None, None)
-    return absorb_tiny(src, _with_definitions(chunker.out, decls), max_chars)
+    return _with_definitions(chunker.out, decls)
 
 
 def _with_definitions(passages: list[Passage], decls: list[Decl]) -> list[Passage]:
@@ -304,82 +301,3 @@ def _with_definitions(passages: list[Passage], decls: list[Decl]) -> list[Passag
             p = replace(p, defines=defines)
         out.append(p)
     return out
-
-
-# A passage whose text (stripped) is shorter than this and defines nothing is merged into a neighbour: the `}` or
-# `end` closing a split class, a lone `protected`, `package util`, `module.exports = Foo` at a file's end.
-# Alone it matches many questions a little (short texts embed generically, and BM25 favours them) and answers
-# none; 12-17% of the Python passages of two real repositories were three lines or fewer (issue 18, item 6).
-TINY_CHARS = 60
-_CLOSING = re.compile(r"^(?:[)\]}]|end\b|fi\b|done\b|esac\b)")
-
-
-def absorb_tiny(src: Source, passages: list[Passage], max_chars: int) -> list[Passage]:
-    """``passages`` (in line order, not overlapping) with each tiny one (see TINY_CHARS) merged into a
-    neighbour of its group (the windows of one split symbol, or the passages of one region; a closing `}` or
-    `end`, and the file's last lines, also into the passage before them whatever its group). The one before
-    it when it closes something, ends its group's windows or follows its group's outline (a class's fields),
-    else the one after it (a `protected` or `package` line leads into it), else the one before; only when
-    nothing but blank lines lies between, no dropped line is crossed and the merge fits ``max_chars`` (so a
-    function's tail after a full window stays alone). The neighbour keeps its heading, symbol, group and
-    definitions (the tiny one has none); groups are renumbered."""
-
-    def whole(p: Passage) -> bool:  # not a piece of an over-long line
-        return len(p.text) == src.width(p.start_line - 1, p.end_line - 1)
-
-    def tiny(p: Passage) -> bool:
-        return not p.defines and len(p.text.strip()) < TINY_CHARS and whole(p)
-
-    def joined(a: Passage, b: Passage, closes: bool) -> Passage | None:
-        start, end = a.start_line - 1, b.end_line - 1
-        if not whole(a) or not whole(b) or src.width(start, end) > max_chars:
-            return None
-        if a.group != b.group and not closes:
-            return None  # a function's tail that does not fit its own window stays alone, not in the next one
-        if src.trim(a.end_line, b.start_line - 2) is not None:
-            return None  # code between them (not blank): they are not neighbours
-        if src.keep is not None and not all(src.keep[start : end + 1]):
-            return None
-        keep = b if tiny(a) else a
-        return replace(
-            keep, start_line=a.start_line, end_line=b.end_line, text="\n".join(src.lines[start : end + 1])
-        )
-
-    out: list[Passage] = []
-    index: dict[int, int] = {}  # a passage's old index -> the index of the passage it is now part of
-    n = len(passages)
-    i = 0
-    while i < n:
-        p = passages[i]
-        if tiny(p):
-            closes = _CLOSING.match(p.text.lstrip()) is not None
-            last = i + 1 == n or passages[i + 1].group != p.group
-            # right below its symbol's outline (a class's fields): the header it belongs to
-            under = bool(out) and p.group is not None and index.get(p.group) == len(out) - 1
-            order = ("prev", "next") if closes or last or under else ("next", "prev")
-            done = False
-            for side in order:
-                if side == "prev" and out:
-                    merged = joined(out[-1], p, closes or i + 1 == n)
-                    if merged is not None:
-                        out[-1] = merged
-                        index[i] = len(out) - 1
-                        done = True
-                        break
-                elif side == "next" and i + 1 < n:
-                    merged = joined(p, passages[i + 1], False)
-                    if merged is not None:
-                        out.append(merged)
-                        index[i] = index[i + 1] = len(out) - 1
-                        i += 1
-                        done = True
-                        break
-            if done:
-                i += 1
-                continue
-        index[i] = len(out)
-        out.append(p)
-        i += 1
-    if len(out) == n:
-        return passages
-    return [p if p.group is None else replace(p, group=index[p.group]) for p in out]
