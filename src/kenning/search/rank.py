@@ -160,7 +160,15 @@ def _order(
         # from here a tie is broken by where the passage is, not by its id: ids follow the order files were
         # indexed in, so two indexes of the same files (one built whole, one from a snapshot and an overlay)
         # would otherwise order equal scores differently. Each sort after is by score alone, and stable
-        order.sort(key=lambda pid: (pid not in named_any, paths.get(pid, ""), _line(rows, pid), pid))
+        order.sort(
+            key=lambda pid: (
+                pid not in named_any,
+                pid not in paths,
+                paths.get(pid, ""),
+                _line(rows, pid),
+                pid,
+            )
+        )
         order.sort(key=rank_key, reverse=True)
         _fetch_leading(db, order, want, rows)
         shape.demote_tiny(fused, rows, named)
