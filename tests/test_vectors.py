@@ -14,11 +14,13 @@ from kenning.store.vectors import TURBO_MIN, ExactVectors, TurboVectors
 
 
 def _clustered(n: int, dim: int, seed: int = 0) -> np.ndarray:
-    """Vectors with structure like real embeddings: clusters plus noise, unit length."""
+    """Vectors with structure like real embeddings: clusters plus noise, unit length, at the precision the store
+    keeps (float16), so that the oracles below compare exactly with what is stored."""
     rng = np.random.default_rng(seed)
     centres = rng.standard_normal((64, dim)).astype(np.float32)
     v = centres[rng.integers(0, 64, n)] + 0.6 * rng.standard_normal((n, dim)).astype(np.float32)
-    return v / np.linalg.norm(v, axis=1, keepdims=True)
+    v /= np.linalg.norm(v, axis=1, keepdims=True)
+    return v.astype(np.float16).astype(np.float32)
 
 
 def _db_with_vectors(tmp_path: Path, vecs: np.ndarray) -> Database:

@@ -228,7 +228,8 @@ class Store(ABC):
     @abstractmethod
     def add_embeddings(self, ehashes: Sequence[bytes], vectors: Sequence[np.ndarray] | np.ndarray) -> None:
         """Cache each text's vectors, replacing any: one (dim,) vector, or a (windows, dim) array when the
-        model read the text in windows. Stored as float32."""
+        model read the text in windows. Stored at least as float16 (the SQLite store's precision), read back as
+        float32."""
 
     @abstractmethod
     def drop_embeddings(self, ehashes: Sequence[bytes]) -> None:
