@@ -124,3 +124,21 @@ def test_stored_vectors_of_the_wrong_width_are_a_corrupt_index(tmp_path: Path) -
     with pytest.raises(IndexCorrupt, match="dimensions"):
         db.passage_vectors(64)
     db.close()
+
+
+def test_a_large_snapshot_keeps_no_matrix_and_one_from_before_schema_5_is_still_read(tmp_path: Path) -> None:
+    """A turbovec base re-ranks from the store (its float32 matrix was a third of the index, issue 21); a base
+    written before schema 5, with its matrix beside the turbovec index, is read as it was, the two agreeing."""
+    vecs = _clustered(TURBO_MIN + 500, 64)
+    db = _db_with_vectors(tmp_path, vecs)
+    write_vectors(tmp_path, db, 64)
+    assert not list(tmp_path.glob("vectors-*.f32")) and list(tmp_path.glob("vectors-*.tvim"))
+    from_store = load_vectors(tmp_path, db, 64)
+    assert isinstance(from_store, TurboVectors)
+    [ids_file] = tmp_path.glob("vectors-*.ids")
+    vecs.tofile(ids_file.with_suffix(".f32"))  # as write_vectors left it before schema 5
+    from_file = load_vectors(tmp_path, db, 64)
+    assert isinstance(from_file, TurboVectors) and not isinstance(from_file.matrix, type(from_store.matrix))
+    for q in _clustered(10, 64, seed=5):
+        assert from_store.search(q, 10) == from_file.search(q, 10)
+    db.close()

@@ -194,9 +194,8 @@ def _load_segment(directory: Path, name: str, dim: int, base: bool) -> Segment:
     else:
         matrix = np.zeros((0, dim), dtype=np.float32)
     index = None
-    if (
-        base and tv is not None and tvim.exists()
-    ):  # a snapshot written before schema 5 keeps a matrix beside it
+    # a snapshot written before schema 5 keeps its matrix beside its turbovec index
+    if base and tv is not None and tvim.exists():
         index = tv.IdMapIndex.load(str(tvim))
         if len(index) != ids.size:
             index = None
