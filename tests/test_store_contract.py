@@ -412,6 +412,19 @@ def test_vectors_come_back_by_passage_id_one_row_per_window(store: Store) -> Non
         store.passage_vectors(3)
 
 
+def test_rerank_vectors_are_the_committed_vectors_of_those_passages(store: Store) -> None:
+    """What a search's re-rank reads (SQLite: on a connection of its own, so committed rows only)."""
+    _, (one, windowed, none) = add_file(store, "a.md", ["short", "long text", "no vector"])
+    windows = np.stack([unit(0, 1, 0, 0), unit(0, 0, 1, 0)])
+    store.add_embeddings([ehash("long text"), ehash("short")], [windows, unit(1, 0, 0, 0)])
+    wanted = np.array(sorted([one, windowed, none]), dtype=np.int64)
+    ids, vectors = store.rerank_vectors(wanted, DIM)
+    assert ids.tolist() == [one, windowed, windowed] and vectors.dtype == np.float32
+    np.testing.assert_array_equal(vectors, np.stack([unit(1, 0, 0, 0), *windows]))
+    store.drop_embeddings([ehash("short")])
+    assert store.rerank_vectors(wanted, DIM)[0].tolist() == [windowed, windowed]
+
+
 def test_an_empty_store_has_no_vectors(store: Store) -> None:
     ids, vectors = store.passage_vectors(DIM)
     assert ids.size == 0 and vectors.shape == (0, DIM)

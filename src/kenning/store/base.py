@@ -269,6 +269,13 @@ class Store(ABC):
         keep = np.isin(found, ids)
         return found[keep], vectors[keep]
 
+    def rerank_vectors(self, ids: np.ndarray, dim: int) -> tuple[np.ndarray, np.ndarray]:
+        """`vectors_of` for the few hundred candidates a search re-ranks, asked from a thread beside the
+        search's own queries. A backend may read them outside the search's read snapshot, so as not to wait
+        for its other queries: a text's vectors change only when it is embedded again, and the next publish
+        of the snapshot replaces that passage's rows anyway. Here `vectors_of`."""
+        return self.vectors_of(ids, dim)
+
     def vector_candidates(
         self, query: np.ndarray, k: int, allowed: np.ndarray | None = None
     ) -> list[tuple[int, float]]:

@@ -91,7 +91,7 @@ class StoreRows:
         if not rows.size:
             return out
         wanted = self.ids[rows]
-        found, vecs = self.store.vectors_of(np.unique(wanted), self.shape[1])
+        found, vecs = self.store.rerank_vectors(np.unique(wanted), self.shape[1])
         at = np.searchsorted(found, wanted) + (rows - np.searchsorted(self.ids, wanted))
         ok = at < found.size
         ok[ok] = found[at[ok]] == wanted[ok]
