@@ -453,7 +453,7 @@ class _Windowing(HashEmbedder):
 
 def _windows_per_path(engine: Engine) -> dict[str, int]:
     rows = sqlite3.connect(engine.db_path).execute(
-        "SELECT f.path, length(e.vec) / 4 / ? FROM passages p JOIN files f ON f.id = p.file_id "
+        "SELECT f.path, length(e.vec) / 2 / ? FROM passages p JOIN files f ON f.id = p.file_id "  # float16
         "JOIN embeddings e ON e.ehash = p.ehash",
         (engine.embedder.dim,),
     )

@@ -7,6 +7,8 @@ import signal
 import sqlite3
 from pathlib import Path
 
+import numpy as np
+
 from conftest import make_tree, run_cli, signal_in_phase, spawn_index
 from kenning.store.sqlite.schema import SCHEMA_VERSION
 
@@ -159,8 +161,10 @@ def test_search_on_an_index_from_before_code_symbols_upgrades_it_instead_of_cras
     assert run_cli("index", str(root), cwd=tmp_path).returncode == 0
     db = next((root / ".kenning").glob("*/index.db"))
     con = sqlite3.connect(db)
+    # schema 1 kept float32 blobs
+    con.create_function("f32", 1, lambda b: np.frombuffer(b, np.float16).astype(np.float32).tobytes())
     con.executescript(  # back to schema 1, as the previous release left it
-        "DROP TABLE vector_changes; DROP TRIGGER passages_vector_insert; DROP TRIGGER passages_vector_delete; "
+        "UPDATE embeddings SET vec = f32(vec); DROP TABLE vector_changes; DROP TRIGGER passages_vector_insert; DROP TRIGGER passages_vector_delete; "
         "DROP TRIGGER embeddings_insert; DROP TRIGGER embeddings_delete; DELETE FROM migrations WHERE version >= 3; "
         "DROP INDEX passages_sym_kind; DROP TABLE definitions; "
         + "".join(

@@ -172,8 +172,10 @@ def test_an_index_from_before_segments_is_upgraded_and_rewritten_whole_once(
     engine.index()
     engine.close()
     con = sqlite3.connect(engine.db_path)
+    # schema 2 kept float32 blobs
+    con.create_function("f32", 1, lambda b: np.frombuffer(b, np.float16).astype(np.float32).tobytes())
     con.executescript(  # back to schema 2 and its snapshot of one generation, as the previous release left it
-        "DROP TABLE vector_changes; DROP TRIGGER passages_vector_insert; DROP TRIGGER passages_vector_delete;"
+        "UPDATE embeddings SET vec = f32(vec); DROP TABLE vector_changes; DROP TRIGGER passages_vector_insert; DROP TRIGGER passages_vector_delete;"
         "DROP TRIGGER embeddings_insert; DROP TRIGGER embeddings_delete; DELETE FROM migrations WHERE version >= 3;"
         "CREATE TABLE old(ehash BLOB PRIMARY KEY, vec BLOB NOT NULL) WITHOUT ROWID; INSERT INTO old SELECT * FROM "
         "embeddings; DROP TABLE embeddings; ALTER TABLE old RENAME TO embeddings;"
@@ -198,6 +200,35 @@ def test_an_index_from_before_segments_is_upgraded_and_rewritten_whole_once(
     _agrees_with_the_store(again)
 
 
+def test_a_schema_4_index_keeps_its_vectors_as_float16(
+    tmp_path: Path, engine_factory: Callable[..., Engine]
+) -> None:
+    """Migration 5 converts the cache's float32 blobs in place: nothing is embedded again, every vector is
+    kept (the ones here are float16 values already, so exactly), and each blob is half as long."""
+    root = make_tree(tmp_path / "ws", FILES)
+    engine = engine_factory(root)
+    engine.index()
+    ids, vectors = engine._open().passage_vectors(engine.embedder.dim)
+    engine.close()
+    con = sqlite3.connect(engine.db_path)
+    con.create_function("f32", 1, lambda b: np.frombuffer(b, np.float16).astype(np.float32).tobytes())
+    con.executescript("UPDATE embeddings SET vec = f32(vec); DELETE FROM migrations WHERE version = 5;")
+    con.close()
+    again = engine_factory(root)
+    assert again.index().embedded == 0
+    db = again._open()
+    got_ids, got = db.passage_vectors(again.embedder.dim)
+    np.testing.assert_array_equal(got_ids, ids)
+    np.testing.assert_array_equal(got, vectors)
+    con = sqlite3.connect(engine.db_path)
+    lengths = {
+        n for (n,) in con.execute("SELECT length(vec) % (2 * ?) FROM embeddings", (again.embedder.dim,))
+    }
+    widths = con.execute("SELECT min(length(vec)) FROM embeddings").fetchone()[0]
+    con.close()
+    assert lengths == {0} and widths == 2 * again.embedder.dim
+
+
 def test_turbovec_base_with_replaced_rows_never_returns_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -210,6 +241,7 @@ def test_turbovec_base_with_replaced_rows_never_returns_them(
     centres = rng.standard_normal((64, dim)).astype(np.float32)
     vecs = centres[rng.integers(0, 64, n)] + 0.6 * rng.standard_normal((n, dim)).astype(np.float32)
     vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    vecs = vecs.astype(np.float16).astype(np.float32)  # as the store keeps them
     db = Database(tmp_path / "index.db", identity="oracle")
     db.begin()
     fid = db.upsert_file("f.txt", 1, 1, "x", None, "text", None)

@@ -412,6 +412,19 @@ def test_vectors_come_back_by_passage_id_one_row_per_window(store: Store) -> Non
         store.passage_vectors(3)
 
 
+def test_rerank_vectors_are_the_committed_vectors_of_those_passages(store: Store) -> None:
+    """What a search's re-rank reads (SQLite: on a connection of its own, so committed rows only)."""
+    _, (one, windowed, none) = add_file(store, "a.md", ["short", "long text", "no vector"])
+    windows = np.stack([unit(0, 1, 0, 0), unit(0, 0, 1, 0)])
+    store.add_embeddings([ehash("long text"), ehash("short")], [windows, unit(1, 0, 0, 0)])
+    wanted = np.array(sorted([one, windowed, none]), dtype=np.int64)
+    ids, vectors = store.rerank_vectors(wanted, DIM)
+    assert ids.tolist() == [one, windowed, windowed] and vectors.dtype == np.float32
+    np.testing.assert_array_equal(vectors, np.stack([unit(1, 0, 0, 0), *windows]))
+    store.drop_embeddings([ehash("short")])
+    assert store.rerank_vectors(wanted, DIM)[0].tolist() == [windowed, windowed]
+
+
 def test_an_empty_store_has_no_vectors(store: Store) -> None:
     ids, vectors = store.passage_vectors(DIM)
     assert ids.size == 0 and vectors.shape == (0, DIM)
@@ -469,7 +482,8 @@ def test_vector_candidates_score_each_passage_by_its_best_window(store: Store) -
     query = unit(1, 0, 0, 0)
     found = store.vector_candidates(query, 10)
     assert [i for i, _ in found] == [windowed, near, far]  # `away` points the other way: left out
-    assert found[0][1] == pytest.approx(float(unit(1, 0.05, 0, 0) @ query), abs=1e-5)
+    # its best window's cosine, to the precision the backend keeps (the SQLite store's float16)
+    assert found[0][1] == pytest.approx(float(unit(1, 0.05, 0, 0) @ query), abs=1e-3)
     assert [i for i, _ in store.vector_candidates(query, 1)] == [windowed]
     allowed = np.array([near, far, away], dtype=np.int64)
     assert [i for i, _ in store.vector_candidates(query, 10, allowed)] == [near, far]

@@ -14,11 +14,13 @@ from kenning.store.vectors import TURBO_MIN, ExactVectors, TurboVectors
 
 
 def _clustered(n: int, dim: int, seed: int = 0) -> np.ndarray:
-    """Vectors with structure like real embeddings: clusters plus noise, unit length."""
+    """Vectors with structure like real embeddings: clusters plus noise, unit length, at the precision the store
+    keeps (float16), so that the oracles below compare exactly with what is stored."""
     rng = np.random.default_rng(seed)
     centres = rng.standard_normal((64, dim)).astype(np.float32)
     v = centres[rng.integers(0, 64, n)] + 0.6 * rng.standard_normal((n, dim)).astype(np.float32)
-    return v / np.linalg.norm(v, axis=1, keepdims=True)
+    v /= np.linalg.norm(v, axis=1, keepdims=True)
+    return v.astype(np.float16).astype(np.float32)
 
 
 def _db_with_vectors(tmp_path: Path, vecs: np.ndarray) -> Database:
@@ -121,4 +123,22 @@ def test_stored_vectors_of_the_wrong_width_are_a_corrupt_index(tmp_path: Path) -
     db.conn.execute("UPDATE embeddings SET vec = ? WHERE ehash = ?", (b"x" * 10, (0).to_bytes(16, "little")))
     with pytest.raises(IndexCorrupt, match="dimensions"):
         db.passage_vectors(64)
+    db.close()
+
+
+def test_a_large_snapshot_keeps_no_matrix_and_one_from_before_schema_5_is_still_read(tmp_path: Path) -> None:
+    """A turbovec base re-ranks from the store (its float32 matrix was a third of the index, issue 21); a base
+    written before schema 5, with its matrix beside the turbovec index, is read as it was, the two agreeing."""
+    vecs = _clustered(TURBO_MIN + 500, 64)
+    db = _db_with_vectors(tmp_path, vecs)
+    write_vectors(tmp_path, db, 64)
+    assert not list(tmp_path.glob("vectors-*.f32")) and list(tmp_path.glob("vectors-*.tvim"))
+    from_store = load_vectors(tmp_path, db, 64)
+    assert isinstance(from_store, TurboVectors)
+    [ids_file] = tmp_path.glob("vectors-*.ids")
+    vecs.tofile(ids_file.with_suffix(".f32"))  # as write_vectors left it before schema 5
+    from_file = load_vectors(tmp_path, db, 64)
+    assert isinstance(from_file, TurboVectors) and not isinstance(from_file.matrix, type(from_store.matrix))
+    for q in _clustered(10, 64, seed=5):
+        assert from_store.search(q, 10) == from_file.search(q, 10)
     db.close()

@@ -201,6 +201,7 @@ class MiniLMEmbedder(Embedder):
         self._pool: ThreadPoolExecutor | None = None
         self._tokenizer: Any = None
         self._whole: Any = None
+        self._spec = ""
 
     @property
     def identity(self) -> str:
@@ -218,7 +219,7 @@ class MiniLMEmbedder(Embedder):
             self.load()
         return [
             len(e.ids) > self.max_tokens
-            for e in self._whole.encode_batch([self.document_prefix + t for t in texts])
+            for e in self._untruncated().encode_batch([self.document_prefix + t for t in texts])
         ]
 
     def model_dir(self) -> Path:
@@ -283,11 +284,22 @@ class MiniLMEmbedder(Embedder):
         tokenizer.enable_truncation(self.max_tokens)
         tokenizer.no_padding()
         self._tokenizer = tokenizer
-        whole = Tokenizer.from_str(spec)  # passages are cut into windows here, not truncated
-        whole.no_truncation()
-        whole.no_padding()
-        self._whole = whole
+        self._spec = spec
         return model
+
+    def _untruncated(self) -> Any:
+        """The tokenizer passages are read with, whole (cut into windows here, not truncated): made on first
+        use, as a process that only embeds a query (`kenning search`) never needs it (~30 ms)."""
+        if self._whole is None:
+            from tokenizers import Tokenizer
+
+            with self._lock:
+                if self._whole is None:
+                    whole = Tokenizer.from_str(self._spec)
+                    whole.no_truncation()
+                    whole.no_padding()
+                    self._whole = whole
+        return self._whole
 
     def _build_entry(self, target: Path, replace: bool = False) -> None:
         zip_path = fetch(self.cache_dir, self.notify)  # what is here already, else fetched once
@@ -359,12 +371,12 @@ class MiniLMEmbedder(Embedder):
         texts = [self.document_prefix + embed_text(h, t) for h, t in passages]
         jobs: list[list[int]] = []
         counts: list[int] = []
-        for enc, (heading, _) in zip(self._whole.encode_batch(texts), passages, strict=True):
+        for enc, (heading, _) in zip(self._untruncated().encode_batch(texts), passages, strict=True):
             ids = enc.ids
             n_lead = 0
             if len(ids) > self.max_tokens and heading:
                 # the heading's tokens open the text's own: a word never spans the newline between them
-                n_lead = len(self._whole.encode(self.document_prefix + heading).ids) - 2
+                n_lead = len(self._untruncated().encode(self.document_prefix + heading).ids) - 2
             cut = windows(ids, self.max_tokens, n_lead)
             jobs += cut
             counts.append(len(cut))

@@ -7,6 +7,7 @@ torch and sentence-transformers are imported only when the model loads, so listi
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -36,11 +37,18 @@ class SentenceTransformerEmbedder(Embedder):
         self.batch_size = batch_size
         self.max_tokens = max_tokens
         self._model: Any = None
+        # a search starts loading on the query pool (search.hybrid.load_beside) while its query may already ask
+        self._lock = threading.Lock()
         self.dim = dim or 0
 
     def load(self) -> None:
         if self._model is not None:
             return
+        with self._lock:
+            if self._model is None:
+                self._load()
+
+    def _load(self) -> None:
         # offline unless the user says otherwise: a mistyped model name must fail at once, not call a hub
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         try:

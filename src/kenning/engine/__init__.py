@@ -57,7 +57,7 @@ from kenning.errors import (
     RootError,
     UsageError,
 )
-from kenning.search import Filters, SearchRequest, as_request, execute
+from kenning.search import Filters, SearchRequest, as_request, execute, load_beside
 from kenning.store import Store, VectorIndex, WriterLock, load_vectors
 from kenning.store.layout import Manifest, find_index_root, index_home
 from kenning.store.location import Location, SqliteLocation, open_location
@@ -396,6 +396,8 @@ class Engine:
         )
         request.check_paths(self.root)
         plan = request.plan(self.config.limit)
+        if request.mode != "lexical" and not (self.manifest and self.manifest.lexical_only):
+            load_beside(self.embedder.load)  # the model loads while the refresh and the snapshot run
         notes: list[str] = []
         if request.refresh == "wait":
             notes = self.refresh().notes

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from kenning._lazy import exports
 
 if TYPE_CHECKING:
-    from kenning.search.hybrid import allowed_passages, execute, judge
+    from kenning.search.hybrid import allowed_passages, execute, judge, load_beside
     from kenning.search.rank import (
         NORM_DEPTH,
         TEST_FILE_WEIGHT,
@@ -62,6 +62,7 @@ _WHERE = {
     "allowed_passages": "kenning.search.hybrid",
     "execute": "kenning.search.hybrid",
     "judge": "kenning.search.hybrid",
+    "load_beside": "kenning.search.hybrid",
 }
 
 __all__ = [
@@ -83,6 +84,7 @@ __all__ = [
     "fuse_scores",
     "fusion_weights",
     "judge",
+    "load_beside",
     "parse_time",
     "plan_search",
 ]

@@ -109,6 +109,14 @@ def _embedding_pool() -> ThreadPoolExecutor:
         return _POOL
 
 
+def load_beside(load: Callable[[], None]) -> None:
+    """Start `load` (an embedder's) on the query pool and return: a search in a new process then loads its
+    model while this thread walks for changes, opens the index and reads the vector snapshot, instead of after
+    them (each is a few hundred milliseconds). A failure is left to the query's own embedding, which loads
+    again and raises it there."""
+    _embedding_pool().submit(load)
+
+
 def _run_groups(
     plan: Plan,
     db: Store,

@@ -228,7 +228,8 @@ class Store(ABC):
     @abstractmethod
     def add_embeddings(self, ehashes: Sequence[bytes], vectors: Sequence[np.ndarray] | np.ndarray) -> None:
         """Cache each text's vectors, replacing any: one (dim,) vector, or a (windows, dim) array when the
-        model read the text in windows. Stored as float32."""
+        model read the text in windows. Stored at least as float16 (the SQLite store's precision), read back as
+        float32."""
 
     @abstractmethod
     def drop_embeddings(self, ehashes: Sequence[bytes]) -> None:
@@ -267,6 +268,13 @@ class Store(ABC):
         found, vectors = self.passage_vectors(dim)
         keep = np.isin(found, ids)
         return found[keep], vectors[keep]
+
+    def rerank_vectors(self, ids: np.ndarray, dim: int) -> tuple[np.ndarray, np.ndarray]:
+        """`vectors_of` for the few hundred candidates a search re-ranks, asked from a thread beside the
+        search's own queries. A backend may read them outside the search's read snapshot, so as not to wait
+        for its other queries: a text's vectors change only when it is embedded again, and the next publish
+        of the snapshot replaces that passage's rows anyway. Here `vectors_of`."""
+        return self.vectors_of(ids, dim)
 
     def vector_candidates(
         self, query: np.ndarray, k: int, allowed: np.ndarray | None = None

@@ -2,8 +2,10 @@
 
 The store holds every vector (the embedding cache); the files here are a derived, disposable snapshot of them,
 rebuilt from the store when missing, stale or unreadable, so a crash or a corrupt file never costs an embedding
-pass: a float32 matrix (memory-mapped) and, for larger indexes, a turbovec 4-bit quantised index over the same
-rows, searched by `kenning.store.nearest`.
+pass: a float32 matrix (memory-mapped) for a small index, searched exactly; for a larger one, a turbovec 4-bit
+quantised index whose candidates are re-ranked with the store's own vectors (`StoreRows`), so that a large index
+keeps its vectors once (issue 21: the matrix beside the store's copy was a third of the index). Searched by
+`kenning.store.nearest`.
 
 The snapshot is written in segments, so that a change costs what changed (issue 21): a base segment written
 whole, then, per publish, one small segment holding the current rows of just the passages the store logged as
@@ -45,6 +47,7 @@ __all__ = [
     "ExactVectors",
     "Segment",
     "Segments",
+    "StoreRows",
     "StoreVectors",
     "TurboVectors",
     "VectorIndex",
@@ -68,6 +71,38 @@ class StoreVectors(VectorIndex):
         return self.store.vector_candidates(query, k, allowed)
 
 
+class StoreRows:
+    """The rows of a turbovec base segment, read from the store for the re-rank (`rows_source[row_numbers]`):
+    the segment's ids are ascending with a passage's windows on consecutive rows, so a row is its passage's
+    window `row - first row of that id`. A passage the store no longer has (changed since the snapshot was
+    published, its change not yet appended) reads as a zero row, which the search leaves out."""
+
+    def __init__(self, store: Store, ids: np.ndarray, dim: int) -> None:
+        self.store = store
+        self.ids = ids
+        self.shape = (int(ids.size), dim)
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, rows: np.ndarray) -> np.ndarray:
+        rows = np.asarray(rows, dtype=np.int64)
+        out = np.zeros((rows.size, self.shape[1]), dtype=np.float32)
+        if not rows.size:
+            return out
+        wanted = self.ids[rows]
+        found, vecs = self.store.rerank_vectors(np.unique(wanted), self.shape[1])
+        at = np.searchsorted(found, wanted) + (rows - np.searchsorted(self.ids, wanted))
+        ok = at < found.size
+        ok[ok] = found[at[ok]] == wanted[ok]
+        out[ok] = vecs[at[ok]]
+        return out
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        whole = self[np.arange(self.shape[0])]
+        return whole if dtype is None else whole.astype(dtype)
+
+
 #: meta key: the snapshot's segments in force, oldest first, and its number of passages with a vector (JSON)
 SEGMENTS = "vectors_segments"
 #: meta key: the newest segment's name; a reader loads the snapshot again when it changes
@@ -87,7 +122,7 @@ class Segment:
     (the base of a large snapshot) and the ids whose rows in earlier segments it replaces."""
 
     ids: np.ndarray
-    matrix: np.ndarray
+    matrix: np.ndarray | RowFile | None  # None: a turbovec base re-ranked from the store
     index: object | None
     gone: np.ndarray
     stamp: tuple[int, int]  # the ids file's inode and mtime: an index rebuilt meanwhile reuses the names
@@ -139,6 +174,16 @@ def _load_segment(directory: Path, name: str, dim: int, base: bool) -> Segment:
     mat_path, ids_path = _paths(directory, name)
     stamp = _stamp(ids_path)
     ids = np.fromfile(ids_path, dtype=np.int64)
+    tv = turbovec_module()
+    tvim = directory / f"vectors-{name}.tvim"
+    if base and ids.size and not mat_path.exists():
+        # written by _write_whole with a turbovec index and no matrix: re-ranked from the store
+        if tv is None or not tvim.exists():
+            raise ValueError("no matrix, and no turbovec index to search instead")
+        index = tv.IdMapIndex.load(str(tvim))
+        if len(index) != ids.size:
+            raise ValueError("size mismatch")
+        return Segment(ids, None, index, np.zeros(0, dtype=np.int64), stamp)
     if ids.size:
         mapped = np.memmap(mat_path, dtype=np.float32, mode="r")
         if mapped.size != ids.size * dim:
@@ -149,8 +194,7 @@ def _load_segment(directory: Path, name: str, dim: int, base: bool) -> Segment:
     else:
         matrix = np.zeros((0, dim), dtype=np.float32)
     index = None
-    tv = turbovec_module()
-    tvim = directory / f"vectors-{name}.tvim"
+    # a snapshot written before schema 5 keeps its matrix beside its turbovec index
     if base and tv is not None and tvim.exists():
         index = tv.IdMapIndex.load(str(tvim))
         if len(index) != ids.size:
@@ -190,9 +234,11 @@ def load_vectors(
         later = [s.gone for s in segments[i + 1 :] if s.gone.size]
         dead = np.isin(seg.ids, np.concatenate(later)) if later and seg.ids.size else None
         if seg.index is not None:
-            parts.append(TurboVectors(seg.ids, seg.matrix, seg.index, dead))
+            rows = StoreRows(db, seg.ids, dim) if seg.matrix is None else seg.matrix
+            parts.append(TurboVectors(seg.ids, rows, seg.index, dead))  # type: ignore[arg-type]
         else:
-            parts.append(ExactVectors(seg.ids, seg.matrix, dead))
+            assert seg.matrix is not None  # only a turbovec base has none
+            parts.append(ExactVectors(seg.ids, seg.matrix, dead))  # type: ignore[arg-type]
     return parts[0] if len(parts) == 1 else Segments(parts)
 
 
@@ -267,7 +313,9 @@ def _live_among(directory: Path, names: list[str], changed: np.ndarray) -> int:
 
 def _write_whole(directory: Path, db: Store, dim: int, names: list[str]) -> int:
     """Every vector of the store as one new base segment, read and written a batch at a time: a million
-    vectors held at once were 1.5 GB, several times over while they were joined and copied."""
+    vectors held at once were 1.5 GB, several times over while they were joined and copied. From TURBO_MIN
+    vectors on, the matrix is only the turbovec index's source and is removed once the index is written: the
+    search re-ranks from the store."""
     name = str(int(names[-1]) + 1)
     mat_path, ids_path = _paths(directory, name)
     tmp = mat_path.with_suffix(".f32.tmp")
@@ -278,20 +326,22 @@ def _write_whole(directory: Path, db: Store, dim: int, names: list[str]) -> int:
             parts.append(ids)
         fh.flush()
         os.fsync(fh.fileno())
-    os.replace(tmp, mat_path)
     ids = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
-    _write(ids_path, ids)
     tv = turbovec_module()
     if tv is not None and ids.size >= TURBO_MIN and dim % 8 == 0:
         index = tv.IdMapIndex(dim=dim, bit_width=4)
         rng = np.random.default_rng(0)
-        index.calibrate(_rows_of(mat_path, rng.choice(ids.size, 1024, replace=False), dim))
+        index.calibrate(_rows_of(tmp, rng.choice(ids.size, 1024, replace=False), dim))
         for start in range(0, ids.size, BATCH):
-            rows = np.fromfile(mat_path, np.float32, BATCH * dim, offset=start * dim * 4).reshape(-1, dim)
+            rows = np.fromfile(tmp, np.float32, BATCH * dim, offset=start * dim * 4).reshape(-1, dim)
             index.add_with_ids(rows, np.arange(start, start + rows.shape[0], dtype=np.uint64))
         tvim = directory / f"vectors-{name}.tvim"
         index.write(str(tvim))  # atomic: temp file, fsync, rename
         os.chmod(tvim, PRIVATE_FILE)  # turbovec makes it with the umask's mode
+        tmp.unlink()
+    else:
+        os.replace(tmp, mat_path)
+    _write(ids_path, ids)  # last: a segment is read by its ids file
     embedded = int(np.unique(ids).size)
     _publish(db, [name], embedded)
     _drop_others(directory, [name])

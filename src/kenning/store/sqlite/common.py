@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import sqlite3
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Concatenate, ParamSpec, TypeVar
@@ -50,6 +51,32 @@ class Connected:
     # the next passage id: assigned here, not by SQLite, so that a file's inserts can be batched (only the
     # lock holder writes); None until the first insert of a transaction reads it
     _next_id: int | None
+
+    _side_flags: str
+    _side: sqlite3.Connection | None = None
+    _side_lock = threading.Lock()
+
+    def _side_connection(self) -> sqlite3.Connection:
+        """A second, read-only connection to the database, opened on first use: for reads made on another
+        thread beside the store's own queries (the vector re-rank of a search), which would otherwise wait
+        for them on the one connection."""
+        with self._side_lock:
+            if self._side is None:
+                side = sqlite3.connect(
+                    f"file:{self.path}?{self._side_flags}",
+                    uri=True,
+                    isolation_level=None,
+                    check_same_thread=False,
+                )
+                side.execute("PRAGMA busy_timeout=10000")
+                self._side = side
+            return self._side
+
+    def _close_side(self) -> None:
+        with self._side_lock:
+            if self._side is not None:
+                self._side.close()
+                self._side = None
 
     def _snapshot_behind(self) -> None:
         # in the same transaction as the change: a writer killed after committing it and before writing the

@@ -8,6 +8,7 @@ yet, from an older or newer kenning, another embedder's, damaged) and owns what 
 from __future__ import annotations
 
 import sqlite3
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -36,6 +37,8 @@ class SqliteStore(FilesPart, LexicalPart, EmbeddingsPart, Store):
         self.path = path
         self.identity = identity
         self._next_id = None
+        self._side_flags = "mode=ro&immutable=1" if readonly and immutable else "mode=ro"
+        self._side_lock = threading.Lock()
         if path.is_dir():  # not SQLite's to say: it reports a folder as "unable to open database file"
             raise IndexCorrupt(
                 f"the index at {path.parent} is damaged ({path.name} is a folder)", hint=REBUILD_HINT
@@ -110,6 +113,7 @@ class SqliteStore(FilesPart, LexicalPart, EmbeddingsPart, Store):
 
     def close(self) -> None:
         self.conn.close()
+        self._close_side()
 
     # -- transactions -----------------------------------------------------------------------------------------
     @guarded
