@@ -106,8 +106,7 @@ def _base_files(engine: Engine, base: Store) -> dict[str, FileRow]:
 def overlaid(engine: Engine, base: Store) -> OverlaidStore:
     """The shared index `base` with the working tree's differences on top, the overlay brought up to date."""
     from kenning.store.layout import atomic_write, private_dir
-    from kenning.store.overlay import OverlaidStore
-    from kenning.store.sqlite import SqliteStore
+    from kenning.store.overlay import OverlaidStore, OverlayStore
 
     home = engine.home / OVERLAY_DIR
     directory = home / engine.embedder.slug
@@ -119,7 +118,7 @@ def overlaid(engine: Engine, base: Store) -> OverlaidStore:
     with FileWriterLock(home).hold(wait=OVERLAY_LOCK_WAIT, operation="overlay"):
         with base.snapshot():
             present, masked = differing(engine, base, home)
-        db = SqliteStore(directory / "index.db", identity=engine.embedder.identity)
+        db = OverlayStore(directory / "index.db", identity=engine.embedder.identity)
         try:
             manifest = engine.manifest
             semantic = not (manifest and manifest.lexical_only)
@@ -138,7 +137,7 @@ def overlaid(engine: Engine, base: Store) -> OverlaidStore:
                 )
         finally:
             db.close()
-    reader = SqliteStore(directory / "index.db", identity=engine.embedder.identity, readonly=True)
+    reader = OverlayStore(directory / "index.db", identity=engine.embedder.identity, readonly=True)
     return OverlaidStore(base, reader, masked, engine.embedder.dim, engine.overlay_cache)  # type: ignore[arg-type]
 
 

@@ -36,6 +36,7 @@ from kenning.engine.index import IndexReport, Progress, publish
 from kenning.errors import IndexCorrupt, IndexError_, IndexMismatch, KenningError, UsageError
 from kenning.store.layout import Manifest
 from kenning.store.pack import PackInfo, read_info, unpack_db, write_pack
+from kenning.store.sqlite import SqliteStore
 from kenning.store.sqlite.schema import SCHEMA_VERSION
 from kenning.types import Selection
 from kenning.version import version
@@ -242,7 +243,7 @@ def import_snapshot(engine: Engine, cand: Candidate, *, progress: Progress | Non
         engine.location.prepare(slug, rebuild=False, repair_manifest=engine.manifest_error is not None)
         incoming = engine.directory / "index.db.import"
         unpack_db(cand.path, incoming)
-        _carry_vectors(engine.db_path, incoming)
+        _carry_vectors(engine.db_path, incoming, engine.embedder.identity)
         for old in engine.directory.iterdir():
             if old.name.startswith(("index.db-", "vectors-")) or old.name == "index.db":
                 old.unlink()
@@ -278,11 +279,15 @@ def _selection(raw: dict[str, Any], where: str) -> Selection:
         raise IndexCorrupt(f"{where} is damaged: its file selection is malformed ({exc})") from None
 
 
-def _carry_vectors(old: Path, new: Path) -> None:
+def _carry_vectors(old: Path, new: Path, identity: str) -> None:
     """Copy into the incoming database the vectors the old index made for passages the snapshot lacks (this
     machine's edits), so they are not embedded again."""
     if not old.exists():
         return
+    try:  # the old index is brought to this kenning's schema first: its vectors' encoding may differ
+        SqliteStore(old, identity=identity).close()
+    except IndexError_:
+        return  # an old index that cannot be opened has nothing to give
     conn = sqlite3.connect(new)
     try:
         conn.execute("ATTACH DATABASE ? AS old", (f"file:{old}?mode=ro",))

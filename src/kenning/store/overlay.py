@@ -38,9 +38,17 @@ from kenning.store.sqlite import SqliteStore
 if TYPE_CHECKING:
     from kenning.store.postgres import PostgresStore
 
-__all__ = ["OVERLAY_IDS", "Combined", "OverlaidStore", "OverlaySide"]
+__all__ = ["OVERLAY_IDS", "Combined", "OverlaidStore", "OverlaySide", "OverlayStore"]
 
 OVERLAY_IDS = 1 << 48  # overlay passage and file ids are shifted by this much: no base id comes near it
+
+
+class OverlayStore(SqliteStore):
+    """The overlay's own SQLite file. Its vectors are kept as float32, as the server keeps the base's: in float16
+    an overlay passage's cosine differed from the server's in the fourth decimal, enough to reorder near ties.
+    Only `kenning.engine.overlay` opens it, always through this class."""
+
+    stored = np.float32
 
 
 @dataclass(frozen=True)
@@ -77,7 +85,7 @@ class OverlaidStore(Store):
     def __init__(
         self,
         base: PostgresStore,
-        overlay: SqliteStore,
+        overlay: OverlayStore,
         masked: Iterable[str],
         dim: int,
         cache: dict[object, Any] | None = None,

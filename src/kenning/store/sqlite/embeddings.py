@@ -27,6 +27,9 @@ FEW_IDS = 999
 class EmbeddingsPart(Connected):
     """The embedding cache (see `kenning.store.base.Store` for each method's contract)."""
 
+    #: the dtype of this store's vector blobs: STORED; a reader's overlay keeps float32 (kenning.store.overlay)
+    stored: type[np.floating] = STORED
+
     @guarded
     def missing_embeddings(self, paths: Sequence[str] = ()) -> list[tuple[bytes, str, str, bool]]:
         where, args = "", list(paths)
@@ -77,7 +80,7 @@ class EmbeddingsPart(Connected):
         self.conn.executemany(
             "INSERT OR REPLACE INTO embeddings VALUES (?, ?)",
             (
-                (h, np.ascontiguousarray(v, dtype=STORED).tobytes())
+                (h, np.ascontiguousarray(v, dtype=self.stored).tobytes())
                 for h, v in zip(ehashes, vectors, strict=True)
             ),
         )
@@ -163,7 +166,7 @@ class EmbeddingsPart(Connected):
 
     def _stack(self, rows: list[tuple[int, bytes]], dim: int) -> tuple[np.ndarray, np.ndarray]:
         """(ids, vectors) of (passage id, vector blob) rows, a row per window."""
-        width = np.dtype(STORED).itemsize * dim
+        width = np.dtype(self.stored).itemsize * dim
         if any(not r[1] or len(r[1]) % width for r in rows):
             raise IndexCorrupt(
                 f"stored vectors in {self.path} do not have {dim} dimensions",
@@ -173,5 +176,5 @@ class EmbeddingsPart(Connected):
         ids = np.repeat(np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)), counts)
         if not rows:
             return ids, np.zeros((0, dim), dtype=np.float32)
-        vecs = np.frombuffer(b"".join(r[1] for r in rows), dtype=STORED).astype(np.float32)
+        vecs = np.frombuffer(b"".join(r[1] for r in rows), dtype=self.stored).astype(np.float32)
         return ids, vecs.reshape(ids.size, dim)
