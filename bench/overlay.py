@@ -27,6 +27,7 @@ sys.path[:0] = [str(HERE), str(HERE.parent / "tests")]
 from kenning.config import Config  # noqa: E402
 from kenning.embed.hashing import HashEmbedder  # noqa: E402
 from kenning.engine import Engine  # noqa: E402
+from sections import replace_section  # noqa: E402
 from snapshot import edit, make_repo  # noqa: E402
 
 WORK = HERE / ".work" / "overlay"
@@ -100,15 +101,7 @@ def main() -> None:
     text = "\n".join(lines)
     print(text)
     if not args.no_write:
-        bench = HERE.parent / "BENCHMARKS.md"
-        body = bench.read_text()
-        start, end = "<!-- overlay:start -->", "<!-- overlay:end -->"
-        section = f"{start}\n## A reader's overlay on a team's index (issue 22)\n\n{text}\n{end}"
-        if start in body:
-            body = body[: body.index(start)] + section + body[body.index(end) + len(end) :]
-        else:
-            body = body.rstrip() + "\n\n" + section + "\n"
-        bench.write_text(body)
+        replace_section("overlay", "A reader's overlay on a team's index (issue 22)", text)
 
 
 if __name__ == "__main__":

@@ -25,6 +25,8 @@ import sys
 import time
 from pathlib import Path
 
+from sections import replace_section
+
 HERE = Path(__file__).resolve().parent
 SETS = HERE / ".work" / "sets"
 WORK = HERE / ".work" / "snapshot"
@@ -171,15 +173,7 @@ def main() -> None:
     text = "\n".join(rows)
     print(text)
     if not args.no_write:
-        bench = HERE.parent / "BENCHMARKS.md"
-        body = bench.read_text()
-        start, end = "<!-- snapshot:start -->", "<!-- snapshot:end -->"
-        section = f"{start}\n## Commit snapshots (issue 22)\n\n{text}\n{end}"
-        if start in body:
-            body = body[: body.index(start)] + section + body[body.index(end) + len(end) :]
-        else:
-            body = body.rstrip() + "\n\n" + section + "\n"
-        bench.write_text(body)
+        replace_section("snapshot", "Commit snapshots (issue 22)", text)
 
 
 if __name__ == "__main__":

@@ -94,9 +94,15 @@ def _run(
     as_json: bool,
     commit: str | None = None,
 ) -> int:
-    from kenning.commands.report import index_summary, index_summary_json
 
     report = build(engine, selection, rebuild=rebuild, semantic=semantic, wait=wait, commit=commit)
+    return show_report(report, as_json)
+
+
+def show_report(report: IndexReport, as_json: bool) -> int:
+    """An index run's summary, as text or JSON; Interrupted (after the summary) when the run was stopped."""
+    from kenning.commands.report import index_summary, index_summary_json
+
     if as_json:
         out([json.dumps(index_summary_json(report))])
     else:

@@ -95,17 +95,9 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
             hint="export one in CI with `kenning snapshot export --commit HEAD -o FILE.kpack`",
         )
     from kenning.commands import stderr
-    from kenning.commands.index import INTERRUPTED, RESUME
+    from kenning.commands.index import show_report
     from kenning.commands.progress import make_progress
-    from kenning.commands.report import index_summary, index_summary_json
-    from kenning.errors import Interrupted
 
     with make_progress(stderr()) as progress:
         report = snapshot.import_snapshot(engine, cand, progress=progress)
-    if args.json:
-        out([json.dumps(index_summary_json(report))])
-    else:
-        out(index_summary(report))
-    if report.interrupted:
-        raise Interrupted(INTERRUPTED, hint=RESUME)
-    return 0
+    return show_report(report, args.json)
