@@ -370,3 +370,55 @@ def test_a_url_source_is_tried_for_each_commit_of_head_newest_first(
     head = git(clone, "rev-parse", "HEAD").strip()
     assert asked == [f"/{head}.kpack", f"/{first}.kpack"]  # HEAD's own commit first, then its parent
     assert not list((clone / ".kenning" / "downloads").glob("*"))  # the download went into the index
+
+
+def test_a_delta_pack_imports_to_the_same_index_as_a_whole_one(
+    repo: Path, tmp_path: Path, engine_factory: Callable[..., Engine]
+) -> None:
+    """Keeping the last commits of main costs one whole pack and small deltas: a delta of the next commit
+    against the first pack imports to the same hits as the next commit's whole pack."""
+    folder = tmp_path / "packs"
+    ci = engine_factory(repo)
+    export(ci, folder / "c1.kpack", commit="HEAD")
+    (repo / "src/cache_2.py").write_text(
+        "def cache_step_2():\n    '''evict the oldest entries, retry uploads'''\n"
+    )
+    git(repo, "rm", "-q", "src/metrics_6.py")
+    (repo / "docs/new.md").write_text("# New\n\nHow to refresh the session token by hand.\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "second")
+    delta = export(ci, folder / "c2.kpack", commit="HEAD", against=folder / "c1.kpack")
+    whole = export(ci, tmp_path / "whole" / "c2.kpack", commit="HEAD")
+    assert delta.delta and delta.base_commit == read_info(folder / "c1.kpack").commit
+    with tarfile.open(folder / "c2.kpack") as tar:  # the delta holds the two files added or changed, no more
+        (tmp_path / "d.db").write_bytes(tar.extractfile("index.db").read())  # type: ignore[union-attr]
+    conn = sqlite3.connect(tmp_path / "d.db")
+    assert sorted(r[0] for r in conn.execute("SELECT path FROM files")) == ["docs/new.md", "src/cache_2.py"]
+    assert json.loads(conn.execute("SELECT value FROM meta WHERE key = 'delta_removed'").fetchone()[0]) == [
+        "src/metrics_6.py"
+    ]
+    conn.close()
+    assert delta.db_bytes < whole.db_bytes
+
+    a = engine_factory(_clone(repo, tmp_path / "a"))
+    report = import_snapshot(a, Candidate(read_info(folder / "c2.kpack"), folder / "c2.kpack", "delta"))
+    assert report.base is not None and report.base["commit"] == delta.commit and report.base["overlaid"] == 0
+    assert report.added == report.changed == report.removed == []  # the clone is the commit: nothing overlaid
+    b = engine_factory(_clone(repo, tmp_path / "b"))
+    path = tmp_path / "whole" / "c2.kpack"
+    import_snapshot(b, Candidate(read_info(path), path, "whole"))
+    assert a.status(pending=False).passages == b.status(pending=False).passages
+    for query in QUERIES:
+        for mode in ("lexical", "semantic", "hybrid"):
+            assert _ranked(a, query, mode) == _ranked(b, query, mode), (query, mode)
+
+    # the folder offers the delta (the newest), and pruning to one keeps the pack it is read against
+    found, _ = find_snapshot(engine_factory(_clone(repo, tmp_path / "c")), str(folder))
+    assert found is not None and found.path.name == "c2.kpack"
+    assert prune(folder, 1) == [] and sorted(p.name for p in folder.glob("*.kpack")) == [
+        "c1.kpack",
+        "c2.kpack",
+    ]
+    (folder / "c1.kpack").unlink()
+    found, notes = find_snapshot(engine_factory(_clone(repo, tmp_path / "d")), str(folder))
+    assert found is None and any("is missing" in n for n in notes)

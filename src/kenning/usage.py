@@ -32,6 +32,7 @@ SNAPSHOT_SOURCE_HELP = (
 EXAMPLES = {
     "snapshot": """examples:
   kenning snapshot export --commit HEAD -o kenning-$(git rev-parse HEAD).kpack .   (in CI)
+  kenning snapshot export --commit HEAD --base kpacks/main.kpack -o kpacks/next.kpack .   (a delta: what changed)
   kenning snapshot import /mnt/ci/kpacks .     the newest snapshot of HEAD's history, then my edits on top
   kenning snapshot import https://ci.example/kpacks/{commit}.kpack .
   kenning snapshot prune --keep 5 /mnt/ci/kpacks""",

@@ -23,6 +23,9 @@ def add_arguments(p: argparse.ArgumentParser, flag: Callable[..., None], parser_
     q.add_argument("root", nargs="?", default=".", metavar="ROOT")
     q.add_argument("-o", "--output", required=True, metavar="FILE", help="the snapshot to write (*.kpack)")
     q.add_argument("--commit", metavar="REV", help="index this commit first (default: the index as it is)")
+    q.add_argument(
+        "--base", metavar="FILE", help="pack only what differs from this earlier snapshot, in the same folder"
+    )
     q.add_argument("--model", help="embedder (default: the index's)")
     flag(
         q,
@@ -70,7 +73,11 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
         started = time.perf_counter()
         with make_progress(stderr()) as progress:
             info = snapshot.export(
-                engine, Path(args.output).expanduser(), commit=args.commit, progress=progress
+                engine,
+                Path(args.output).expanduser(),
+                commit=args.commit,
+                progress=progress,
+                against=Path(args.base).expanduser() if args.base else None,
             )
         if args.json:
             out([json.dumps({"type": "export", "file": args.output, **info.__dict__})])

@@ -35,7 +35,7 @@ from kenning.engine.base_commit import BASE, base_of
 from kenning.engine.index import IndexReport, Progress, publish
 from kenning.errors import IndexCorrupt, IndexError_, IndexMismatch, KenningError, UsageError
 from kenning.store.layout import Manifest
-from kenning.store.pack import PackInfo, read_info, unpack_db, write_pack
+from kenning.store.pack import PackInfo, find_base, read_info, unpack_chain, write_pack
 from kenning.store.sqlite import SqliteStore
 from kenning.store.sqlite.schema import SCHEMA_VERSION
 from kenning.types import Selection
@@ -65,10 +65,16 @@ class Candidate:
 
 # -- exporting ----------------------------------------------------------------------------------------------
 def export(
-    engine: Engine, out: Path, *, commit: str | None = None, progress: Progress | None = None
+    engine: Engine,
+    out: Path,
+    *,
+    commit: str | None = None,
+    progress: Progress | None = None,
+    against: Path | None = None,
 ) -> PackInfo:
     """Pack the index of `engine`'s root as the snapshot of a commit: with `commit`, the index is first
-    brought to that commit's files (which costs only the blobs it does not hold yet)."""
+    brought to that commit's files (which costs only the blobs it does not hold yet). With `against`, a pack of an
+    earlier commit, only what differs from it is packed (a delta, read with that pack beside it)."""
     if engine.location.shared:
         raise UsageError(
             "an index on PostgreSQL needs no export: every reader configured with the same store searches it",
@@ -122,7 +128,12 @@ def export(
             db_bytes=0,
             kenning=version(),
         )
-        return write_pack(engine.db_path, info, out)
+        if against is not None and against.resolve().parent != out.resolve().parent:
+            raise UsageError(
+                f"the delta's base {against} must be in the folder the delta is written to ({out.parent})",
+                hint="a delta is read with its base beside it: export both into one folder",
+            )
+        return write_pack(engine.db_path, info, out, base=against)
 
 
 # -- finding one --------------------------------------------------------------------------------------------
@@ -156,9 +167,23 @@ def find_snapshot(engine: Engine, source: str) -> tuple[Candidate | None, list[s
             f"snapshot source {path} does not exist",
             hint="point snapshot_source at a .kpack file, a folder of them, or an http(s) URL",
         )
-    usable = [c for c in found if _usable(engine, c, notes)]
+    usable = [c for c in found if _complete(c, notes) and _usable(engine, c, notes)]
     usable.sort(key=lambda c: (c.info.committed, c.info.created), reverse=True)
     return (usable[0] if usable else None), notes
+
+
+def _complete(cand: Candidate, notes: list[str]) -> bool:
+    """A whole pack, or a delta whose bases are all beside it."""
+    info, folder = cand.info, cand.path.parent
+    while info.delta:
+        base = find_base(folder, info)
+        if base is None:
+            notes.append(
+                f"passed over {cand.where}: its base, commit {info.base_commit[:12]}'s snapshot, is missing"
+            )
+            return False
+        info = read_info(base)
+    return True
 
 
 def _usable(engine: Engine, cand: Candidate, notes: list[str]) -> bool:
@@ -215,7 +240,9 @@ def _from_url(engine: Engine, source: str, notes: list[str]) -> Candidate | None
                 f"cannot fetch snapshot {url} ({getattr(exc, 'reason', exc)})", hint="check snapshot_source"
             ) from None
         cand = Candidate(read_info(target), target, url)
-        if _usable(engine, cand, notes):
+        if cand.info.delta:
+            notes.append(f"passed over {url}: a delta, which needs its base beside it (serve whole packs)")
+        elif _usable(engine, cand, notes):
             return cand
         target.unlink(missing_ok=True)
     notes.append(f"no snapshot at {source} for the last {len(urls)} commits of HEAD")
@@ -242,7 +269,7 @@ def import_snapshot(engine: Engine, cand: Candidate, *, progress: Progress | Non
         engine.close()
         engine.location.prepare(slug, rebuild=False, repair_manifest=engine.manifest_error is not None)
         incoming = engine.directory / "index.db.import"
-        unpack_db(cand.path, incoming)
+        unpack_chain(cand.path, incoming)
         _carry_vectors(engine.db_path, incoming, engine.embedder.identity)
         for old in engine.directory.iterdir():
             if old.name.startswith(("index.db-", "vectors-")) or old.name == "index.db":
@@ -321,7 +348,8 @@ def seed(engine: Engine, *, progress: Progress | None = None) -> tuple[IndexRepo
 
 # -- pruning ------------------------------------------------------------------------------------------------
 def prune(folder: Path, keep: int) -> list[Path]:
-    """Delete all but the `keep` newest snapshots (by commit time) of a folder of them; what was deleted."""
+    """Delete all but the `keep` newest snapshots (by commit time) of a folder of them, and the packs those are
+    deltas of; what was deleted."""
     if keep < 1:
         raise UsageError(f"--keep {keep} would delete every snapshot", hint="keep at least 1")
     if not folder.is_dir():
@@ -335,7 +363,14 @@ def prune(folder: Path, keep: int) -> list[Path]:
         except IndexError_:
             continue  # not ours to judge: a damaged file is left for its owner
     dated.sort(reverse=True)
-    gone = [file for _, file in dated[keep:]]
+    kept = [file for _, file in dated[:keep]]
+    needed = set(kept)
+    for file in kept:  # a kept delta keeps the packs it is read against
+        info = read_info(file)
+        while info.delta and (base := find_base(folder, info)) is not None:
+            needed.add(base)
+            info = read_info(base)
+    gone = [file for _, file in dated if file not in needed]
     for file in gone:
         file.unlink()
     return gone

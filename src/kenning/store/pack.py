@@ -6,6 +6,9 @@ the index's database (`VACUUM INTO`, consistent even while a writer works). The 
 database is not shipped: the reader writes its own from the database's vectors, so no file of a pack is ever
 handed to native code other than SQLite's.
 
+A delta (format 2, `kenning.store.delta`) holds only what differs from an earlier pack, which its header names by
+commit and database digest and which must lie beside it; reading it reads the whole chain.
+
 Reading one trusts nothing in it: the header is JSON checked field by field, members are read by name and
 never extracted by the archive's own paths, the database's digest is checked while it is copied out, and its
 schema must be this kenning's own, object for object (a trigger a pack brought along would run on the
@@ -30,9 +33,10 @@ from kenning.errors import IndexCorrupt, IndexMismatch
 from kenning.store.layout import PRIVATE_FILE
 from kenning.store.sqlite import schema
 
-__all__ = ["PACK_FORMAT", "PackInfo", "read_info", "unpack_db", "write_pack"]
+__all__ = ["PACK_FORMAT", "PackInfo", "find_base", "read_info", "unpack_chain", "unpack_db", "write_pack"]
 
 PACK_FORMAT = 1
+DELTA_FORMAT = 2  # a delta (kenning.store.delta): a kenning that reads only whole packs refuses it
 HEADER = "kpack.json"
 DATABASE = "index.db"
 HEADER_MAX = 1 << 20
@@ -60,6 +64,13 @@ class PackInfo:
     db_bytes: int
     kenning: str = ""
     format: int = PACK_FORMAT
+    # a delta's base: the pack it applies to, by its commit and its database's digest ("" for a whole pack)
+    base_commit: str = ""
+    base_sha256: str = ""
+
+    @property
+    def delta(self) -> bool:
+        return self.format == DELTA_FORMAT
 
     def to_json(self) -> bytes:
         return json.dumps(asdict(self), indent=1, sort_keys=True).encode()
@@ -79,9 +90,10 @@ def _parse_info(raw: bytes, label: str) -> PackInfo:
         raise IndexCorrupt(f"{label} is not a kenning snapshot: its header is not JSON ({exc})") from None
     if not isinstance(data, dict):
         raise IndexCorrupt(f"{label} is not a kenning snapshot: its header is not an object")
-    if data.get("format") != PACK_FORMAT:
+    if data.get("format") not in (PACK_FORMAT, DELTA_FORMAT):
         raise IndexMismatch(
-            f"{label} is a snapshot of format {data.get('format')!r}; this kenning reads format {PACK_FORMAT}",
+            f"{label} is a snapshot of format {data.get('format')!r}; this kenning reads formats "
+            f"{PACK_FORMAT} and {DELTA_FORMAT}",
             hint="use a kenning of the version that made it, or export the snapshot again with this one",
         )
     for key, kind in _TYPES.items():
@@ -90,12 +102,19 @@ def _parse_info(raw: bytes, label: str) -> PackInfo:
             raise IndexCorrupt(f"{label} is damaged: its header's {key!r} is missing or malformed")
     if len(data["commit"]) != 40 or not all(c in "0123456789abcdef" for c in data["commit"]):
         raise IndexCorrupt(f"{label} is damaged: its header names no commit id")
-    return PackInfo(**{key: data[key] for key in _TYPES})
+    info = PackInfo(**{key: data[key] for key in _TYPES})
+    if info.delta:
+        base, digest = data.get("base_commit"), data.get("base_sha256")
+        if not (isinstance(base, str) and len(base) == 40 and isinstance(digest, str) and len(digest) == 64):
+            raise IndexCorrupt(f"{label} is damaged: it is a delta whose header names no base")
+        info = PackInfo(**{**asdict(info), "base_commit": base, "base_sha256": digest})
+    return info
 
 
-def write_pack(db_path: Path, info: PackInfo, out: Path) -> PackInfo:
+def write_pack(db_path: Path, info: PackInfo, out: Path, *, base: Path | None = None) -> PackInfo:
     """Pack the database at `db_path` into `out` (written whole, then renamed into place): the header's
-    digest and size are the copy's, filled in here."""
+    digest and size are the copy's, filled in here. With `base` (a pack of an earlier commit), only what
+    differs from it is packed: a delta (kenning.store.delta), which needs that pack beside it to be read."""
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out.parent, prefix=".kpack-") as tmp:
         copy = Path(tmp) / DATABASE
@@ -104,6 +123,23 @@ def write_pack(db_path: Path, info: PackInfo, out: Path) -> PackInfo:
             conn.execute("VACUUM INTO ?", (str(copy),))
         finally:
             conn.close()
+        if base is not None:
+            from kenning.store.delta import write_delta
+
+            below = read_info(base)
+            whole = Path(tmp) / "base.db"
+            unpack_chain(base, whole)
+            delta = Path(tmp) / "delta.db"
+            write_delta(copy, whole, delta)
+            copy = delta
+            info = PackInfo(
+                **{
+                    **asdict(info),
+                    "format": DELTA_FORMAT,
+                    "base_commit": below.commit,
+                    "base_sha256": below.db_sha256,
+                }
+            )
         digest = hashlib.sha256()
         with copy.open("rb") as fh:
             for block in iter(lambda: fh.read(1 << 20), b""):
@@ -179,6 +215,44 @@ def unpack_db(path: Path, dest: Path) -> PackInfo:
         dest.unlink(missing_ok=True)
         raise
     return info
+
+
+def unpack_chain(path: Path, dest: Path) -> PackInfo:
+    """`unpack_db`, for a delta too: its base (found beside it by digest, a delta itself or not) is unpacked to
+    `dest` first and the delta applied to it."""
+    info = read_info(path)
+    if not info.delta:
+        return unpack_db(path, dest)
+    base = find_base(path.parent, info)
+    if base is None:
+        raise IndexCorrupt(
+            f"{path} is a delta of commit {info.base_commit[:12]}'s snapshot, which is not beside it",
+            hint="keep the snapshot it was made against in the same folder (`snapshot prune` keeps it)",
+        )
+    from kenning.store.delta import apply_delta
+
+    try:
+        unpack_chain(base, dest)
+        with tempfile.TemporaryDirectory(dir=dest.parent) as tmp:
+            delta = Path(tmp) / DATABASE
+            unpack_db(path, delta)
+            apply_delta(dest, delta)
+    except BaseException:
+        dest.unlink(missing_ok=True)
+        raise
+    return info
+
+
+def find_base(folder: Path, info: PackInfo) -> Path | None:
+    """The pack in `folder` a delta applies to (by its database's digest), None when it is not there."""
+    for other in sorted(folder.glob("*.kpack")):
+        try:
+            found = read_info(other)
+        except (IndexCorrupt, IndexMismatch):
+            continue
+        if found.db_sha256 == info.base_sha256 and found.commit == info.base_commit:
+            return other
+    return None
 
 
 def _copy_checked(fh: IO[bytes], dest: Path, info: PackInfo, label: Path) -> None:
