@@ -422,3 +422,18 @@ def test_a_delta_pack_imports_to_the_same_index_as_a_whole_one(
     (folder / "c1.kpack").unlink()
     found, notes = find_snapshot(engine_factory(_clone(repo, tmp_path / "d")), str(folder))
     assert found is None and any("is missing" in n for n in notes)
+
+
+def test_a_postgres_snapshot_source_is_searched_where_it_is(
+    repo: Path, tmp_path: Path, pg_url: str, engine_factory: Callable[..., Engine]
+) -> None:
+    """`snapshot_source = postgresql://...`: the team's index on the server is the commit's snapshot; a clone
+    searches it with its edits overlaid and copies nothing."""
+    engine_factory(repo, store=pg_url, store_name="team").index(commit="HEAD")
+    clone = _clone(repo, tmp_path / "clone")
+    (clone / "mine.md").write_text("# Mine\n\na zebra crossing the cache\n")
+    reader = engine_factory(clone, snapshot_source=pg_url, store_name="team")
+    assert reader.location.shared
+    (result,) = reader.search("zebra crossing", mode="lexical")
+    assert [h.path for h in result.hits] == ["mine.md"] and result.base and result.base["overlaid"] == 1
+    assert not list((clone / ".kenning").glob("*/index.db"))  # no local copy of the team's index

@@ -27,7 +27,8 @@ LISTEN_HELP = (
 COMMIT_HELP = "index the files of this commit, read from git's objects, not the working tree (what CI shares)"
 SNAPSHOT_SOURCE_HELP = (
     "start a root without an index from the newest snapshot of a commit in HEAD's history: a .kpack file, a "
-    "folder of them, or an http(s) URL with {commit} ($KENNING_SNAPSHOT_SOURCE)"
+    "folder of them, an http(s) URL with {commit}, or a team's index on postgresql:// (searched there, your "
+    "edits on top) ($KENNING_SNAPSHOT_SOURCE)"
 )
 EXAMPLES = {
     "snapshot": """examples:

@@ -147,8 +147,8 @@ def find_snapshot(engine: Engine, source: str) -> tuple[Candidate | None, list[s
     notes: list[str] = []
     if source.startswith(("postgresql:", "postgres:")):
         raise UsageError(
-            "snapshot_source cannot be a PostgreSQL server: an index there is searched where it is",
-            hint="set store to that URL instead, or point snapshot_source at .kpack files",
+            "a team's index on PostgreSQL is not imported: it is searched where it is, with your edits on top",
+            hint="set snapshot_source (or store) to that URL in your config and search; import takes .kpack files",
         )
     if _is_url(source):
         return _from_url(engine, source, notes), notes

@@ -340,9 +340,13 @@ def _manifest(raw: str, where: str) -> Manifest:
 
 
 def open_location(root: Path, config: Config) -> Location:
-    """The location of `root`'s index under these settings: the configured server's, else the local folder."""
-    if config.store:
+    """The location of `root`'s index under these settings: the configured server's, else the local folder. A
+    `snapshot_source` on PostgreSQL names a server too: a team's index there is its commit's snapshot, searched
+    where it is with this machine's edits on top (kenning.engine.overlay), never copied."""
+    source = config.snapshot_source or ""
+    url = config.store or (source if source.startswith(("postgresql:", "postgres:")) else None)
+    if url:
         from kenning.store.postgres import check_store, index_name
 
-        return ServerLocation(check_store(config.store), index_name(root.name, config.store_name))
+        return ServerLocation(check_store(url), index_name(root.name, config.store_name))
     return SqliteLocation(index_home(root, config.index_dir))
