@@ -24,20 +24,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+from compare import QUERIES as COMPARE_QUERIES
 from compare_index import worktree
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 WORK = HERE / ".work" / "rank-latency"
+# compare.py's queries, and some of other kinds
 QUERIES = [
-    "how are files cut into passages",
-    "parse configuration file",
-    "retry with exponential backoff",
-    "render a table to the terminal",
-    "read the http response body",
-    "unicode width of a character",
-    "open a database connection",
-    "command line argument parsing",
+    *COMPARE_QUERIES,
     "effect of vitamin D on bone density",
     "convert a string to a datetime",
     "sort a dictionary by value",
