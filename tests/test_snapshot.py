@@ -185,11 +185,84 @@ def test_export_refuses_an_index_with_working_tree_files(
     repo: Path, tmp_path: Path, engine_factory: Callable[..., Engine]
 ) -> None:
     engine = engine_factory(repo)
+    engine.index()
+    with pytest.raises(UsageError, match="built from the working tree, not from a commit"):
+        export(engine, tmp_path / "x.kpack")
     engine.index(commit="HEAD")
     (repo / "extra.md").write_text("# extra\n\nworking tree only\n")
     engine.index()
-    with pytest.raises(UsageError, match="exactly one commit"):
+    with pytest.raises(UsageError, match=r"no longer holds exactly commit [0-9a-f]{12}'s files"):
         export(engine, tmp_path / "x.kpack")
+    with pytest.raises(UsageError, match="must be in the folder the delta is written to"):
+        export(engine, tmp_path / "a" / "x.kpack", commit="HEAD", against=tmp_path / "b" / "base.kpack")
+    assert engine._open().get_meta("at_commit") == ""  # refused before the run, which would have moved it
+
+
+def test_a_pack_of_another_schema_is_refused_and_a_team_index_imports_nothing(
+    repo: Path, tmp_path: Path, engine_factory: Callable[..., Engine]
+) -> None:
+    pack = _pack(engine_factory, repo, tmp_path / "a.kpack")
+    with tarfile.open(pack) as tar:
+        header = json.loads(tar.extractfile("kpack.json").read())  # type: ignore[union-attr]
+        blob = tar.extractfile("index.db").read()  # type: ignore[union-attr]
+    header["schema"] += 1
+    older = tmp_path / "newer.kpack"
+    with tarfile.open(older, "w") as tar:
+        for name, content in (("kpack.json", json.dumps(header).encode()), ("index.db", blob)):
+            info = tarfile.TarInfo(name)
+            info.size = len(content)
+            tar.addfile(info, io.BytesIO(content))
+    engine = engine_factory(_clone(repo, tmp_path / "clone"))
+    with pytest.raises(IndexMismatch, match=f"schema {header['schema']}; this kenning reads schema"):
+        import_snapshot(engine, Candidate(read_info(older), older, str(older)))
+    assert not engine.exists()
+    shared = engine_factory(tmp_path / "clone", store="postgresql://nobody@127.0.0.1:1/none")
+    with pytest.raises(UsageError, match="not into a PostgreSQL store"):
+        import_snapshot(shared, Candidate(read_info(pack), pack, str(pack)))
+
+
+def test_importing_again_keeps_the_vectors_of_local_edits(
+    repo: Path, tmp_path: Path, engine_factory: Callable[..., Engine]
+) -> None:
+    pack = _pack(engine_factory, repo, tmp_path / "a.kpack")
+    clone = _clone(repo, tmp_path / "clone")
+    (clone / "mine.md").write_text("# Mine\n\na paragraph only this clone has\n")
+    engine = engine_factory(clone)
+    first = import_snapshot(engine, Candidate(read_info(pack), pack, str(pack)))
+    assert first.added == ["mine.md"] and first.embedded == 1
+    again = import_snapshot(engine, Candidate(read_info(pack), pack, str(pack)))
+    assert again.added == ["mine.md"] and again.embedded == 0  # its vector came along from the old index
+
+
+def test_a_url_source_that_fails_says_which_url_and_what_to_check(
+    repo: Path, tmp_path: Path, engine_factory: Callable[..., Engine]
+) -> None:
+    import http.server
+    import threading
+
+    class Failing(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_error(500, "snapshot store down")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Failing)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    try:
+        engine = engine_factory(repo, snapshot_source=f"http://127.0.0.1:{port}/{{commit}}.kpack")
+        with pytest.raises(UsageError, match="answered HTTP 500") as failed:
+            engine.index()
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert "serves the .kpack files" in (failed.value.hint or "")
+    down = engine_factory(repo, snapshot_source=f"http://127.0.0.1:{port}/x.kpack")
+    with pytest.raises(UsageError, match="cannot fetch snapshot") as refused:
+        down.index()
+    assert "server is up" in (refused.value.hint or "")
+    assert not down.exists()
 
 
 def test_prune_keeps_the_newest_commits(
@@ -421,7 +494,7 @@ def test_a_delta_pack_imports_to_the_same_index_as_a_whole_one(
     ]
     (folder / "c1.kpack").unlink()
     found, notes = find_snapshot(engine_factory(_clone(repo, tmp_path / "d")), str(folder))
-    assert found is None and any("is missing" in n for n in notes)
+    assert found is None and any("c2.kpack is a delta of commit" in n and "not beside it" in n for n in notes)
 
 
 def test_a_postgres_snapshot_source_is_searched_where_it_is(

@@ -92,6 +92,7 @@ class IndexReport:
     # started from when it imported one
     base: dict[str, Any] | None = None
     snapshot: str = ""
+    touched: int = 0  # files whose stat or blob id was updated without reading them again
     notes: list[str] = field(default_factory=list)
     lexical_seconds: float = 0.0
     semantic_seconds: float = 0.0
@@ -277,10 +278,6 @@ def _lexical_pass(
 
     progress.start("lexical", len(entries))
     db.begin()
-    if (
-        tree is not None
-    ):  # from here until this run ends, the index is no commit's snapshot (an export refuses)
-        db.set_meta(AT_COMMIT, "")
     commits = _Committer(db, report)
     # cheap checks first (size and mtime, then git's blob id); what is left is read and chunked, maybe in a pool
     jobs: list[tuple[FileEntry, FileRow | None]] = []
@@ -292,8 +289,12 @@ def _lexical_pass(
             commits.tick()
         else:
             jobs.append((entry, row))
-    if jobs:
-        db.set_meta(AT_COMMIT, "")  # a file may change: no longer exactly the commit's
+    present = {e.rel for e in entries}
+    gone = [row for rel, row in known.items() if rel not in present and rel in scope]
+    if (
+        tree is not None or jobs or gone
+    ):  # until a commit's run ends, no commit's snapshot (an export refuses)
+        db.set_meta(AT_COMMIT, "")
     workers = workers_for(sum(e.size for e, _ in jobs), config.chunk_workers)
     reader = BlobReader(root) if tree is not None else None
     blobs = tree.blobs if tree is not None else {}
@@ -322,19 +323,17 @@ def _lexical_pass(
         results.close()  # stops the pool's queued work when the run ends early
         if reader is not None:
             reader.close()
-    present = {e.rel for e in entries}
-    for rel, row in known.items():
-        if rel not in present and rel in scope:
-            db.set_meta(AT_COMMIT, "")
-            report.passages_removed += db.delete_file(row.id)
-            if row.skip_reason is None:
-                report.removed.append(rel)
+    for row in gone:
+        report.passages_removed += db.delete_file(row.id)
+        if row.skip_reason is None:
+            report.removed.append(row.path)
     db.set_meta("settings", settings)
     db.set_meta(WALK_SKIPPED, str(unstored))
     db.set_meta(WALK_PRUNED, json.dumps(report.pruned))
     if tree is not None:
         record_base(db, tree.commit, tree.blobs, complete=not scope.paths and scope.glob is None)
-    record_overlay(db)
+    if tree is not None or jobs or gone or report.touched:  # else no file's content or blob id changed
+        record_overlay(db)
     db.commit()
     report.mark_committed()
     progress.finish()
@@ -346,11 +345,8 @@ def _commit_entries(
     report.skipped += [s for s in tree.entries if isinstance(s, Skip) and s.rel in scope]
     unstored = sum(isinstance(item, Skip) for item in tree.entries)
     entries = [e for e in tree.entries if isinstance(e, FileEntry) and e.rel in scope]
-    return (
-        entries,
-        unstored,
-        GitState(tree.blobs),
-    )  # every blob of a commit is what git says it is: none dirty
+    # every blob of a commit is what git says it is: none is dirty
+    return entries, unstored, GitState(tree.blobs)
 
 
 def _walk_entries(
@@ -408,6 +404,7 @@ def _unchanged_file(
             return False
         if (row.size, row.mtime_ns) != (entry.size, entry.mtime_ns):
             db.touch_file(row.id, entry.size, entry.mtime_ns, row.blob_id)
+            report.touched += 1
         _unchanged(row, report)
         return True
     if row.size == entry.size and row.mtime_ns == entry.mtime_ns:
@@ -416,6 +413,7 @@ def _unchanged_file(
     blob = git.blob_for(entry.rel) if git else None
     if blob and row.blob_id == blob:
         db.touch_file(row.id, entry.size, entry.mtime_ns, blob)
+        report.touched += 1
         _unchanged(row, report)
         return True
     return False
@@ -435,6 +433,7 @@ def _store(
     blob = git.blob_for(entry.rel) if git else None
     if p.same and row is not None:
         db.touch_file(row.id, entry.size, entry.mtime_ns, blob)
+        report.touched += 1
         _unchanged(row, report)
         return
     if row is not None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, cast
+from typing import TYPE_CHECKING
 
 from kenning import walk
 from kenning.engine.index import Scope, run_index, storable_name
@@ -23,7 +23,7 @@ from kenning.engine.refresh import forgotten
 from kenning.store.base import COUNTS
 from kenning.store.lock import FileWriterLock
 from kenning.types import within
-from kenning.walk.changes import GitState, git_state, sha256_file
+from kenning.walk.changes import LazyGitState, sha256_file
 
 if TYPE_CHECKING:
     from kenning.engine import Engine
@@ -52,7 +52,7 @@ def differing(engine: Engine, base: Store, home: Path) -> tuple[dict[str, tuple[
         cached = json.loads(hashes_path.read_text("utf-8"))
     except (OSError, ValueError):
         cached = {}
-    git: GitState | Literal[False] | None = None  # asked once, at the first file the cache cannot vouch for
+    git = LazyGitState(engine.root)  # asked only for a file the cache cannot vouch for
     seen: set[str] = set()
     differ: dict[str, tuple[int, int]] = {}
     hashes: dict[str, list[object]] = {}
@@ -69,17 +69,13 @@ def differing(engine: Engine, base: Store, home: Path) -> tuple[dict[str, tuple[
         hit = cached.get(item.rel)
         if isinstance(hit, list) and hit[:2] == stat:
             sha = hit[2]
+        elif git.vouches(item.rel, row.blob_id):
+            sha = row.sha256
         else:
-            if git is None:
-                git = git_state(engine.root) or False
-            blob = git.blob_for(item.rel) if git else None
-            if blob is not None and blob == row.blob_id:
-                sha = row.sha256
-            else:
-                try:
-                    sha = sha256_file(Path(item.abspath))
-                except OSError:
-                    continue  # unreadable now: the index's version stands
+            try:
+                sha = sha256_file(Path(item.abspath))
+            except OSError:
+                continue  # unreadable now: the index's version stands
         hashes[item.rel] = [*stat, sha]
         if sha != row.sha256:
             differ[item.rel] = (item.size, item.mtime_ns)
@@ -94,13 +90,10 @@ def differing(engine: Engine, base: Store, home: Path) -> tuple[dict[str, tuple[
 def _base_files(engine: Engine, base: Store) -> dict[str, FileRow]:
     """The shared index's files, read again only when a writer has finished a run since (its totals and its
     time change at the end of each): a team's index may hold a hundred thousand of them."""
-    key = ("files", base.get_meta("last_indexed"), base.get_meta(COUNTS))
-    files = engine.overlay_cache.get(key)
-    if files is None:
-        for old in [k for k in engine.overlay_cache if isinstance(k, tuple) and k[:1] == ("files",)]:
-            del engine.overlay_cache[old]
-        files = engine.overlay_cache[key] = base.files()
-    return cast("dict[str, FileRow]", files)
+    from kenning.store.overlay import latest
+
+    stamp = (base.get_meta("last_indexed"), base.get_meta(COUNTS))
+    return latest(engine.overlay_cache, "files", stamp, base.files)
 
 
 def overlaid(engine: Engine, base: Store) -> OverlaidStore:

@@ -11,7 +11,7 @@ import json
 import os
 import threading
 import time
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from kenning import walk
 from kenning.engine.index import EmbedBudget, IndexReport, Scope, index_settings, run_index, storable_name
@@ -19,7 +19,7 @@ from kenning.engine.status import Changes, Refreshed
 from kenning.errors import IndexBusy, IndexError_, IndexMissing
 from kenning.store import Store
 from kenning.types import Selection, within
-from kenning.walk.changes import GitState, git_state, sha256_bytes
+from kenning.walk.changes import LazyGitState, sha256_bytes
 
 if TYPE_CHECKING:
     from kenning.engine import Engine
@@ -56,7 +56,7 @@ def find_changes(engine: Engine, *, deadline: float | None = None) -> Changes:
     selection = engine.stored_selection()
     known = engine._open().files()
     seen: set[str] = set()
-    git: GitState | Literal[False] | None = None
+    git = LazyGitState(engine.root)  # git's blob ids vouch for unchanged files whose mtime differs
     for item in walk.walk(engine.root, selection, index_dir_name=engine._index_dir_name()):
         if deadline is not None and time.monotonic() > deadline:
             found.complete = False
@@ -71,11 +71,7 @@ def find_changes(engine: Engine, *, deadline: float | None = None) -> Changes:
         if row is None:
             found.added.append(item.rel)
         elif (row.size, row.mtime_ns) != (item.size, item.mtime_ns):
-            if git is None:
-                # asked once, at the first file whose stat differs: a clone of a snapshot's or a team's index
-                # differs in every mtime, and git's blob ids vouch for the unchanged files without reading them
-                git = git_state(engine.root) or False
-            if git and row.blob_id is not None and git.blob_for(item.rel) == row.blob_id:
+            if git.vouches(item.rel, row.blob_id):
                 continue
             # the walk's read, which never blocks on a FIFO put in the file's place
             data = walk.read_bytes(item.abspath, follow=selection.follow)

@@ -34,21 +34,20 @@ from typing import TYPE_CHECKING, Any
 from kenning.engine.base_commit import BASE, base_of
 from kenning.engine.index import IndexReport, Progress, publish
 from kenning.errors import IndexCorrupt, IndexError_, IndexMismatch, KenningError, UsageError
-from kenning.store.layout import Manifest
-from kenning.store.pack import PackInfo, find_base, read_info, unpack_chain, write_pack
+from kenning.store.layout import Manifest, selection_from_json
+from kenning.store.pack import PACK_SUFFIX, PackInfo, base_chain, read_info, unpack_chain, write_pack
 from kenning.store.sqlite import SqliteStore
 from kenning.store.sqlite.schema import SCHEMA_VERSION
-from kenning.types import Selection
 from kenning.version import version
 from kenning.walk.changes import git_output
 from kenning.walk.commit import resolve_commit
 
 if TYPE_CHECKING:
     from kenning.engine import Engine
+    from kenning.types import Selection
 
 __all__ = ["Candidate", "export", "find_snapshot", "import_snapshot", "prune", "seed"]
 
-PACK_SUFFIX = ".kpack"
 URL_HISTORY = 50  # commits of HEAD's first-parent history a {commit} URL is tried for, newest first
 URL_TIMEOUT = 30.0
 DOWNLOADS = "downloads"  # in the index home: where a snapshot fetched from a URL waits for its import
@@ -82,6 +81,12 @@ def export(
         )
     if out.suffix != PACK_SUFFIX:
         raise UsageError(f"{out} does not end in {PACK_SUFFIX}", hint=f"name the output file *{PACK_SUFFIX}")
+    if against is not None and against.resolve().parent != out.resolve().parent:
+        # checked before any indexing: a typo must not cost a run
+        raise UsageError(
+            f"the delta's base {against} must be in the folder the delta is written to ({out.parent})",
+            hint="a delta is read with its base beside it: export both into one folder",
+        )
     if commit is not None:
         report = engine.index(commit=commit, progress=progress)
         if report.interrupted:
@@ -95,14 +100,22 @@ def export(
         finally:
             db.close()
         manifest = engine.manifest
-        if base is None or not base.exact or manifest is None:
+        again = f"run `kenning snapshot export --commit HEAD -o {out} {engine.root}`"
+        if base is None or manifest is None:
             raise UsageError(
-                f"the index of {engine.root} does not hold exactly one commit's files "
+                f"the index of {engine.root} was built from the working tree, not from a commit", hint=again
+            )
+        if not base.exact:
+            raise UsageError(
+                f"the index of {engine.root} no longer holds exactly commit {base.commit[:12]}'s files "
                 "(files of the working tree were indexed into it since)",
-                hint=f"run `kenning snapshot export --commit HEAD -o {out} {engine.root}`",
+                hint=again,
             )
         if commit is not None and resolve_commit(engine.root, commit).sha != base.commit:
-            raise UsageError(f"the index of {engine.root} is not at {commit}", hint="run the export again")
+            raise UsageError(
+                f"another run changed the index of {engine.root} while {commit} was exported",
+                hint="run the export again when it has finished",
+            )
         if not manifest.lexical_only and counts["embedded"] < counts["passages"]:
             raise UsageError(
                 f"only {counts['embedded']} of {counts['passages']} passages have a vector: a snapshot ships "
@@ -128,11 +141,6 @@ def export(
             db_bytes=0,
             kenning=version(),
         )
-        if against is not None and against.resolve().parent != out.resolve().parent:
-            raise UsageError(
-                f"the delta's base {against} must be in the folder the delta is written to ({out.parent})",
-                hint="a delta is read with its base beside it: export both into one folder",
-            )
         return write_pack(engine.db_path, info, out, base=against)
 
 
@@ -174,15 +182,11 @@ def find_snapshot(engine: Engine, source: str) -> tuple[Candidate | None, list[s
 
 def _complete(cand: Candidate, notes: list[str]) -> bool:
     """A whole pack, or a delta whose bases are all beside it."""
-    info, folder = cand.info, cand.path.parent
-    while info.delta:
-        base = find_base(folder, info)
-        if base is None:
-            notes.append(
-                f"passed over {cand.where}: its base, commit {info.base_commit[:12]}'s snapshot, is missing"
-            )
-            return False
-        info = read_info(base)
+    try:
+        base_chain(cand.path)
+    except IndexError_ as exc:
+        notes.append(f"passed over {cand.where}: {exc.message}")
+        return False
     return True
 
 
@@ -232,12 +236,14 @@ def _from_url(engine: Engine, source: str, notes: list[str]) -> Candidate | None
             if exc.code == 404:
                 continue
             raise UsageError(
-                f"snapshot source {url} answered HTTP {exc.code}", hint="check snapshot_source"
+                f"snapshot source {url} answered HTTP {exc.code} ({exc.reason})",
+                hint="check snapshot_source's URL, and that its server serves the .kpack files",
             ) from None
         except (urllib.error.URLError, OSError, TimeoutError) as exc:
             target.unlink(missing_ok=True)
             raise UsageError(
-                f"cannot fetch snapshot {url} ({getattr(exc, 'reason', exc)})", hint="check snapshot_source"
+                f"cannot fetch snapshot {url} ({getattr(exc, 'reason', exc)})",
+                hint="check snapshot_source's URL and that the server is up, or unset it to index locally",
             ) from None
         cand = Candidate(read_info(target), target, url)
         if cand.info.delta:
@@ -298,10 +304,7 @@ def import_snapshot(engine: Engine, cand: Candidate, *, progress: Progress | Non
 
 def _selection(raw: dict[str, Any], where: str) -> Selection:
     try:
-        values = dict(raw)
-        for key in ("globs", "iglobs", "types", "types_not", "ignore_files"):
-            values[key] = tuple(values.get(key, ()))
-        return Selection(**values)
+        return selection_from_json(raw)
     except (TypeError, ValueError) as exc:
         raise IndexCorrupt(f"{where} is damaged: its file selection is malformed ({exc})") from None
 
@@ -348,8 +351,8 @@ def seed(engine: Engine, *, progress: Progress | None = None) -> tuple[IndexRepo
 
 # -- pruning ------------------------------------------------------------------------------------------------
 def prune(folder: Path, keep: int) -> list[Path]:
-    """Delete all but the `keep` newest snapshots (by commit time) of a folder of them, and the packs those are
-    deltas of; what was deleted."""
+    """Delete all but the `keep` newest snapshots (by commit time) of a folder of them, keeping also the packs
+    those deltas are read against; what was deleted."""
     if keep < 1:
         raise UsageError(f"--keep {keep} would delete every snapshot", hint="keep at least 1")
     if not folder.is_dir():
@@ -363,13 +366,12 @@ def prune(folder: Path, keep: int) -> list[Path]:
         except IndexError_:
             continue  # not ours to judge: a damaged file is left for its owner
     dated.sort(reverse=True)
-    kept = [file for _, file in dated[:keep]]
-    needed = set(kept)
-    for file in kept:  # a kept delta keeps the packs it is read against
-        info = read_info(file)
-        while info.delta and (base := find_base(folder, info)) is not None:
-            needed.add(base)
-            info = read_info(base)
+    needed: set[Path] = set()
+    for _, file in dated[:keep]:  # a kept delta keeps the packs it is read against
+        try:
+            needed.update(base_chain(file))
+        except IndexError_:
+            needed.add(file)  # its base is gone already: it is kept, and says so when read
     gone = [file for _, file in dated if file not in needed]
     for file in gone:
         file.unlink()

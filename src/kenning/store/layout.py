@@ -94,6 +94,14 @@ def read_manifest(home: Path) -> Manifest | None:
     return parse_manifest(data, str(path))
 
 
+def selection_from_json(data: Any) -> Selection:
+    """A file selection from its JSON (`Manifest.to_json`'s): TypeError or ValueError when it is malformed."""
+    raw = dict(data)
+    for key in ("globs", "iglobs", "types", "types_not", "ignore_files"):
+        raw[key] = tuple(raw.get(key, ()))
+    return Selection(**raw)
+
+
 def parse_manifest(data: Any, label: str) -> Manifest:
     """A manifest from its JSON, `label` naming where it was read (a file, an index on a server)."""
     if not isinstance(data, dict) or data.get("format") != MANIFEST_FORMAT:
@@ -103,13 +111,10 @@ def parse_manifest(data: Any, label: str) -> Manifest:
             hint="upgrade kenning, or `kenning index --rebuild`",
         )
     try:
-        raw = dict(data["selection"])
-        for key in ("globs", "iglobs", "types", "types_not", "ignore_files"):
-            raw[key] = tuple(raw.get(key, ()))
         return Manifest(
             str(data["root"]),
             str(data["model"]),
-            Selection(**raw),
+            selection_from_json(data["selection"]),
             float(data.get("created", 0)),
             # absent from a manifest written before the choice was kept: refreshed with vectors, as it was then
             lexical_only=data.get("lexical_only") is True,

@@ -20,10 +20,10 @@ writes a shared index, and the overlay is written by its own index run.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
 
 import numpy as np
 
@@ -38,9 +38,23 @@ from kenning.store.sqlite import SqliteStore
 if TYPE_CHECKING:
     from kenning.store.postgres import PostgresStore
 
-__all__ = ["OVERLAY_IDS", "Combined", "OverlaidStore", "OverlaySide", "OverlayStore"]
+__all__ = ["OVERLAY_IDS", "Combined", "OverlaidStore", "OverlaySide", "OverlayStore", "latest"]
 
 OVERLAY_IDS = 1 << 48  # overlay passage and file ids are shifted by this much: no base id comes near it
+
+
+T = TypeVar("T")
+
+
+def latest(cache: dict[object, Any], kind: str, stamp: object, make: Callable[[], T]) -> T:
+    """What `make` gives for the state `stamp` names (a writer's last run), kept in `cache` beside other
+    kinds, one state of each: the one searches read now."""
+    key = (kind, stamp)
+    if key not in cache:
+        for old in [k for k in cache if isinstance(k, tuple) and k[:1] == (kind,)]:
+            del cache[old]
+        cache[key] = make()
+    return cast("T", cache[key])
 
 
 class OverlayStore(SqliteStore):
@@ -105,12 +119,7 @@ class OverlaidStore(Store):
         """The combined collection's statistics, for the state this search reads: the base's side is read
         again for each search (a few small queries: CI may be writing it), the overlay's only when it changed."""
         if self._c is None:
-            key = ("overlay", self.overlay.get_meta("last_indexed"))
-            mine = self._cache.get(key)
-            if mine is None:
-                for old in [k for k in self._cache if isinstance(k, tuple) and k[:1] == ("overlay",)]:
-                    del self._cache[old]  # one state is kept: the one searches read now
-                mine = self._cache[key] = self._overlay_side()
+            mine = latest(self._cache, "overlay", self.overlay.get_meta("last_indexed"), self._overlay_side)
             self._c = self._combine(mine)
         return self._c
 

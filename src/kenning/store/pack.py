@@ -32,11 +32,15 @@ from typing import IO, Any
 from kenning.errors import IndexCorrupt, IndexMismatch
 from kenning.store.layout import PRIVATE_FILE
 from kenning.store.sqlite import schema
+from kenning.walk.changes import sha256_file
 
-__all__ = ["PACK_FORMAT", "PackInfo", "find_base", "read_info", "unpack_chain", "unpack_db", "write_pack"]
+__all__ = [
+    "PACK_FORMAT", "PACK_SUFFIX", "PackInfo", "base_chain", "read_info", "unpack_chain", "unpack_db", "write_pack",
+]  # fmt: skip
 
 PACK_FORMAT = 1
 DELTA_FORMAT = 2  # a delta (kenning.store.delta): a kenning that reads only whole packs refuses it
+PACK_SUFFIX = ".kpack"
 HEADER = "kpack.json"
 DATABASE = "index.db"
 HEADER_MAX = 1 << 20
@@ -140,12 +144,8 @@ def write_pack(db_path: Path, info: PackInfo, out: Path, *, base: Path | None = 
                     "base_sha256": below.db_sha256,
                 }
             )
-        digest = hashlib.sha256()
-        with copy.open("rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                digest.update(block)
         size = copy.stat().st_size
-        info = PackInfo(**{**asdict(info), "db_sha256": digest.hexdigest(), "db_bytes": size})
+        info = PackInfo(**{**asdict(info), "db_sha256": sha256_file(copy), "db_bytes": size})
         header = info.to_json()
         staging = Path(tmp) / "pack"
         with open(os.open(staging, os.O_WRONLY | os.O_CREAT, PRIVATE_FILE), "wb") as raw:
@@ -218,34 +218,46 @@ def unpack_db(path: Path, dest: Path) -> PackInfo:
 
 
 def unpack_chain(path: Path, dest: Path) -> PackInfo:
-    """`unpack_db`, for a delta too: its base (found beside it by digest, a delta itself or not) is unpacked to
-    `dest` first and the delta applied to it."""
-    info = read_info(path)
-    if not info.delta:
-        return unpack_db(path, dest)
-    base = find_base(path.parent, info)
-    if base is None:
-        raise IndexCorrupt(
-            f"{path} is a delta of commit {info.base_commit[:12]}'s snapshot, which is not beside it",
-            hint="keep the snapshot it was made against in the same folder (`snapshot prune` keeps it)",
-        )
+    """`unpack_db`, for a delta too: the whole pack at the bottom of its chain is unpacked to `dest`, then each
+    delta applied to it in turn (`base_chain`)."""
     from kenning.store.delta import apply_delta
 
+    whole, *deltas = base_chain(path)
     try:
-        unpack_chain(base, dest)
-        with tempfile.TemporaryDirectory(dir=dest.parent) as tmp:
-            delta = Path(tmp) / DATABASE
-            unpack_db(path, delta)
-            apply_delta(dest, delta)
+        unpack_db(whole, dest)
+        for link in deltas:
+            with tempfile.TemporaryDirectory(dir=dest.parent) as tmp:
+                delta = Path(tmp) / DATABASE
+                unpack_db(link, delta)
+                apply_delta(dest, delta)
     except BaseException:
         dest.unlink(missing_ok=True)
         raise
-    return info
+    return read_info(path)
 
 
-def find_base(folder: Path, info: PackInfo) -> Path | None:
+def base_chain(path: Path) -> list[Path]:
+    """The packs reading the one at `path` takes, the whole one first and `path` last (just `path` for a
+    whole pack); IndexCorrupt naming the missing one when a delta's base is not beside it."""
+    chain = [path]
+    info = read_info(path)
+    while info.delta:
+        base = _find_base(path.parent, info)
+        if base is None:
+            raise IndexCorrupt(
+                f"{chain[-1]} is a delta of commit {info.base_commit[:12]}'s snapshot, which is not beside it",
+                hint="keep the snapshot it was made against in the same folder (`snapshot prune` keeps it)",
+            )
+        if base in chain:
+            raise IndexCorrupt(f"{path} is damaged: its chain of deltas loops at {base}")
+        chain.append(base)
+        info = read_info(base)
+    return chain[::-1]
+
+
+def _find_base(folder: Path, info: PackInfo) -> Path | None:
     """The pack in `folder` a delta applies to (by its database's digest), None when it is not there."""
-    for other in sorted(folder.glob("*.kpack")):
+    for other in sorted(folder.glob(f"*{PACK_SUFFIX}")):
         try:
             found = read_info(other)
         except (IndexCorrupt, IndexMismatch):

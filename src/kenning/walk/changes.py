@@ -29,6 +29,25 @@ class GitState:
         return self.blobs.get(rel)
 
 
+class LazyGitState:
+    """`git_state(root)`, asked at the first question only: a caller that compares stats first needs git only
+    for the files whose stat differs (in a fresh clone of a snapshot's or a team's index, every file's), and
+    none at all when every stat matches."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._state: GitState | None = None
+        self._asked = False
+
+    def vouches(self, rel: str, blob: str | None) -> bool:
+        """Whether git says the file at `rel` is clean and holds exactly the blob `blob`."""
+        if blob is None:
+            return False
+        if not self._asked:
+            self._state, self._asked = git_state(self.root), True
+        return self._state is not None and self._state.blob_for(rel) == blob
+
+
 def git_state(root: Path) -> GitState | None:
     """Blob ids of tracked files under `root` and the set of dirty paths, or None without a usable repo."""
     try:

@@ -25,47 +25,38 @@ K1 = 1.2
 B = 0.75
 
 # FTS5's bm25(): each (term, passage) pair's part, summed per passage; df over the whole index even when the
-# candidates are kept to an allow-list (as FTS5 computes it whatever the WHERE clause keeps)
+# candidates are kept to an allow-list (as FTS5 computes it whatever the WHERE clause keeps). One statement
+# serves both uses, so the overlay's scores (`lexical_shifted`, kenning.store.overlay) cannot drift from the
+# plain ones: N and avgdl come from `lexicon_totals`, or from the caller, as if some passages (`excluded`) were
+# gone and others were there, whose document frequency per term is `extra`
 _BM25 = f"""
 WITH hits AS MATERIALIZED (
     SELECT term, passage_id, tf, length, count(*) OVER (PARTITION BY term)::float8 AS df
-    FROM postings WHERE term = ANY(%(terms)s)
+    FROM postings WHERE term = ANY(%(terms)s) {{excluded}}
 ),
-q(term, n) AS (SELECT * FROM unnest(%(terms)s::text[], %(counts)s::int[])),
-t AS (SELECT passages::float8 AS n, tokens::float8 / greatest(passages, 1) AS avgdl FROM lexicon_totals)
+q(term, n, extra) AS (SELECT * FROM unnest(%(terms)s::text[], %(counts)s::int[], %(extra)s::int[])),
+t AS ({{totals}})
 SELECT h.passage_id,
-       sum(q.n * greatest(ln((t.n - h.df + 0.5) / (h.df + 0.5)), 1e-6)
+       sum(q.n * greatest(ln((t.n - (h.df + q.extra) + 0.5) / ((h.df + q.extra) + 0.5)), 1e-6)
            * (h.tf * {K1 + 1.0}) / (h.tf + {K1} * ({1 - B} + {B} * h.length / nullif(t.avgdl, 0)))) AS score
 FROM hits h JOIN q USING (term) CROSS JOIN t {{allowed}}
 GROUP BY h.passage_id
 ORDER BY score DESC, h.passage_id
 LIMIT %(limit)s
 """
-_ALL = _BM25.format(allowed="")
-_ALLOWED = _BM25.format(allowed="JOIN unnest(%(allowed)s::bigint[]) AS a(id) ON a.id = h.passage_id")
-
-# the same score with the statistics given, as if the `excluded` passages were gone and others (a local overlay,
-# `kenning.store.overlay`) were there: N and avgdl are the caller's, each term's df is counted without the
-# excluded passages and `extra` more
-_SHIFTED = f"""
-WITH hits AS MATERIALIZED (
-    SELECT term, passage_id, tf, length, count(*) OVER (PARTITION BY term)::float8 AS df
-    FROM postings WHERE term = ANY(%(terms)s) AND NOT passage_id = ANY(%(excluded)s::bigint[])
-),
-q(term, n, extra) AS (SELECT * FROM unnest(%(terms)s::text[], %(counts)s::int[], %(extra)s::int[]))
-SELECT h.passage_id,
-       sum(q.n * greatest(ln((%(n)s::float8 - (h.df + q.extra) + 0.5) / ((h.df + q.extra) + 0.5)), 1e-6)
-           * (h.tf * {K1 + 1.0}) / (h.tf + {K1} * ({1 - B} + {B} * h.length / nullif(%(avgdl)s::float8, 0))))
-           AS score
-FROM hits h JOIN q USING (term) {{allowed}}
-GROUP BY h.passage_id
-ORDER BY score DESC, h.passage_id
-LIMIT %(limit)s
-"""
-_SHIFTED_ALL = _SHIFTED.format(allowed="")
-_SHIFTED_ALLOWED = _SHIFTED.format(
-    allowed="JOIN unnest(%(allowed)s::bigint[]) AS a(id) ON a.id = h.passage_id"
-)
+_STORED = "SELECT passages::float8 AS n, tokens::float8 / greatest(passages, 1) AS avgdl FROM lexicon_totals"
+_GIVEN = "SELECT %(n)s::float8 AS n, %(avgdl)s::float8 AS avgdl"
+_ALLOW = "JOIN unnest(%(allowed)s::bigint[]) AS a(id) ON a.id = h.passage_id"
+_EXCLUDE = "AND NOT passage_id = ANY(%(excluded)s::bigint[])"
+_SQL = {
+    (shifted, filtered): _BM25.format(
+        excluded=_EXCLUDE if shifted else "",
+        totals=_GIVEN if shifted else _STORED,
+        allowed=_ALLOW if filtered else "",
+    )
+    for shifted in (False, True)
+    for filtered in (False, True)
+}
 
 
 def bm25_part(tf: float, length: float, n: float, df: float, avgdl: float, times: int) -> float:
@@ -98,21 +89,8 @@ class LexicalPart(Connected):
         # kept here and sent with each filtered query: a temporary table would need more than SELECT
         self._allowed = [int(i) for i in allowed.tolist()]
 
-    @guarded
     def lexical(self, query: str, limit: int, *, filtered: bool = False) -> list[tuple[int, float]]:
-        stems = self.query_stems(query)
-        if not stems or limit <= 0:
-            return []
-        args: dict[str, Any] = {"terms": list(stems), "counts": list(stems.values()), "limit": limit}
-        sql = _ALL
-        if filtered:
-            allowed = getattr(self, "_allowed", None) or []
-            if not allowed:
-                return []
-            args["allowed"] = allowed
-            sql = _ALLOWED
-        rows = self.conn.execute(sql, args).fetchall()
-        return [(int(r[0]), float(r[1])) for r in rows]
+        return self._bm25(query, limit, filtered, None)
 
     @guarded
     def lexicon_stats(self, excluded: Sequence[int]) -> tuple[int, int, int]:
@@ -125,7 +103,6 @@ class LexicalPart(Connected):
         ).fetchone()
         return (int(row[0]), int(row[1]), int(row[2])) if row else (0, 0, 0)
 
-    @guarded
     def lexical_shifted(
         self,
         query: str,
@@ -140,26 +117,31 @@ class LexicalPart(Connected):
         """`lexical` scored with the statistics given: N passages of `avgdl` terms on average, each term in
         `extra_df` more passages than this index holds, and the `excluded` passages neither counted nor
         returned."""
+        return self._bm25(
+            query, limit, filtered, {"excluded": list(excluded), "n": n, "avgdl": avgdl, "extra_df": extra_df}
+        )
+
+    @guarded
+    def _bm25(
+        self, query: str, limit: int, filtered: bool, shift: dict[str, Any] | None
+    ) -> list[tuple[int, float]]:
         stems = self.query_stems(query)
         if not stems or limit <= 0:
             return []
+        extra = shift.pop("extra_df") if shift else {}
         args: dict[str, Any] = {
             "terms": list(stems),
             "counts": list(stems.values()),
-            "extra": [extra_df.get(t, 0) for t in stems],
-            "excluded": list(excluded),
-            "n": n,
-            "avgdl": avgdl,
+            "extra": [extra.get(t, 0) for t in stems],
             "limit": limit,
+            **(shift or {}),
         }
-        sql = _SHIFTED_ALL
         if filtered:
             allowed = getattr(self, "_allowed", None) or []
             if not allowed:
                 return []
             args["allowed"] = allowed
-            sql = _SHIFTED_ALLOWED
-        rows = self.conn.execute(sql, args).fetchall()
+        rows = self.conn.execute(_SQL[shift is not None, filtered], args).fetchall()
         return [(int(r[0]), float(r[1])) for r in rows]
 
     @guarded
