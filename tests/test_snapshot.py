@@ -69,6 +69,23 @@ def _pack(make: Callable[..., Engine], root: Path, out: Path, commit: str = "HEA
     return out
 
 
+def _unpacked(pack: Path) -> tuple[dict[str, object], bytes]:
+    """A pack's header and database, read as a forger would."""
+    with tarfile.open(pack) as tar:
+        header = json.loads(tar.extractfile("kpack.json").read())  # type: ignore[union-attr]
+        return header, tar.extractfile("index.db").read()  # type: ignore[union-attr]
+
+
+def _repacked(out: Path, header: dict[str, object], blob: bytes) -> Path:
+    """A pack written by hand from a header and a database, as a forger would."""
+    with tarfile.open(out, "w") as tar:
+        for name, content in (("kpack.json", json.dumps(header).encode()), ("index.db", blob)):
+            info = tarfile.TarInfo(name)
+            info.size = len(content)
+            tar.addfile(info, io.BytesIO(content))
+    return out
+
+
 def _ranked(engine: Engine, query: str, mode: str) -> list[tuple[str, int, int, float]]:
     (result,) = engine.search(query, mode=mode, limit=15, refresh="off")  # type: ignore[arg-type]
     return [(h.path, h.start_line, h.end_line, round(h.score, 6)) for h in result.hits]
@@ -141,23 +158,16 @@ def test_a_corrupt_foreign_or_other_model_snapshot_is_refused(
     assert not engine.exists()  # nothing half-imported stays
 
     # a pack carrying a trigger of its own: refused before it is ever opened for writing
-    inner = tmp_path / "inner"
-    inner.mkdir()
-    with tarfile.open(pack) as tar:
-        header = json.loads(tar.extractfile("kpack.json").read())  # type: ignore[union-attr]
-        (inner / "index.db").write_bytes(tar.extractfile("index.db").read())  # type: ignore[union-attr]
-    conn = sqlite3.connect(inner / "index.db")
+    header, blob = _unpacked(pack)
+    inner = tmp_path / "inner.db"
+    inner.write_bytes(blob)
+    conn = sqlite3.connect(inner)
     conn.execute("CREATE TRIGGER evil AFTER INSERT ON files BEGIN DELETE FROM passages; END")
     conn.commit()
     conn.close()
-    blob = (inner / "index.db").read_bytes()
+    blob = inner.read_bytes()
     header.update(db_sha256=hashlib.sha256(blob).hexdigest(), db_bytes=len(blob))
-    forged = tmp_path / "forged.kpack"
-    with tarfile.open(forged, "w") as tar:
-        for name, content in (("kpack.json", json.dumps(header).encode()), ("index.db", blob)):
-            info = tarfile.TarInfo(name)
-            info.size = len(content)
-            tar.addfile(info, io.BytesIO(content))
+    forged = _repacked(tmp_path / "forged.kpack", header, blob)
     with pytest.raises(IndexCorrupt, match="evil"):
         import_snapshot(engine, Candidate(read_info(forged), forged, str(forged)))
 
@@ -202,16 +212,9 @@ def test_a_pack_of_another_schema_is_refused_and_a_team_index_imports_nothing(
     repo: Path, tmp_path: Path, engine_factory: Callable[..., Engine]
 ) -> None:
     pack = _pack(engine_factory, repo, tmp_path / "a.kpack")
-    with tarfile.open(pack) as tar:
-        header = json.loads(tar.extractfile("kpack.json").read())  # type: ignore[union-attr]
-        blob = tar.extractfile("index.db").read()  # type: ignore[union-attr]
+    header, blob = _unpacked(pack)
     header["schema"] += 1
-    older = tmp_path / "newer.kpack"
-    with tarfile.open(older, "w") as tar:
-        for name, content in (("kpack.json", json.dumps(header).encode()), ("index.db", blob)):
-            info = tarfile.TarInfo(name)
-            info.size = len(content)
-            tar.addfile(info, io.BytesIO(content))
+    older = _repacked(tmp_path / "newer.kpack", header, blob)
     engine = engine_factory(_clone(repo, tmp_path / "clone"))
     with pytest.raises(IndexMismatch, match=f"schema {header['schema']}; this kenning reads schema"):
         import_snapshot(engine, Candidate(read_info(older), older, str(older)))
