@@ -174,8 +174,33 @@ class Snapshot:
     searches: list[list[dict[str, Any]]]
 
 
-def snapshot(root: Path) -> Snapshot:
+def _live_vectors(con: sqlite3.Connection, directory: Path, names: list[str]) -> dict[int, list[bytes]]:
+    """The vector rows searches read, by passage id, segment by segment (kenning.store.vectors): a later
+    segment's `.gone` ids mark their rows in earlier segments dead. A large base keeps no matrix (turbovec's
+    candidates are re-ranked from the store's float16 vectors): its rows are the store's, one blob a passage."""
     import numpy as np
+
+    live: dict[int, list[bytes]] = {}
+    for n, name in enumerate(names):
+        ids = np.fromfile(directory / f"vectors-{name}.ids", dtype=np.int64)
+        if n:
+            for gone in np.fromfile(directory / f"vectors-{name}.gone", dtype=np.int64).tolist():
+                live.pop(int(gone), None)
+        matrix_path = directory / f"vectors-{name}.f32"
+        if matrix_path.exists():
+            rows = np.fromfile(matrix_path, dtype=np.float32).reshape(ids.size, -1) if ids.size else []
+            for i, row in zip(ids.tolist(), rows, strict=True):
+                live.setdefault(int(i), []).append(row.tobytes())
+            continue
+        stored = dict(
+            con.execute("SELECT p.id, e.vec FROM passages p JOIN embeddings e ON e.ehash = p.ehash")
+        )
+        for i in dict.fromkeys(ids.tolist()):
+            live[int(i)] = [bytes(stored.get(int(i), b""))]
+    return live
+
+
+def snapshot(root: Path) -> Snapshot:
 
     [db_path] = (root / ".kenning").glob("*/index.db")
     con = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
@@ -194,26 +219,23 @@ def snapshot(root: Path) -> Snapshot:
                 "SELECT p.id, f.path, p.start_line, p.end_line FROM passages p JOIN files f ON f.id = p.file_id"
             )
         }
+        segments = con.execute("SELECT value FROM meta WHERE key = 'vectors_segments'").fetchone()
         generation = con.execute("SELECT value FROM meta WHERE key = 'vectors_generation'").fetchone()
-    finally:
-        con.close()
-    # the snapshot searches read, not the database's cache: passage ids differ between the two indexes, so rows
-    # are keyed by the passage they belong to
-    gen = generation[0] if generation else "0"
-    try:
-        ids = np.fromfile(db_path.parent / f"vectors-{gen}.ids", dtype=np.int64)
-        matrix = np.fromfile(db_path.parent / f"vectors-{gen}.f32", dtype=np.float32)
-    except OSError:
+        names = [str(n) for n in json.loads(segments[0])["segments"]] if segments else []
+        names = names or [generation[0] if generation else "0"]
+        live = _live_vectors(con, db_path.parent, names)
+    except (OSError, ValueError, KeyError):
         # searches then rebuild the vectors from the database in every process: not what a clean run leaves
         on_disk = sorted(p.name for p in db_path.parent.glob("vectors-*"))
-        missing = f"<no snapshot for generation {gen}; on disk: {on_disk}>"
+        missing = f"<no readable snapshot; on disk: {on_disk}>"
         return Snapshot(files, passages, -1, missing, [], [])
-    rows = matrix.reshape(ids.size, -1) if ids.size else matrix.reshape(0, 0)
-    keyed = sorted(
-        (key_of.get(int(i), ("<no passage>", int(i))), rows[n].tobytes()) for n, i in enumerate(ids)
-    )
+    finally:
+        con.close()
+    # keyed by the passage they belong to: passage ids differ between the two indexes
+    keyed = sorted((key_of.get(i, ("<no passage>", i)), row) for i, rows in live.items() for row in rows)
+    count = sum(len(rows) for rows in live.values())
     digest = hashlib.sha256(b"".join(repr(k).encode() + v for k, v in keyed)).hexdigest()
-    return Snapshot(files, passages, int(ids.size), digest, [k for k, _ in keyed], [])
+    return Snapshot(files, passages, count, digest, [k for k, _ in keyed], [])
 
 
 def left_by_kill(root: Path, clean: Snapshot) -> str:
