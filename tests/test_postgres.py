@@ -291,6 +291,7 @@ def test_the_hnsw_path_finds_what_an_exact_scan_finds_and_filters_before_the_top
     allowed = ids[::4]
     exact = store.vector_candidates(query, 10), store.vector_candidates(query, 10, allowed)
     monkeypatch.setattr(pg_embeddings, "EXACT_BELOW", 0)  # every search through the HNSW index...
+    store.index_vectors()  # (built at the end of an index run, once the rows outgrow an exact scan)
     store.conn.execute("SET enable_seqscan = off")  # ...which the planner would not use on 400 rows
     approximate = store.vector_candidates(query, 10), store.vector_candidates(query, 10, allowed)
     for want, got in zip(exact, approximate, strict=True):
@@ -307,6 +308,54 @@ def test_the_hnsw_path_finds_what_an_exact_scan_finds_and_filters_before_the_top
     )
     assert "vectors_hnsw" in plan
     store.close()
+
+
+def test_hnsw_index_is_built_in_one_pass_at_the_end_of_a_run_not_row_by_row(
+    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # inserting rows one by one into the HNSW graph ingested about 200 vectors a second: the index is built
+    # once the run is over, when the vectors outgrow an exact scan, and rows written later join it
+    from kenning.config import Config
+    from kenning.engine import Engine
+    from kenning.store.postgres import embeddings as pg_embeddings
+    from kenning.store.postgres.schema import has_vector_index
+
+    root = make_tree(
+        tmp_path / "ws", {f"n{i}.md": f"# Note {i}\n\nretry budget {i} for uploads\n" for i in range(8)}
+    )
+    config = Config(store=pg_url, model="hash")
+    monkeypatch.setattr(pg_embeddings, "EXACT_BELOW", 1_000)
+    engine = Engine(root, config=config)
+    engine.index()
+    db = engine._connect()
+    assert not has_vector_index(db.conn, db.schema)  # type: ignore[attr-defined]
+    db.close()
+    engine.close()
+    seen: list[bool] = []
+    original = pg_embeddings.EmbeddingsPart.add_embeddings
+
+    def watching(self: Any, *args: Any, **kwargs: Any) -> None:
+        seen.append(has_vector_index(self.conn, self.schema))
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(pg_embeddings.EmbeddingsPart, "add_embeddings", watching)
+    monkeypatch.setattr(pg_embeddings, "EXACT_BELOW", 4)
+    (root / "n0.md").write_text("# Note 0\n\nchanged: the retry budget is spent per upload\n")
+    engine = Engine(root, config=config)
+    engine.index()
+    db = engine._connect()
+    assert seen == [False] and has_vector_index(db.conn, db.schema)  # type: ignore[attr-defined]
+    db.close()
+    (root / "n1.md").write_text("# Note 1\n\nchanged again\n")
+    engine.index()  # the index exists: the new rows join it as they are written
+    assert seen == [False, True]
+    [through_index] = engine.search("retry budget per upload", mode="semantic", refresh="off")
+    monkeypatch.setattr(pg_embeddings, "EXACT_BELOW", 1_000)
+    [exact] = engine.search("retry budget per upload", mode="semantic", refresh="off")
+    assert through_index.hits and [(h.path, h.start_line) for h in through_index.hits] == [
+        (h.path, h.start_line) for h in exact.hits
+    ]
+    engine.close()
 
 
 def test_a_misspelt_url_parameter_is_one_line_not_a_traceback(tmp_path: Path) -> None:

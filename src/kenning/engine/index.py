@@ -169,6 +169,7 @@ def publish(directory: Path, db: Store, dim: int) -> dict[str, int]:
     """After a change to passages or vectors: a fresh vector snapshot (unless the store indexes its vectors
     itself) and the totals searches read."""
     if db.features.indexes_vectors:
+        db.index_vectors()
         db.set_meta(SNAPSHOT_BEHIND, "0")  # its own index is up to date with every commit
         return db.save_counts()
     # the snapshot knows how many passages have a vector: counting them in the store costs seconds at 1M

@@ -261,6 +261,12 @@ class Store(ABC):
         """Empty the log `vector_changes` reads; in the transaction that publishes what it held."""
         return None
 
+    def index_vectors(self) -> None:
+        """Bring a backend's own vector index (`features.indexes_vectors`) up to date with its rows, at the end
+        of an index run: a backend may build it here in one pass rather than row by row as vectors arrive.
+        Here nothing."""
+        return None
+
     def vectors_of(self, ids: np.ndarray, dim: int) -> tuple[np.ndarray, np.ndarray]:
         """`passage_vectors` for just these passage ids (those without a vector are left out)."""
         import numpy as np

@@ -2,8 +2,9 @@
 `migrations` table, and the checks made when an index is opened.
 
 Each migration runs in one transaction; an index from a newer kenning is refused, not guessed at. The vector
-column has no declared dimension (an index is made before its first vector); the HNSW index over it is made
-with the first vectors, as an expression index at their dimension (`vector_index`).
+column has no declared dimension (an index is made before its first vector); the HNSW index over it, an
+expression index at their dimension (`vector_index`), is built in one pass at the end of the index run that takes
+the vectors past what an exact scan serves (`EmbeddingsPart.index_vectors`), and kept up to date row by row after.
 """
 
 from __future__ import annotations
@@ -164,8 +165,27 @@ def migrate(conn: psycopg.Connection[Any], schema: str, where: str) -> None:
             conn.execute(f"INSERT INTO {q}.migrations VALUES (%s, %s, %s)", (version, name, time.time()))
 
 
-def vector_index(conn: psycopg.Connection[Any], schema: str, dim: int) -> None:
-    """The HNSW index (cosine) over the vectors at `dim` dimensions, made once the dimension is known."""
+#: the most memory an HNSW build asks the server for (its `maintenance_work_mem`, for the build's transaction)
+MAX_BUILD_MEMORY = 2 * 2**30
+
+
+def has_vector_index(conn: psycopg.Connection[Any], schema: str) -> bool:
+    row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (f"{quoted(schema)}.vectors_hnsw",)).fetchone()
+    return bool(row and row[0])
+
+
+def vector_index(conn: psycopg.Connection[Any], schema: str, dim: int, rows: int) -> None:
+    """The HNSW index (cosine) over the vectors at `dim` dimensions, built in one pass over `rows` rows.
+
+    The build is fast while its graph fits in `maintenance_work_mem` and slow once it spills; the server's
+    setting is raised for this transaction only, to what the graph needs and at most MAX_BUILD_MEMORY."""
+    need = min(MAX_BUILD_MEMORY, rows * (4 * dim + 300)) // 2**20 + 64
+    row = conn.execute(
+        "SELECT setting::bigint * CASE unit WHEN 'kB' THEN 1024 WHEN '8kB' THEN 8192 WHEN 'MB' THEN 1048576 "
+        "ELSE 1 END FROM pg_settings WHERE name = 'maintenance_work_mem'"
+    ).fetchone()
+    if row is not None and int(row[0]) < need * 2**20:
+        conn.execute("SELECT set_config('maintenance_work_mem', %s, true)", (f"{need}MB",))
     q = quoted(schema)
     conn.execute(
         f"CREATE INDEX IF NOT EXISTS vectors_hnsw ON {q}.vectors "
