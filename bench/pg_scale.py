@@ -6,9 +6,9 @@
 The corpus is `bench/scale.py`'s (real text replicated with variation, the same tree for both stores). Each store
 gets the same lexical pass (the real `kenning index --lexical-only`, into its own SQLite folder or into its own
 database on the server) and the same vectors: at this scale the model would take hours, so every distinct text
-gets a synthetic unit vector, a point near one of 20,000 random centres (cosine about 0.8 to it), which gives an
+gets a synthetic unit vector, a point near one of N/50 random centres (cosine about 0.8 to it), which gives an
 approximate index the clustered structure real embeddings have (uniform random vectors in 384 dimensions are a
-worst case no real corpus looks like). They are added through `Store.add_embeddings` and published as the index run
+worst case no real corpus looks like), and every query a true top 10 well apart from the rest. They are added through `Store.add_embeddings` and published as the index run
 does; the PostgreSQL store builds its HNSW index as the rows arrive (as a writer such as CI does).
 
 Measured for each store: the lexical ingest and the vectors' (passages a second), size on disk, warm hybrid
@@ -43,18 +43,19 @@ sys.path[:0] = [str(HERE), str(HERE.parent / "tests")]
 import scale  # noqa: E402
 
 WORK = HERE / ".work" / "pg-scale"
-CENTRES = 20_000
+PER_CENTRE = 50
 SPREAD = 0.75  # noise norm relative to a unit centre: cosine to the centre about 1 / sqrt(1 + 0.75^2) = 0.8
 RECALL_QUERIES = 100
 
 
-def synthetic(hashes: list[bytes], seed: int) -> np.ndarray:
-    """Unit vectors near random centres, one per hash, the same for the same sorted hashes and seed."""
+def synthetic(n: int, total: int, seed: int) -> np.ndarray:
+    """n unit vectors near random centres (total / PER_CENTRE of them), the same for the same seed and total."""
     rng = np.random.default_rng(seed)
-    centres = np.random.default_rng(7).standard_normal((CENTRES, scale.DIM)).astype(np.float32)
+    count = max(1, total // PER_CENTRE)
+    centres = np.random.default_rng(7).standard_normal((count, scale.DIM)).astype(np.float32)
     centres /= np.linalg.norm(centres, axis=1, keepdims=True)
-    which = rng.integers(0, CENTRES, len(hashes))
-    noise = rng.standard_normal((len(hashes), scale.DIM)).astype(np.float32) * (SPREAD / np.sqrt(scale.DIM))
+    which = rng.integers(0, count, n)
+    noise = rng.standard_normal((n, scale.DIM)).astype(np.float32) * (SPREAD / np.sqrt(scale.DIM))
     vecs = centres[which] + noise
     vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
     return vecs
@@ -75,11 +76,12 @@ def add_vectors(tree: Path, url: str | None) -> tuple[float, int]:
     db = engine._connect()
     conn: Any = db.conn  # type: ignore[attr-defined]
     hashes = sorted(bytes(r[0]) for r in conn.execute("SELECT DISTINCT ehash FROM passages").fetchall())
+    # the same vectors for the same texts in either store: the sorted hashes, in fixed batches
     t = time.perf_counter()
     for start in range(0, len(hashes), 20_000):
         part = hashes[start : start + 20_000]
         db.begin()
-        db.add_embeddings(part, synthetic(part, start))
+        db.add_embeddings(part, synthetic(len(part), len(hashes), start))
         db.commit()
     db.set_meta(WINDOWING, engine.embedder.windowing)
     publish(engine.directory, db, scale.DIM)
@@ -191,50 +193,56 @@ def concurrent(tree: Path, url: str | None, n: int) -> dict[str, float]:
 
 def recall(tree: Path, url: str | None) -> dict[str, float]:
     """The vector index's recall@10 against an exact scan of every vector, for query vectors drawn like the
-    corpus's; and the two searches' median times."""
+    corpus's, and the median time of a search; for the PostgreSQL store at several HNSW candidate lists
+    (`ef_search`), the first being the store's own setting."""
     from kenning.engine import Engine
     from kenning.store.nearest import ExactVectors
 
     engine = Engine(tree, config=config(url))
     db = engine._connect(readonly=True)
-    queries = synthetic([b""] * RECALL_QUERIES, 10_000_019)
+    conn: Any = db.conn  # type: ignore[attr-defined]
+    total = int(conn.execute("SELECT count(DISTINCT ehash) FROM passages").fetchone()[0])
+    queries = synthetic(RECALL_QUERIES, total, 10_000_019)
+    settings: dict[str, Any] = {"": None}
     if url:
         from kenning.store.postgres import embeddings
 
-        approx = lambda q: db.vector_candidates(q, 10)  # noqa: E731
+        default = embeddings.EF_SEARCH
+        settings = {"": default, **{f"ef{ef}_": ef for ef in (200, 400) if ef != default}}
         saved = embeddings.EXACT_BELOW
-
-        def exact(q: np.ndarray) -> list[tuple[int, float]]:
-            embeddings.EXACT_BELOW = 1 << 40
-            try:
-                return db.vector_candidates(q, 10)
-            finally:
-                embeddings.EXACT_BELOW = saved
+        embeddings.EXACT_BELOW = 1 << 40
+        want = [{i for i, _ in db.vector_candidates(q, 10)} for q in queries]
+        t = time.perf_counter()
+        [db.vector_candidates(q, 10) for q in queries[:10]]
+        exact_ms = (time.perf_counter() - t) * 100
+        embeddings.EXACT_BELOW = saved
     else:
         from kenning.store.vectors import load_vectors
 
         index = load_vectors(engine.directory, db, scale.DIM)
-        approx = lambda q: index.search(q, 10)  # noqa: E731
         ids, matrix = db.passage_vectors(scale.DIM)
         flat = ExactVectors(ids, matrix.astype(np.float32))
-        exact = lambda q: flat.search(q, 10)  # noqa: E731
-    hits, t_approx, t_exact = [], [], []
-    for q in queries:
+        want = [{i for i, _ in flat.search(q, 10)} for q in queries]
         t = time.perf_counter()
-        got = {i for i, _ in approx(q)}
-        t_approx.append((time.perf_counter() - t) * 1000)
-        t = time.perf_counter()
-        want = {i for i, _ in exact(q)}
-        t_exact.append((time.perf_counter() - t) * 1000)
-        hits.append(len(got & want) / max(1, len(want)))
+        [flat.search(q, 10) for q in queries[:10]]
+        exact_ms = (time.perf_counter() - t) * 100
+    out: dict[str, float] = {"exact_ms": exact_ms}
+    for prefix, ef in settings.items():
+        if url:
+            embeddings.EF_SEARCH = ef
+        hits, times = [], []
+        for q, wanted in zip(queries, want, strict=True):
+            t = time.perf_counter()
+            got = db.vector_candidates(q, 10) if url else index.search(q, 10)
+            times.append((time.perf_counter() - t) * 1000)
+            hits.append(len({i for i, _ in got} & wanted) / max(1, len(wanted)))
+        out[f"{prefix}recall10"], out[f"{prefix}recall10_min"] = statistics.mean(hits), min(hits)
+        out[f"{prefix}approx_ms"] = statistics.median(times)
+    if url:
+        embeddings.EF_SEARCH = default
     db.close()
     engine.close()
-    return {
-        "recall10": statistics.mean(hits),
-        "recall10_min": min(hits),
-        "approx_ms": statistics.median(t_approx),
-        "exact_ms": statistics.median(t_exact),
-    }
+    return out
 
 
 @contextlib.contextmanager
@@ -283,6 +291,16 @@ ROWS = (
     ("  queries a second, all clients", "c8_qps", "{:.1f}"),
     ("vector recall@10 against exact (mean / worst query)", ("recall10", "recall10_min"), "{:.3f} / {:.2f}"),
     ("vector search / exact scan, median", ("approx_ms", "exact_ms"), "{:.1f} / {:.0f} ms"),
+    (
+        "  HNSW ef_search 200: recall@10 (mean / worst), time",
+        ("ef200_recall10", "ef200_recall10_min", "ef200_approx_ms"),
+        "{:.3f} / {:.2f}, {:.1f} ms",
+    ),
+    (
+        "  HNSW ef_search 400: recall@10 (mean / worst), time",
+        ("ef400_recall10", "ef400_recall10_min", "ef400_approx_ms"),
+        "{:.3f} / {:.2f}, {:.1f} ms",
+    ),
 )
 
 

@@ -106,7 +106,11 @@ class EmbeddingsPart(Connected):
             if not rows:
                 return
             self.conn.execute("DELETE FROM vectors WHERE ehash = ANY(%s)", (list(dict.fromkeys(ehashes)),))
-            with self.conn.cursor().copy("COPY vectors (ehash, win, embedding) FROM STDIN") as copy:
+            # binary: the text form spells every float in Python (7 of the 8.6 s that 20k vectors took)
+            with self.conn.cursor().copy(
+                "COPY vectors (ehash, win, embedding) FROM STDIN (FORMAT BINARY)"
+            ) as copy:
+                copy.set_types(["bytea", "int4", "vector"])
                 for row in rows:
                     copy.write_row(row)
             if self._vector_dim() is None:
