@@ -358,6 +358,17 @@ def test_hnsw_index_is_built_in_one_pass_at_the_end_of_a_run_not_row_by_row(
     engine.close()
 
 
+def test_pgvector_older_than_0_8_is_refused_not_filtered_after_the_top_k(pg_url: str, repo: Path) -> None:
+    # pgvector 0.7 takes `hnsw.iterative_scan` for an unknown setting and ignores it: a filtered search would
+    # drop the nearest passages inside the filter without a word
+    sql(pg_url, "UPDATE pg_extension SET extversion = '0.7.4' WHERE extname = 'vector'")
+    out = pg(pg_url, "index", str(repo), cwd=repo.parent)
+    assert out.returncode != 0 and "Traceback" not in out.stderr
+    assert "pgvector 0.7.4" in out.stderr and "0.8 or newer" in out.stderr and "ALTER EXTENSION" in out.stderr
+    sql(pg_url, "UPDATE pg_extension SET extversion = '0.8.2' WHERE extname = 'vector'")
+    assert pg(pg_url, "index", str(repo), cwd=repo.parent).returncode == 0
+
+
 def test_a_misspelt_url_parameter_is_one_line_not_a_traceback(tmp_path: Path) -> None:
     root = make_tree(tmp_path / "ws", {"a.md": "# A\n"})
     url = (

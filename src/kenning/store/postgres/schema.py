@@ -127,11 +127,35 @@ def check_tables(conn: psycopg.Connection[Any], schema: str, where: str) -> None
         )
 
 
+#: the oldest pgvector the store works with: 0.8 brought iterative index scans (`hnsw.iterative_scan`), which an
+#: older server would take as an unknown setting and ignore, filtering after the top k instead of before it
+PGVECTOR_NEEDED = (0, 8)
+
+
+def older_than(version: str, needed: tuple[int, ...]) -> bool:
+    """`0.7.4` older than (0, 8); a version that does not parse is taken as new enough (a build of its own)."""
+    parts = []
+    for piece in version.split("."):
+        digits = "".join(c for c in piece if c.isdigit())
+        if not digits:
+            break
+        parts.append(int(digits))
+    return bool(parts) and tuple(parts) < needed
+
+
 def ensure_extension(conn: psycopg.Connection[Any], where: str) -> None:
     """pgvector in this database: made by the first writer when its role may, else a message for whoever may."""
     import psycopg
 
-    if conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone():
+    row = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
+    if row:
+        if older_than(str(row[0]), PGVECTOR_NEEDED):
+            raise IndexError_(
+                f"the PostgreSQL database at {where} has pgvector {row[0]}; kenning needs "
+                f"{'.'.join(map(str, PGVECTOR_NEEDED))} or newer (its iterative index scans keep a filtered "
+                "search's nearest passages inside the filter)",
+                hint="ask its administrator to install a newer pgvector and run `ALTER EXTENSION vector UPDATE;`",
+            )
         return
     try:
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
