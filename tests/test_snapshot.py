@@ -268,6 +268,52 @@ def test_a_url_source_that_fails_says_which_url_and_what_to_check(
     assert not down.exists()
 
 
+def test_a_url_snapshot_larger_than_the_disk_can_hold_is_refused_and_nothing_is_left(
+    repo: Path, engine_factory: Callable[..., Engine], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a download had no bound: a wrong URL serving a huge file (or an endless one) filled the disk
+    import http.server
+    import shutil
+    import threading
+    from collections import namedtuple
+
+    class Huge(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            if "announced" in self.path:
+                self.send_header("Content-Length", str(10**12))
+                self.end_headers()
+                return
+            self.end_headers()  # no length: streamed until the client stops reading
+            try:
+                for _ in range(64):
+                    self.wfile.write(b"x" * (1 << 20))
+            except OSError:
+                pass
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    usage = namedtuple("usage", "total used free")
+    real = shutil.disk_usage
+    monkeypatch.setattr(
+        shutil, "disk_usage", lambda p: usage(*real(p)[:2], 8 << 20) if "downloads" in str(p) else real(p)
+    )
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Huge)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    try:
+        for name in ("announced", "streamed"):
+            engine = engine_factory(repo, snapshot_source=f"http://127.0.0.1:{port}/{name}.kpack")
+            with pytest.raises(UsageError, match=r"over half the 0\.0 GB free") as refused:
+                engine.index()
+            assert "free some disk space" in (refused.value.hint or "")
+            assert not engine.exists() and not any((engine.home / "downloads").glob("*"))
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def test_prune_keeps_the_newest_commits(
     repo: Path, tmp_path: Path, engine_factory: Callable[..., Engine]
 ) -> None:

@@ -208,6 +208,31 @@ def _usable(engine: Engine, cand: Candidate, notes: list[str]) -> bool:
     return True
 
 
+def _download(answer: Any, out: Any, url: str, folder: Path) -> None:
+    """Stream a snapshot to `out`, refusing one the disk cannot hold: an import needs room for the pack and for
+    the index unpacked from it, so a download may take at most half the free space (a server that announces
+    more is refused before a byte is written, one that sends more is cut off)."""
+    room = shutil.disk_usage(folder).free // 2
+    announced = answer.headers.get("Content-Length") if getattr(answer, "headers", None) else None
+    if announced is not None and announced.isdigit() and int(announced) > room:
+        _too_big(url, int(announced), folder)
+    written = 0
+    while chunk := answer.read(1 << 20):
+        written += len(chunk)
+        if written > room:
+            _too_big(url, written, folder)
+        out.write(chunk)
+
+
+def _too_big(url: str, size: int, folder: Path) -> None:
+    free = shutil.disk_usage(folder).free
+    raise UsageError(
+        f"snapshot {url} is {size / 1e9:.1f} GB or more, over half the {free / 1e9:.1f} GB free at {folder} "
+        "(an import needs room for the pack and the index unpacked from it)",
+        hint="free some disk space, or unset snapshot_source to index locally",
+    )
+
+
 def _from_url(engine: Engine, source: str, notes: list[str]) -> Candidate | None:
     if "{commit}" not in source:
         urls = [source]
@@ -230,7 +255,10 @@ def _from_url(engine: Engine, source: str, notes: list[str]) -> Candidate | None
         try:
             # only http(s) URLs reach here (_is_url); urllib follows redirects to http(s) only
             with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=URL_TIMEOUT) as answer:
-                shutil.copyfileobj(answer, out, 1 << 20)
+                _download(answer, out, url, downloads)
+        except UsageError:
+            target.unlink(missing_ok=True)
+            raise
         except urllib.error.HTTPError as exc:
             target.unlink(missing_ok=True)
             if exc.code == 404:
