@@ -291,6 +291,10 @@ class ServerLocation(Location):
         return False  # a search never writes a shared index: only `kenning index` does
 
     def size_bytes(self, slug: str) -> int:
+        import psycopg
+
+        from kenning.store.postgres.connect import server_error
+
         conn = self._raw()
         try:
             row = conn.execute(
@@ -298,6 +302,8 @@ class ServerLocation(Location):
                 "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind IN ('r', 'S')",
                 (self.schema,),
             ).fetchone()
+        except psycopg.Error as exc:  # the server gone between connecting and asking: a line, not a traceback
+            raise server_error(exc, self.url) from exc
         finally:
             conn.close()
         return int(row[0]) if row else 0
