@@ -5,6 +5,7 @@ hashing embedder."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from pathlib import Path
 
@@ -202,6 +203,9 @@ def test_regression_the_ranking_looks_up_the_files_of_a_bounded_number_of_candid
         return original(self, ids)  # type: ignore[arg-type]
 
     monkeypatch.setattr(store_class, "paths_by_id", counting)
+    # the path evidence looks up every scoring candidate's file once (a question naming a file's words may find it
+    # only deep in both arms: about 0.1 ms for 120 candidates, BENCHMARKS.md rank3); this is the file evidence's
+    monkeypatch.setattr(shape, "PATH_EVIDENCE", 0.0)
     [result] = engine.search("parse the config file", mode="lexical", limit=10)
     assert len(result.hits) == 10
     candidates = shape.EVIDENCE_DEPTH - 40  # past the 40 rows fetched at --limit 10
@@ -209,3 +213,69 @@ def test_regression_the_ranking_looks_up_the_files_of_a_bounded_number_of_candid
     # the same first hits at a limit whose rows cover every candidate
     [wide] = engine.search("parse the config file", mode="lexical", limit=100)
     assert [(h.path, h.start_line) for h in wide.hits[:10]] == [(h.path, h.start_line) for h in result.hits]
+
+
+def test_regression_a_generated_table_named_for_the_question_is_found_by_its_file_name(
+    tmp_path: Path, engine_factory: Callable[..., Engine], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 18 (Rust, regex-syntax): a question on how Unicode property names are looked up judges the generated
+    `unicode_tables/property_names.rs` relevant, whose only words for it are its file name and a header comment of
+    its own; it was found at fused rank 73, below every file that talks about properties and names. A code file
+    whose name and folder hold two of the question's words gains the path evidence."""
+    table = "".join(f'    ("alias{i}", "Canonical_{i}"),\n' for i in range(60))
+    root = make_tree(
+        tmp_path / "repo",
+        {
+            "src/unicode_tables/property_names.py": "# DO NOT EDIT: generated, normalised keys.\n\n\n"
+            f"TABLE = [\n{table}]\n",
+            # the one file that says it all
+            "src/lookup.py": _function(
+                "lookup", "# property names normalised and looked up: property names", 12
+            ),
+            # files that hold a word of it each, more often than the table's header
+            **{
+                f"src/part_{i}.py": _function(
+                    f"step_{i}", "# the names are normalised: " + "and more " * i, 12
+                )
+                for i in range(4)
+            },
+            "src/far.py": _function("other", "# the names of colours" + " and more" * 40, 12),
+        },
+    )
+    engine = engine_factory(root)
+    engine.index()
+    query = "how are property names normalised and looked up"
+
+    def files() -> list[str]:
+        [result] = engine.search(query, mode="lexical", limit=10)
+        return list(dict.fromkeys(h.path for h in result.hits))
+
+    found = files()
+    assert found[:2] == ["src/lookup.py", "src/unicode_tables/property_names.py"], found
+    monkeypatch.setattr(shape, "PATH_EVIDENCE", 0.0)
+    assert files().index("src/unicode_tables/property_names.py") >= 4, files()  # behind every part_N.py
+
+
+def test_path_evidence_needs_two_words_of_the_question_and_weighs_words_every_file_holds_at_nothing() -> None:
+    """One word of a question in a file's name is common (`setext_headings.go` for a question on heading ids, which
+    parser.go answers); a word in most candidates' paths (the project's name, `thor` of every lib/thor/ file) tells
+    no file apart."""
+    terms = ["thor", "heading", "ids", "property", "names"]
+    paths = {
+        1: "lib/thor/parser.rb",
+        2: "lib/thor/setext_headings.rb",  # one word (and thor)
+        3: "lib/thor/property_names.rb",  # two words (and thor)
+        4: "lib/thor/runner.rb",
+        5: "thor/property_names.md",  # not code: left to passage ranking
+    }
+    fused = {1: 1.0, 2: 0.1, 3: 0.1, 4: 0.1, 5: 0.1}
+    shape.add_path_evidence(fused, paths, terms)
+    assert fused[1] == 1.0 and fused[2] == 0.1 and fused[4] == 0.1 and fused[5] == 0.1
+    # property and names are each in two of the five files' paths, thor in all five (it weighs 0), and the top is 1
+    share = 2 * math.log(5 / 2) / math.log(5) / len(terms)
+    assert fused[3] == pytest.approx(0.1 + shape.PATH_EVIDENCE * share)
+    thor_free = dict.fromkeys(paths, 0.1) | {1: 1.0}
+    shape.add_path_evidence(
+        thor_free, {pid: path.replace("thor/", "") for pid, path in paths.items()}, terms[1:]
+    )
+    assert thor_free[3] > fused[3]  # without the word every file holds, the two words are a bigger share

@@ -20,7 +20,7 @@ from kenning import walk
 from kenning.search import shape
 from kenning.search.request import MIN_DEPTH, SYMBOL_FIRST, Plan
 from kenning.store import PassageRow, Store
-from kenning.store.terms import is_identifier_query
+from kenning.store.terms import informative_terms, is_identifier_query
 from kenning.types import ArmTrace, Hit, MatchedBy, Trace
 from kenning.walk.changes import sha256_file
 
@@ -174,6 +174,14 @@ def _order(
         shape.demote_tiny(fused, rows, named)
         if not shape.is_about_usage(query):
             shape.add_file_evidence(fused, {pid: paths[pid] for pid in pool if pid in paths}, root)
+        terms = informative_terms(query) if shape.PATH_EVIDENCE and not is_identifier_query(query) else []
+        if len(terms) >= shape.PATH_WORDS:
+            # over every scoring candidate: a file named for the question may hold only deep ones
+            scoring = [pid for pid in order if fused[pid] > 0.0]
+            unknown = [pid for pid in scoring if pid not in paths]
+            if unknown:
+                paths.update(db.paths_by_id(unknown))
+            shape.add_path_evidence(fused, {pid: paths[pid] for pid in scoring if pid in paths}, terms)
         order.sort(key=rank_key, reverse=True)
         shape.saturate(fused, order, paths)
         order.sort(key=rank_key, reverse=True)

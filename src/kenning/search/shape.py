@@ -1,22 +1,26 @@
 """What a fused ranking learns from the files its passages belong to (issue 18): which files are tests or release
-notes, which code passages are too small to stand alone, which code file holds many matching passages, and how
-many passages of one code file lead the list.
+notes, which code passages are too small to stand alone, which code file holds many matching passages, which code
+file is named for the question, and how many passages of one code file lead the list.
 
 `kenning.search.rank` fuses the arms' scores per passage and then calls these, in this order, on every candidate:
-path demotions, the tiny-passage demotion, the file evidence, and the per-file decay. Each only scales or adds to
+path demotions, the tiny-passage demotion, the file evidence, the path evidence, and the per-file decay. Each only scales or adds to
 the fused scores; the caller sorts again. Documentation and prose are left to passage-level ranking (except for
 release notes): a section of a guide or an FAQ answers on its own, where a code file's passages build one thing.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import re
+from collections import Counter
 from functools import lru_cache
 from pathlib import Path
 
 from kenning import walk
 from kenning.store import PassageRow
+from kenning.store.postgres.tokens import stem
+from kenning.store.terms import query_terms
 
 # A changelog's or release notes' fused score is multiplied by this unless the query asks about changes: they name
 # every identifier and feature of a project, once per release, and so matched code questions well without
@@ -50,6 +54,21 @@ EVIDENCE_DEPTH = 80
 # before it: a question about a part of the system gets its few central files before five windows of one. 0.5
 # (semble's) cost a tenth of the span score; 0.8 keeps it and still nearly doubles the distinct files in a top 10.
 FILE_DECAY = 0.8
+
+# Path evidence: for a question in words, the best candidate passage of a code file whose name and folder hold at
+# least PATH_WORDS of the query's words (stemmed as the lexical index stems them, identifiers split) gains
+# PATH_EVIDENCE x (the best fused score) x the words' share of the query's, each word weighed by how few of the
+# candidates' files hold it in their path (the project's own name, `thor` of every lib/thor/ file, weighs 0). A file
+# is often named for what it implements while its passages never say so: a generated table
+# (`unicode_tables/property_names.rs`, its only words for "Unicode property names" in its name and a header comment
+# of its own), a module of small functions. It weighs every candidate that scores, not only the first
+# EVIDENCE_DEPTH: such a file's best passage is often deep in both arms (property_values.rs past the first 80). One
+# matching word is not enough: `setext_headings.go` then came before the parser a heading question asks about (one
+# word of a question is in many files' names). 0.75 and 1 scored alike on the code set's dev split, 0.75 better on
+# rich (BENCHMARKS.md, rank3).
+PATH_EVIDENCE = 0.75
+PATH_WORDS = 2
+_PATH_TERM_MIN = 3  # a query word shorter than this (`l`, `p`, `up`) is not compared with file names
 
 _NOTES_NAME = re.compile(
     r"(?i)^(?:change[-_ ]?log|changes|history|news|release[-_ ]?notes|releases|whats[-_]?new|upgrading)"
@@ -166,3 +185,40 @@ def saturate(fused: dict[int, float], order: list[int], paths: dict[int, str]) -
         if n:
             fused[pid] *= FILE_DECAY**n
         seen[path] = n + 1
+
+
+@lru_cache(maxsize=8192)
+def path_words(path: str) -> frozenset[str]:
+    """The stemmed words of a file's name and its folder's: `src/unicode_tables/property_names.rs` holds unicod,
+    tabl, properti, name (and the whole names, as the lexical index keeps an identifier whole too)."""
+    *dirs, name = path.split("/")
+    base = name.rsplit(".", 1)[0] if "." in name[1:] else name
+    text = " ".join([*dirs[-1:], base]).replace("-", " ")
+    return frozenset(stem(t) for t in query_terms(text) if not t.isdigit())
+
+
+def add_path_evidence(fused: dict[int, float], paths: dict[int, str], terms: list[str]) -> None:
+    """The path evidence (see PATH_EVIDENCE) added to the best passage of each code file among `paths` (the
+    scoring candidates) whose path holds PATH_WORDS of the query's `terms`, in place."""
+    top = max(fused.values(), default=0.0)
+    wanted = {stem(t) for t in terms if len(t) >= _PATH_TERM_MIN}
+    if not PATH_EVIDENCE or top <= 0.0 or len(wanted) < PATH_WORDS:
+        return
+    held = {path: path_words(path) & wanted for path in set(paths.values())}
+    files = len(held)
+    seen: Counter[str] = Counter(word for words in held.values() for word in words)
+    # idf over the candidates' files, scaled to 1 for a word of one file and 0 for a word of all
+    weight = {w: math.log(files / n) / math.log(files) if files > 1 else 1.0 for w, n in seen.items()}
+    best: dict[str, int] = {}
+    for pid, path in paths.items():
+        # a word every candidate file holds (it weighs 0) is not one of the two
+        if (
+            sum(weight[w] > 0.0 for w in held[path]) < PATH_WORDS
+            or pid not in fused
+            or not is_code_path(path)
+        ):
+            continue
+        if path not in best or fused[pid] > fused[best[path]]:
+            best[path] = pid
+    for path, pid in best.items():
+        fused[pid] += PATH_EVIDENCE * top * sum(weight[w] for w in held[path]) / len(wanted)
