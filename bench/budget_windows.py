@@ -4,8 +4,12 @@
 
 For each query, the first of its ten best hits (hybrid) whose passage overlaps a judged span is taken, and each
 way of choosing that passage's window is asked whether the lines it shows overlap the span too:
-- `10 lines`: the window of ten lines holding the most query words (kenning before issue 20's second round);
-- `10 lines of text`: the same, blank lines inside the window not counted (kenning.render.budget._best);
+- `10 lines`: the window of ten lines holding the most query words, found as substrings (kenning before issue
+  20's second round);
+- `10 lines of text, substrings`: the same, blank lines inside the window not counted, a line holding a query
+  word when the word is a substring of it (kenning before issue 20's third round);
+- `10 lines of text`: the same, a line holding a query word when the lexical index would match it there: the
+  word's stem among the stems of the line's words and identifier parts (kenning.render.budget._best);
 - `meaning`: of the windows of ten lines of text opening at each paragraph and every fifth line of text, the one
   whose vector (the index's model) is closest to the query's;
 - `words, then meaning`: of the windows holding the most distinct query words (up to MEANT of them, the most
@@ -22,6 +26,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from unittest.mock import patch
 
 import numpy as np
 
@@ -32,6 +37,7 @@ from kenning_run import DEFAULT, open_index  # noqa: E402
 
 from budget import WORK, Judge, judged  # noqa: E402
 from kenning.engine import Engine  # noqa: E402
+from kenning.render import budget as budget_module  # noqa: E402
 from kenning.render.budget import _best, _line_score, _numbered, _strip, _terms  # noqa: E402
 from kenning.search import SearchRequest  # noqa: E402
 from sets import resolve  # noqa: E402
@@ -41,8 +47,13 @@ SIZE = 10
 MEANT = 6
 
 
+def substrings(line: str, terms: Sequence[str]) -> set[str]:
+    low = line.lower()
+    return {t for t in terms if t in low}
+
+
 def by_lines(numbered: Lines, terms: Sequence[str]) -> Lines:
-    found = [_line_score(t, terms) for _, t in numbered]
+    found = [substrings(t, terms) for _, t in numbered]
     best, at = (-1, -1), 0
     if any(found):
         for start in range(max(1, len(numbered) - SIZE + 1)):
@@ -51,6 +62,12 @@ def by_lines(numbered: Lines, terms: Sequence[str]) -> Lines:
             if key > best:
                 best, at = key, start
     return _strip(numbered[at : at + SIZE])
+
+
+def by_substrings(numbered: Lines, terms: Sequence[str]) -> Lines:
+    """_best's window with a query word found as a substring of a line."""
+    with patch.object(budget_module, "_held", lambda line, keys: substrings(line, [k[0] for k in keys])):
+        return _best(numbered, terms, SIZE)
 
 
 def text_windows(numbered: Lines, starts: Sequence[int]) -> list[Lines]:
@@ -106,6 +123,7 @@ def main(argv: list[str] | None = None) -> None:
     judge = Judge(judged(s))
     ways: dict[str, Callable[[str, Lines, list[int]], Lines]] = {
         "10 lines": lambda q, n, c: by_lines(n, _terms(q)),
+        "10 lines of text, substrings": lambda q, n, c: by_substrings(n, _terms(q)),
         "10 lines of text": lambda q, n, c: _best(n, _terms(q), SIZE),
         "meaning": lambda q, n, c: by_meaning(engine, q, n, c),
         "words, then meaning": lambda q, n, c: words_then_meaning(engine, q, n, c),

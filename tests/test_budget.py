@@ -201,3 +201,44 @@ def test_regression_a_run_of_blank_lines_left_the_window_without_the_answer() ->
     [block] = packed.blocks
     assert [t for _, t in block.lines if t.startswith("the answer")] == answer
     assert block.start_line == 1 and block.end_line >= 14
+
+
+def test_regression_a_query_word_inside_another_word_chose_the_wrong_answer() -> None:
+    # celery-faq, "Can I use natural task ids?": the passage holds three answers; matched as substrings, "use"
+    # was found in "userguide" and "ids" not in "id", so the window showed the third answer, not the second
+    from kenning.render.budget import Candidate, pack, text_cost
+    from kenning.types import Hit
+
+    first = ["**Answer**: Yes, but please see the note in the sidebar at :ref:`task-basics`."]
+    second = [
+        "**Answer**: Yes, but make sure it's unique, as the behavior",
+        "for two tasks existing with the same id is undefined.",
+    ]
+    third = [
+        "**Answer**: Yes, you can safely launch a task inside a task.",
+        *[f"    step_{i} = add.s({i}, {i}) | log_result.s()" for i in range(12)],
+        "See :doc:`userguide/canvas` for more information on tasks.",
+    ]
+    lines = [*first, *[""] * 6, *second, *[""] * 6, *third]
+    hit = Hit("docs/faq.rst", 682, 681 + len(lines), 1.0, "both", "\n".join(lines))
+    packed = pack([Candidate(hit, "Can I use natural task ids?")], 2000, text_cost(counter()), counter())
+    [block] = packed.blocks
+    shown = [t for _, t in block.lines]
+    assert all(line in shown for line in second)
+
+
+def test_regression_a_window_past_the_signature_showed_no_more_of_the_query() -> None:
+    # cs-goldmark: a window a few lines into a function held the same query words as its head, only more often,
+    # so the answer left out the signature and then spent tokens naming it (the `signature` field)
+    from kenning.render.budget import Candidate, block_json, pack, text_cost
+    from kenning.types import Hit, Symbol
+
+    body = [f"    step_{i} = prepare(step_{i - 1})" for i in range(1, 15)]
+    dense = ["    retry_upload(items)  # retry the upload", "    upload = retry(upload)"] * 3
+    lines = ["def retry_upload(items):", '    """Retry an upload."""', *body, *dense, "    return upload"]
+    symbol = Symbol("function", "retry_upload", "retry_upload", "def retry_upload(items):")
+    hit = Hit("pkg/up.py", 1, len(lines), 1.0, "both", "\n".join(lines), symbol=symbol)
+    packed = pack([Candidate(hit, "retry upload")], 2000, text_cost(counter()), counter())
+    [block] = packed.blocks
+    assert block.start_line == 1
+    assert "signature" not in block_json(block)

@@ -2,23 +2,25 @@
 
 It runs after ranking and changes no order: it decides only how much of each hit an answer shows, so it belongs
 with the printers (`render`) rather than with the search. Hits are taken best first. Each passage is trimmed to
-the window of WINDOW lines of text that holds the most query terms (a passage none of whose lines holds one,
-found by meaning, shows its head: a symbol's signature and doc, a section's first lines); its `path:start-end` is
-then exactly the lines shown. A window that overlaps or touches one already shown from the same file is merged
-into it; a passage whose text is the same as one already shown (a vendored copy, a generated twin) adds only its
-location to that block. Every block is costed in tokens as the caller renders it, and the answer stops at the
+the window of WINDOW lines of text that holds the most query terms, a line holding a term when the lexical index
+would match it there; the passage's head (a symbol's signature and doc, a section's first lines) unless a later
+window holds more of the query's terms, and the head too for a passage found by meaning alone. Its
+`path:start-end` is then exactly the lines shown. A window that overlaps or touches one already shown from the
+same file is merged into it; a passage whose text is the same as one already shown (a vendored copy, a generated
+twin) adds only its location to that block. Every block is costed in tokens as the caller renders it, and the answer stops at the
 budget; a block too big for what is left is shown shorter (its three best lines, then its best one) before it is
 left out.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from kenning.render.labels import symbol_line, trace_line
 from kenning.render.tokens import TokenCounter
-from kenning.store.terms import query_terms
+from kenning.store.terms import identifier_parts, query_terms
 from kenning.types import Hit, Preview
 
 WINDOW = 10  # lines of text (blank ones not counted) of a passage a budgeted answer shows at most
@@ -147,13 +149,54 @@ def _numbered(hit: Hit) -> list[tuple[int, str]]:
     return list(enumerate(hit.text.split("\n"), hit.start_line))
 
 
-def _terms(query: str) -> list[str]:
-    return [t for t in query_terms(query) if len(t) > 1]
+@functools.lru_cache(maxsize=64)
+def _terms(query: str) -> tuple[str, ...]:
+    return tuple(t for t in query_terms(query) if len(t) > 1)
 
 
 def _line_score(line: str, terms: Sequence[str]) -> set[str]:
+    """The query terms a line holds, matched as the lexical index matches them: a term's stem among the stems
+    of the line's words and of its identifiers' parts (FTS5's porter tokenizer, as the PostgreSQL store
+    rewrites it).
+
+    Not a substring test: on celery-faq "use" was found in "userguide" and "ids" was not found in "id", so the
+    window with the most query words was the answer after the one asked for (BENCHMARKS.md, "Token budget")."""
+    return _held(line, _keys(tuple(terms)))
+
+
+def _held(line: str, keys: tuple[tuple[str, str, str], ...]) -> set[str]:
     low = line.lower()
-    return {t for t in terms if t in low}
+    if low.isascii():
+        # Porter changes at most the last letter or two of a word, so a line whose text does not hold a term's
+        # stem but those letters cannot hold the term: most lines are passed over without being tokenised
+        keys = tuple(k for k in keys if k[1] in low)
+        if not keys:
+            return set()
+    words = _words(line)
+    return {term for term, _, stem in keys if stem in words}
+
+
+@functools.lru_cache(maxsize=1 << 13)
+def _words(line: str) -> frozenset[str]:
+    # imported when first needed: the package's import is about 0.2 s in a process that has not opened a store
+    # (a grep answer); it loads no database driver
+    from kenning.store.postgres.tokens import tokens
+
+    return frozenset(tokens(line)).union(tokens(identifier_parts(line)))
+
+
+@functools.lru_cache(maxsize=64)
+def _keys(terms: tuple[str, ...]) -> tuple[tuple[str, str, str], ...]:
+    """Per query term: the term, what a line must hold as a substring to hold it (its stem without the last two
+    letters), and its stem."""
+    from kenning.store.postgres.tokens import tokens
+
+    out = []
+    for term in terms:
+        found = tokens(term)
+        stem = found[0] if len(found) == 1 else term
+        out.append((term, stem[: max(1, len(stem) - 2)], stem))
+    return tuple(out)
 
 
 def _window(hit: Hit, query: str, preview: Preview) -> list[tuple[int, str]]:
@@ -178,8 +221,15 @@ def _strip(window: list[tuple[int, str]]) -> list[tuple[int, str]]:
 
 
 def _best(numbered: list[tuple[int, str]], terms: Sequence[str], size: int) -> list[tuple[int, str]]:
-    """The window of `size` lines of text covering the most distinct terms, then the most term-bearing lines;
-    the first such window, or the passage's head when no line holds a term.
+    """The window of `size` lines of text covering the most distinct terms, then the most term-bearing lines,
+    the first such; but the passage's head when no window holds more distinct terms than it does (or no line
+    holds a term at all).
+
+    The head is where the passage starts: a symbol's signature and doc, a section's or an answer's first lines,
+    which the chunker chose as a place to begin reading. A later window is shown only when it holds more of the
+    query, not merely more of the same words: on celery-faq the third answer of a passage repeats "task" more
+    often than the answer asked for, at the head, and on the code sets a window one line past a signature costs
+    the signature again (the `signature` field) for no more of the query.
 
     Blank lines inside a window do not count towards its size: they cost next to nothing, and a run of them (a
     heading cut away, a gap between definitions) would otherwise leave a window too little text to hold the
@@ -187,7 +237,8 @@ def _best(numbered: list[tuple[int, str]], terms: Sequence[str], size: int) -> l
     one among the first ten hits, ten lines of text in 1. (Choosing among windows by meaning, the query's
     vector against each window's, was measured and left out: it picks the lines that quote the question, as
     words do, and costs an embedding per window; BENCHMARKS.md, "Token budget".)"""
-    found = [_line_score(t, terms) for _, t in numbered]
+    keys = _keys(tuple(terms))
+    found = [_held(t, keys) for _, t in numbered]
     text = [i for i, (_, t) in enumerate(numbered) if t.strip()]
     if not any(found) or not text:
         return _strip(numbered[: (text[size - 1] + 1) if len(text) >= size else len(numbered)])
@@ -198,6 +249,10 @@ def _best(numbered: list[tuple[int, str]], terms: Sequence[str], size: int) -> l
         key = (len(set().union(*seen)), sum(len(s) for s in seen))
         if key > best:
             best, span = key, (start, end)
+        if k == 0:
+            head = key[0], (start, end)
+    if head[0] == best[0]:
+        span = head[1]  # no window holds more of the query than the head
     return numbered[span[0] : span[1]]
 
 
