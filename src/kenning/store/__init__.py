@@ -1,7 +1,7 @@
 """Storage of one index: the `Store` interface (`base`), its SQLite and PostgreSQL backends (`sqlite`, `postgres`),
 where an index lives and how it is opened (`location`), the rows they exchange (`rows`), the writer lock (`lock`),
-the on-disk layout (`layout`), lexical terms (`terms`) and the vector snapshot searched beside a store without a
-vector index of its own (`vectors`)."""
+the on-disk layout (`layout`), lexical terms (`terms`), the vector snapshot searched beside a store without a
+vector index of its own (`vectors`), and the lexical snapshot of a large SQLite index (`postings`, `bm25`)."""
 
 from __future__ import annotations
 

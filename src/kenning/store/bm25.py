@@ -52,9 +52,8 @@ class Totals:
 class SegmentView:
     """One segment as this search sees it: its dead passages (a later segment's, and the pending ones)."""
 
-    def __init__(self, seg: Segment, pending: np.ndarray) -> None:
+    def __init__(self, seg: Segment, dead: np.ndarray, pending: np.ndarray) -> None:
         self.seg = seg
-        dead = seg.dead
         mine = pending[:0]
         if seg.docs.size:
             mine = pending[(pending >= int(seg.docs[0])) & (pending <= int(seg.docs[-1]))]
@@ -95,7 +94,10 @@ class SegmentView:
 
 def totals(postings: Postings, pending: Pending) -> tuple[Totals, list[SegmentView]]:
     """The statistics FTS5 would use now, and the segments' views for this search."""
-    views = [SegmentView(seg, pending.ids) for seg in postings.segments]
+    views = [
+        SegmentView(seg, dead, pending.ids)
+        for seg, dead in zip(postings.segments, postings.dead, strict=True)
+    ]
     docs = postings.docs - sum(v.extra_docs for v in views) + len(pending.lengths)
     tokens = postings.tokens - sum(v.extra_tokens for v in views) + sum(pending.lengths.values())
     return Totals(docs, tokens), views

@@ -30,7 +30,7 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -96,7 +96,6 @@ class Segment:
     # are about contiguous (a base block), else a binary search of `docs` (a small appended segment)
     lo: int = 0
     dense_lens: np.ndarray | None = None
-    dead: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # per doc position
 
     def find(self, term: str, key: int) -> tuple[int, int] | None:
         """The range of `term`'s postings, None when the segment does not hold it."""
@@ -234,6 +233,7 @@ class Postings:
 
     names: list[str]
     segments: list[Segment]
+    dead: list[np.ndarray]  # per segment, per position in its `docs`
     docs: int
     tokens: int
     max_id: int
@@ -280,15 +280,17 @@ def load_postings(directory: Path, db: Store, loaded: dict[str, Segment]) -> Pos
     loaded.clear()
     loaded.update(zip(names, segments, strict=True))
     docs = tokens = max_id = 0
+    deads = []
     for i, seg in enumerate(segments):
         later = [s.gone for s in segments[i + 1 :] if s.gone.size]
-        seg.dead = np.isin(seg.docs, np.concatenate(later)) if later else np.zeros(seg.docs.size, dtype=bool)
-        live = ~seg.dead
+        dead = np.isin(seg.docs, np.concatenate(later)) if later else np.zeros(seg.docs.size, dtype=bool)
+        deads.append(dead)
+        live = ~dead
         docs += int(live.sum())
         tokens += int(seg.lens[live].sum(dtype=np.int64))
         if seg.docs.size:
             max_id = max(max_id, int(seg.docs[-1]))
-    return Postings(names, segments, docs, tokens, max_id)
+    return Postings(names, segments, deads, docs, tokens, max_id)
 
 
 def postings_missing(db: Store) -> bool:
@@ -383,7 +385,7 @@ def _write_whole(directory: Path, db: Store, names: list[str]) -> list[str]:
                 _build_file(path, rows)
             else:
                 running.append(pool.submit(_build_file, path, rows))
-                if len(running) > workers:  # a block or two in flight per worker, not the whole index
+                if len(running) >= workers:  # a block in flight per worker, not the whole index
                     running.popleft().result()
             new.append(str(number))
             number += 1
