@@ -183,7 +183,12 @@ def read_segment(path: Path) -> Segment:
         size = int.from_bytes(first[len(_MAGIC) :], "little")
         header = json.loads(fh.read(size))
     start = -(-(len(_MAGIC) + 8 + size) // 8) * 8
-    mapped = np.memmap(path, dtype=np.uint8, mode="r") if st.st_size > start else np.zeros(0, np.uint8)
+    # a plain ndarray over the map: np.memmap's own slicing runs Python code on every slice of a search
+    mapped = (
+        np.memmap(path, dtype=np.uint8, mode="r").view(np.ndarray)
+        if st.st_size > start
+        else np.zeros(0, np.uint8)
+    )
     parts: dict[str, np.ndarray] = {}
     for name in _FIELDS:
         dtype, offset, count = header[name]
