@@ -268,3 +268,29 @@ def test_the_cli_searches_the_snapshot_with_the_same_hits_as_fts5(tmp_path: Path
         ]
     assert outputs["on"] and outputs["on"] == outputs["off"]
     assert any(p == "docs/n3.md" for p, _, _ in outputs["on"])  # the edit, refreshed before the search
+
+
+def test_a_whole_snapshot_in_several_blocks_built_by_workers_scores_as_fts5(
+    tmp_path: Path, lexicon_on: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kenning.store import postings
+
+    monkeypatch.setattr(postings, "BLOCK", 40)
+    monkeypatch.setattr(postings, "MIN_PASSAGES", 100)  # from here on, forked workers build the blocks
+    db = Database(tmp_path / "index.db", identity="lexicon")
+    rng = random.Random(13)
+    db.begin()
+    for f in range(30):
+        _add_file(db, f"f{f:02d}.txt", rng, rng.randint(4, 12))
+    db.commit()
+    publish(tmp_path, db, 8)
+    base = json.loads(db.get_meta(LEXICON) or "{}")
+    assert base["base"] == len(base["segments"]) > 2
+    _assert_same(db)
+    db.begin()
+    db.delete_file(db.files()["f04.txt"].id)  # a deletion inside one block, an addition after them all
+    _add_file(db, "later.txt", rng, 3)
+    db.commit()
+    publish(tmp_path, db, 8)
+    _assert_same(db)
+    db.close()

@@ -375,7 +375,10 @@ def _write_whole(directory: Path, db: Store, names: list[str]) -> list[str]:
     minutes at a million on one core)."""
     number = _next_name(names)
     new: list[str] = []
-    workers = _workers(db.counts_without_vectors()["passages"])
+    passages = db.counts_without_vectors()["passages"]
+    workers = _workers(passages)
+    # at most BLOCK passages a segment, and at least one segment a worker
+    size = -(-passages // max(workers, -(-passages // BLOCK), 1)) or BLOCK
     pool = (
         ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"))
         if workers > 1
@@ -383,7 +386,7 @@ def _write_whole(directory: Path, db: Store, names: list[str]) -> list[str]:
     )
     try:
         running: deque[Future[None]] = deque()
-        for rows in db.passage_text_batches(BLOCK):
+        for rows in db.passage_text_batches(size):
             _check_ids(rows)
             path = _path(directory, str(number))
             if pool is None:
@@ -415,12 +418,12 @@ def can_fork() -> bool:
 
 
 def _workers(passages: int) -> int:
-    """Processes to build a whole snapshot with: one per core up to two, for more than one block, where
-    forking is safe (the index run writes it right after its lexical pass, before the model loads)."""
+    """Processes to build a whole snapshot with: one per core up to two, for a snapshot of MIN_PASSAGES or
+    more, where forking is safe (the index run writes it right after its lexical pass, before the model loads)."""
     if not can_fork():
         return 1
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return min(cores, 2) if passages > BLOCK else 1
+    return min(cores, 2) if passages >= MIN_PASSAGES else 1
 
 
 def _build_file(path: Path, rows: Sequence[Row]) -> None:
