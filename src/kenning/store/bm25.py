@@ -144,8 +144,7 @@ def search(
         if df[term]:
             idf = math.log((n - df[term] + 0.5) / (df[term] + 0.5))  # libm's log, as SQLite's
             idfs[term] = idf if idf > 0.0 else 1e-6
-    cand_ids: list[np.ndarray] = []
-    cand_scores: list[np.ndarray] = []
+    best = _Best(limit, allowed)
     for i, view in enumerate(views):
         kd = None
         slots: list[np.ndarray] = []
@@ -165,53 +164,56 @@ def search(
             weights.append(f)
         if slots:
             sums = np.bincount(np.concatenate(slots), weights=np.concatenate(weights), minlength=view.size)
-            _top(view.ids, sums, limit, allowed, view, cand_ids, cand_scores)
+            best.offer(view.ids, sums, view)
     if pending.postings:
-        _pending_top(pending, phrases, idfs, avgdl, limit, allowed, cand_ids, cand_scores)
-    if not cand_ids:
-        return []
-    ids = np.concatenate(cand_ids)
-    scores = np.concatenate(cand_scores)
+        _pending_top(pending, phrases, idfs, avgdl, best)
+    ids, scores = best.result()
     order = np.lexsort((ids, -scores))[:limit]
     return list(zip(ids[order].tolist(), scores[order].tolist(), strict=True))
 
 
-def _top(
-    to_ids: Callable[[np.ndarray], np.ndarray],
-    sums: np.ndarray,
-    limit: int,
-    allowed: np.ndarray | None,
-    view: SegmentView | None,
-    cand_ids: list[np.ndarray],
-    cand_scores: list[np.ndarray],
-) -> None:
-    """The best `limit` slots of one segment's sums (and every slot tied with the last of them), as ids."""
-    if allowed is None:
-        slots = np.flatnonzero(sums)
-    elif view is not None and view.dense:
-        lo = view.seg.lo
-        slots = np.unique(allowed[(allowed >= lo) & (allowed < lo + sums.size)] - lo)
-        slots = slots[sums[slots] > 0]
-    else:
-        slots = np.flatnonzero(np.isin(to_ids(np.arange(sums.size)), allowed) & (sums > 0))
-    scores = sums[slots]
-    if slots.size > limit:
-        kth = np.partition(scores, slots.size - limit)[slots.size - limit]
-        keep = scores >= kth  # everything tied with the last place stays until the ids decide
-        slots, scores = slots[keep], scores[keep]
-    cand_ids.append(to_ids(slots).astype(np.int64))
-    cand_scores.append(scores)
+class _Best:
+    """The best `limit` candidates so far, with every one tied with the last of them (the ids decide those at
+    the end), and the score a later segment's passage must reach to join them: a segment is then scanned for
+    that score, not for every passage it matched (most of a common term's), which was most of a search."""
+
+    def __init__(self, limit: int, allowed: np.ndarray | None) -> None:
+        self.limit = limit
+        self.allowed = allowed
+        self.ids = np.zeros(0, dtype=np.int64)
+        self.scores = np.zeros(0, dtype=np.float64)
+        self.floor = 0.0  # 0: any match (scores are positive)
+
+    def offer(
+        self, to_ids: Callable[[np.ndarray], np.ndarray], sums: np.ndarray, view: SegmentView | None
+    ) -> None:
+        """One segment's sums by slot (`to_ids` maps slots to passage ids)."""
+        reach = sums >= self.floor if self.floor > 0 else sums > 0
+        if self.allowed is None:
+            slots = np.flatnonzero(reach)
+        elif view is not None and view.dense:
+            lo = view.seg.lo
+            slots = np.unique(self.allowed[(self.allowed >= lo) & (self.allowed < lo + sums.size)] - lo)
+            slots = slots[reach[slots]]
+        else:
+            slots = np.flatnonzero(np.isin(to_ids(np.arange(sums.size)), self.allowed) & reach)
+        if not slots.size:
+            return
+        self.ids = np.concatenate((self.ids, to_ids(slots).astype(np.int64)))
+        self.scores = np.concatenate((self.scores, sums[slots]))
+        if self.scores.size > self.limit:
+            kth = float(
+                np.partition(self.scores, self.scores.size - self.limit)[self.scores.size - self.limit]
+            )
+            keep = self.scores >= kth  # everything tied with the last place stays until the ids decide
+            self.ids, self.scores, self.floor = self.ids[keep], self.scores[keep], kth
+
+    def result(self) -> tuple[np.ndarray, np.ndarray]:
+        return self.ids, self.scores
 
 
 def _pending_top(
-    pending: Pending,
-    phrases: Sequence[str],
-    idfs: dict[str, float],
-    avgdl: float,
-    limit: int,
-    allowed: np.ndarray | None,
-    cand_ids: list[np.ndarray],
-    cand_scores: list[np.ndarray],
+    pending: Pending, phrases: Sequence[str], idfs: dict[str, float], avgdl: float, best: _Best
 ) -> None:
     """The passages changed since the snapshot, scored from their rows by the same expression."""
     docs = np.array(sorted(pending.lengths), dtype=np.int64)
@@ -234,4 +236,4 @@ def _pending_top(
         weights.append(f)
     if slots:
         sums = np.bincount(np.concatenate(slots), weights=np.concatenate(weights), minlength=docs.size)
-        _top(lambda s: docs[s], sums, limit, allowed, None, cand_ids, cand_scores)
+        best.offer(lambda s: docs[s], sums, None)
