@@ -37,9 +37,6 @@ class Pending:
     lengths: dict[int, int]  # each existing one's length in terms
 
 
-NO_PENDING = Pending(np.zeros(0, dtype=np.int64), {}, {})
-
-
 @dataclass(frozen=True)
 class Totals:
     """N and the total length in terms, counted over the snapshot with the pending passages applied: the caller

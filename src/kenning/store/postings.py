@@ -241,7 +241,6 @@ class Postings:
     dead: list[np.ndarray]  # per segment, per position in its `docs`
     docs: int
     tokens: int
-    max_id: int
 
 
 def _state(db: Store) -> tuple[list[str], int] | None:
@@ -284,7 +283,7 @@ def load_postings(directory: Path, db: Store, loaded: dict[str, Segment]) -> Pos
         return None
     loaded.clear()
     loaded.update(zip(names, segments, strict=True))
-    docs = tokens = max_id = 0
+    docs = tokens = 0
     deads = []
     for i, seg in enumerate(segments):
         later = [s.gone for s in segments[i + 1 :] if s.gone.size]
@@ -293,9 +292,7 @@ def load_postings(directory: Path, db: Store, loaded: dict[str, Segment]) -> Pos
         live = ~dead
         docs += int(live.sum())
         tokens += int(seg.lens[live].sum(dtype=np.int64))
-        if seg.docs.size:
-            max_id = max(max_id, int(seg.docs[-1]))
-    return Postings(names, segments, deads, docs, tokens, max_id)
+    return Postings(names, segments, deads, docs, tokens)
 
 
 def postings_missing(db: Store) -> bool:
