@@ -56,8 +56,9 @@ log = logging.getLogger(__name__)
 LEXICON = "lexicon_segments"
 #: "auto" (a snapshot from MIN_PASSAGES passages on), "on" (at any size: tests and benches), "off" (never)
 MODE_ENV = "KENNING_LEXICON"
-#: below this many passages FTS5 answers fast enough by itself (BENCHMARKS.md, `lex` section)
-MIN_PASSAGES = 50_000
+#: below this many passages FTS5 meets the latency target by itself, and a whole snapshot (about 0.1 ms a passage
+#: to build) is not worth its cost to a first index or a snapshot import (BENCHMARKS.md, `lex` section)
+MIN_PASSAGES = 100_000
 BLOCK = 100_000  # passages per base segment: what one is built from at a time
 MAX_SEGMENTS = 16  # appended segments beyond this are folded into one
 COMPACT_SHARE = 0.05  # appended passages beyond this share of the base (and APPENDED_MIN): write it whole
@@ -315,7 +316,10 @@ def write_postings(directory: Path, db: Store) -> None:
         return
     names, base = _state(db) or ([], 0)
     mode = lexicon_mode()
-    if mode == "off" or (mode == "auto" and db.counts_without_vectors()["passages"] < MIN_PASSAGES):
+    # a snapshot in force is kept up to date whatever the size (counting passages costs 0.1-0.3 s at 1M)
+    if mode == "off" or (
+        mode == "auto" and not names and db.counts_without_vectors()["passages"] < MIN_PASSAGES
+    ):
         if names or changed.size:
             _publish(db, None, 0)
         _drop_others(directory, [])

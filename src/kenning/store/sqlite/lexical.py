@@ -89,8 +89,10 @@ class LexicalPart(Connected):
                     "INSERT OR IGNORE INTO temp.allowed_passages VALUES (?)", ((int(i),) for i in allowed)
                 )
                 self._allowed_loaded = True
+            # `+rowid`: a bare `rowid IN (...)` is handed to FTS5, which then runs the whole query once per
+            # allowed id (3 to 27 s a query at 300k passages with a 17k-passage path filter, against 6 to 21 ms)
             sql = (
-                "SELECT rowid, bm25(fts) FROM fts WHERE fts MATCH ? AND rowid IN "
+                "SELECT rowid, bm25(fts) FROM fts WHERE fts MATCH ? AND +rowid IN "
                 "(SELECT id FROM temp.allowed_passages) ORDER BY bm25(fts) LIMIT ?"
             )
         else:
