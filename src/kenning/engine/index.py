@@ -27,9 +27,8 @@ from kenning.embed import Embedder
 from kenning.engine.base_commit import AT_COMMIT, base_of, record_base, record_overlay
 from kenning.engine.pool import Job, Prepared, Settings, prepare_all, workers_for
 from kenning.errors import Interrupted
-from kenning.store import FileRow, Store, write_vectors
+from kenning.store import FileRow, Store, postings_missing, write_postings, write_vectors
 from kenning.store.base import SNAPSHOT_BEHIND
-from kenning.store.postings import postings_missing, write_postings
 from kenning.store.terms import TERMS_VERSION
 from kenning.store.vectors import complete_but_logged, snapshot_embedded
 from kenning.types import FileEntry, Selection, Skip, embed_text, within
