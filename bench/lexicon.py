@@ -53,6 +53,7 @@ def main() -> None:
         engine.search(q, refresh="off")
     for q in qs:
         expr = fts_query(query_terms(q))
+        os.environ["KENNING_LEXICON"] = "on"
         with db.snapshot():
             mine = timed("store: snapshot", lambda e=expr: db._from_snapshot(e, 100, False))  # type: ignore[attr-defined]
             theirs = timed("store: FTS5", lambda e=expr: db._fts5(e, 100, False))  # type: ignore[attr-defined]
