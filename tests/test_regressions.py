@@ -166,6 +166,7 @@ def test_search_on_an_index_from_before_code_symbols_upgrades_it_instead_of_cras
     con.executescript(  # back to schema 1, as the previous release left it
         "UPDATE embeddings SET vec = f32(vec); DROP TABLE vector_changes; DROP TRIGGER passages_vector_insert; DROP TRIGGER passages_vector_delete; "
         "DROP TRIGGER embeddings_insert; DROP TRIGGER embeddings_delete; DELETE FROM migrations WHERE version >= 3; "
+        "DROP TABLE lexical_changes; DROP TRIGGER passages_lexical_insert; DROP TRIGGER passages_lexical_delete; "
         "DROP INDEX passages_sym_kind; DROP TABLE definitions; "
         + "".join(
             f"ALTER TABLE passages DROP COLUMN {c}; "

@@ -177,6 +177,7 @@ def test_an_index_from_before_segments_is_upgraded_and_rewritten_whole_once(
     con.executescript(  # back to schema 2 and its snapshot of one generation, as the previous release left it
         "UPDATE embeddings SET vec = f32(vec); DROP TABLE vector_changes; DROP TRIGGER passages_vector_insert; DROP TRIGGER passages_vector_delete;"
         "DROP TRIGGER embeddings_insert; DROP TRIGGER embeddings_delete; DELETE FROM migrations WHERE version >= 3;"
+        "DROP TABLE lexical_changes; DROP TRIGGER passages_lexical_insert; DROP TRIGGER passages_lexical_delete;"
         "CREATE TABLE old(ehash BLOB PRIMARY KEY, vec BLOB NOT NULL) WITHOUT ROWID; INSERT INTO old SELECT * FROM "
         "embeddings; DROP TABLE embeddings; ALTER TABLE old RENAME TO embeddings;"
         f"DELETE FROM meta WHERE key = '{SEGMENTS}';"

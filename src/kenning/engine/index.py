@@ -27,7 +27,7 @@ from kenning.embed import Embedder
 from kenning.engine.base_commit import AT_COMMIT, base_of, record_base, record_overlay
 from kenning.engine.pool import Job, Prepared, Settings, prepare_all, workers_for
 from kenning.errors import Interrupted
-from kenning.store import FileRow, Store, write_vectors
+from kenning.store import FileRow, Store, postings_missing, write_postings, write_vectors
 from kenning.store.base import SNAPSHOT_BEHIND
 from kenning.store.terms import TERMS_VERSION
 from kenning.store.vectors import complete_but_logged, snapshot_embedded
@@ -166,8 +166,8 @@ def _check(cancel: threading.Event | None) -> None:
 
 
 def publish(directory: Path, db: Store, dim: int) -> dict[str, int]:
-    """After a change to passages or vectors: a fresh vector snapshot (unless the store indexes its vectors
-    itself) and the totals searches read."""
+    """After a change to passages or vectors: fresh snapshots (where the store keeps them) and totals."""
+    write_postings(directory, db)
     if db.features.indexes_vectors:
         db.index_vectors()
         db.set_meta(SNAPSHOT_BEHIND, "0")  # its own index is up to date with every commit
@@ -211,6 +211,7 @@ def run_index(
             root, db, config, selection, index_dir_name, scope, progress, report, cancel, tree, only
         )
         report.lexical_seconds = time.perf_counter() - started
+        write_postings(directory, db)  # now too: forked workers build a whole one before the model loads
         if semantic:
             semantic_started = time.perf_counter()
             if budget is None:
@@ -234,7 +235,7 @@ def run_index(
             report.lexical_seconds = time.perf_counter() - started
         db.set_meta("last_indexed", str(time.time()))
         changed = report.added or report.changed or report.removed or report.embedded or report.interrupted
-        behind = db.snapshot_behind()  # a run killed before it wrote the snapshot left it behind
+        behind = db.snapshot_behind() or postings_missing(db)  # a killed run's, or an upgraded index's
         if changed or behind:
             counts = publish(directory, db, embedder.dim)
         else:  # nothing new: the snapshot's count of passages with a vector still holds

@@ -15,7 +15,6 @@ import hashlib
 import multiprocessing
 import os
 import signal
-import sys
 import threading
 import time
 from collections import deque
@@ -26,6 +25,7 @@ from dataclasses import dataclass, field
 
 from kenning import chunk, walk
 from kenning.errors import KenningError
+from kenning.store.postings import can_fork
 from kenning.store.rows import Definition, PassageValues, passage_values
 from kenning.store.terms import identifier_parts
 from kenning.types import FileKind
@@ -110,13 +110,6 @@ def _worker_init(parent: int) -> None:
         os._exit(0)
 
     threading.Thread(target=watch, daemon=True).start()
-
-
-_NATIVE_RUNTIMES = ("onnxruntime", "torch", "sentence_transformers")
-
-
-def can_fork() -> bool:
-    return sys.platform == "linux" and not any(name in sys.modules for name in _NATIVE_RUNTIMES)
 
 
 def workers_for(total_bytes: int, configured: int) -> int:

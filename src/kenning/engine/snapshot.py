@@ -306,7 +306,7 @@ def import_snapshot(engine: Engine, cand: Candidate, *, progress: Progress | Non
         unpack_chain(cand.path, incoming)
         _carry_vectors(engine.db_path, incoming, engine.embedder.identity)
         for old in engine.directory.iterdir():
-            if old.name.startswith(("index.db-", "vectors-")) or old.name == "index.db":
+            if old.name.startswith(("index.db-", "vectors-", "lexicon-")) or old.name == "index.db":
                 old.unlink()
         os.replace(incoming, engine.db_path)
         selection = _selection(info.selection, cand.where)

@@ -1,7 +1,7 @@
 """Storage of one index: the `Store` interface (`base`), its SQLite and PostgreSQL backends (`sqlite`, `postgres`),
 where an index lives and how it is opened (`location`), the rows they exchange (`rows`), the writer lock (`lock`),
-the on-disk layout (`layout`), lexical terms (`terms`) and the vector snapshot searched beside a store without a
-vector index of its own (`vectors`)."""
+the on-disk layout (`layout`), lexical terms (`terms`), the vector snapshot searched beside a store without a
+vector index of its own (`vectors`), and the lexical snapshot of a large SQLite index (`postings`, `bm25`)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from kenning._lazy import exports
 if TYPE_CHECKING:
     from kenning.store.base import Features, Store
     from kenning.store.lock import FileWriterLock, WriterLock
+    from kenning.store.postings import postings_missing, write_postings
     from kenning.store.rows import FileRow, PassageRow
     from kenning.store.sqlite import SCHEMA_VERSION, Database, SqliteStore
     from kenning.store.vectors import ExactVectors, VectorIndex, load_vectors, write_vectors
@@ -29,6 +30,8 @@ _WHERE = {
     "VectorIndex": "kenning.store.vectors",
     "WriterLock": "kenning.store.lock",
     "load_vectors": "kenning.store.vectors",
+    "postings_missing": "kenning.store.postings",
+    "write_postings": "kenning.store.postings",
     "write_vectors": "kenning.store.vectors",
 }
 
@@ -45,6 +48,8 @@ __all__ = [
     "VectorIndex",
     "WriterLock",
     "load_vectors",
+    "postings_missing",
+    "write_postings",
     "write_vectors",
 ]
 

@@ -210,6 +210,25 @@ class Store(ABC):
         `store.terms.any_of_terms` reads it back). A query with no usable term gives []. `filtered` keeps to
         the ids of the last `restrict_lexical`."""
 
+    def lexical_changes(self) -> np.ndarray | None:
+        """int64 ids, ascending, of the passages added or removed since `clear_lexical_changes`, for a writer that
+        keeps a lexical snapshot (`kenning.store.postings`) up to date by appending only those; None when the
+        store keeps no such log, and so has no lexical snapshot (its own lexical search is fast enough)."""
+        return None
+
+    def clear_lexical_changes(self) -> None:
+        """Empty the log `lexical_changes` reads; in the transaction that publishes what it held."""
+        return None
+
+    def passage_texts(self, ids: Sequence[int]) -> list[tuple[int, str, str, str]]:
+        """(id, heading, text, parts) of these passages, the columns the lexical index holds (a store with a
+        `lexical_changes` log implements it)."""
+        raise NotImplementedError
+
+    def passage_text_batches(self, size: int) -> Iterator[list[tuple[int, str, str, str]]]:
+        """`passage_texts` of every passage, by ascending id, `size` at a time."""
+        raise NotImplementedError
+
     # -- embedding cache and vector candidates -----------------------------------------------------------
     @abstractmethod
     def missing_embeddings(self, paths: Sequence[str] = ()) -> list[tuple[bytes, str, str, bool]]:

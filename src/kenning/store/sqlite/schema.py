@@ -16,7 +16,7 @@ import numpy as np
 from kenning.errors import IndexCorrupt, IndexMismatch
 from kenning.store.layout import REBUILD_HINT
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 # What a database at SCHEMA_VERSION holds: a missing one (a table dropped by hand or by a tool) would otherwise
 # give silently empty results, then a failure at the next write.
 _EXPECTED_OBJECTS = frozenset(
@@ -24,7 +24,7 @@ _EXPECTED_OBJECTS = frozenset(
         "migrations", "meta", "files", "passages", "embeddings", "definitions", "passages_fts_delete",
         "fts", "fts_data", "fts_idx", "fts_docsize", "fts_config",
         "vector_changes", "passages_vector_insert", "passages_vector_delete", "embeddings_insert",
-        "embeddings_delete",
+        "embeddings_delete", "lexical_changes", "passages_lexical_insert", "passages_lexical_delete",
     }
 )  # fmt: skip
 
@@ -143,6 +143,25 @@ _MIGRATIONS: list[tuple[int, str, str]] = [
         # later writes, and `kenning index --rebuild` (or VACUUM) returns them to the disk.
         """
         UPDATE embeddings SET vec = kenning_to_float16(vec);
+        """,
+    ),
+    (
+        6,
+        "lexical change log",
+        # The passages added or removed since the lexical snapshot (kenning.store.postings) was last written: a
+        # search scores them from their rows and masks their old postings, so the snapshot's BM25 is FTS5's to
+        # the last passage committed; its writer appends a segment of just these and empties the log in the
+        # transaction that publishes it. Apart from vector_changes, which the vector snapshot empties on its own
+        # schedule and which also logs embeddings. An index from before this has no lexical snapshot; its next
+        # publish writes one whole when it is large enough to use one.
+        """
+        CREATE TABLE lexical_changes(id INTEGER PRIMARY KEY);
+        CREATE TRIGGER passages_lexical_insert AFTER INSERT ON passages BEGIN
+            INSERT OR IGNORE INTO lexical_changes VALUES (new.id);
+        END;
+        CREATE TRIGGER passages_lexical_delete AFTER DELETE ON passages BEGIN
+            INSERT OR IGNORE INTO lexical_changes VALUES (old.id);
+        END;
         """,
     ),
 ]
