@@ -190,7 +190,14 @@ def migrate(conn: psycopg.Connection[Any], schema: str, where: str) -> None:
 
 
 #: the most memory an HNSW build asks the server for (its `maintenance_work_mem`, for the build's transaction)
-MAX_BUILD_MEMORY = 2 * 2**30
+MAX_BUILD_MEMORY = 4 * 2**30
+
+
+def graph_bytes(dim: int) -> int:
+    """An HNSW graph's bytes a row while pgvector builds it (m 16): the vector, 32 neighbours at the base level
+    and the element's bookkeeping, with a quarter to spare. Under it the build spills to disk midway and slows
+    down (249,782 vectors of 384 dimensions, back to back: 88 s with this, 142 s with 1.8 kB a row allowed)."""
+    return (4 * dim + 1024) * 5 // 4
 
 
 def has_vector_index(conn: psycopg.Connection[Any], schema: str) -> bool:
@@ -203,7 +210,7 @@ def vector_index(conn: psycopg.Connection[Any], schema: str, dim: int, rows: int
 
     The build is fast while its graph fits in `maintenance_work_mem` and slow once it spills; the server's
     setting is raised for this transaction only, to what the graph needs and at most MAX_BUILD_MEMORY."""
-    need = min(MAX_BUILD_MEMORY, rows * (4 * dim + 300)) // 2**20 + 64
+    need = min(MAX_BUILD_MEMORY, rows * graph_bytes(dim)) // 2**20 + 64
     row = conn.execute(
         "SELECT setting::bigint * CASE unit WHEN 'kB' THEN 1024 WHEN '8kB' THEN 8192 WHEN 'MB' THEN 1048576 "
         "ELSE 1 END FROM pg_settings WHERE name = 'maintenance_work_mem'"
