@@ -305,13 +305,7 @@ ROWS = (
 
 
 def table(runs: list[dict[str, Any]]) -> str:
-    head = "| | " + " | ".join(f"{r['store']} @ {r['size'] // 1000}k" for r in runs) + " |"
-    lines = [head, "|---" * (len(runs) + 1) + "|"]
-    for name, key, fmt in ROWS:
-        keys = key if isinstance(key, tuple) else (key,)
-        cells = [fmt.format(*(r[k] for k in keys)) if all(k in r for k in keys) else "" for r in runs]
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    return scale.table(runs, ROWS, "store")
 
 
 def main() -> None:

@@ -300,10 +300,11 @@ ROWS = (
 )
 
 
-def table(runs: list[dict[str, Any]]) -> str:
-    head = "| | " + " | ".join(f"{r['label']} @ {r['size'] // 1000}k" for r in runs) + " |"
+def table(runs: list[dict[str, Any]], rows: tuple[Any, ...] = ROWS, label: str = "label") -> str:
+    """The Markdown table of saved runs: a column a run (named by its `label` key and size), a line a row."""
+    head = "| | " + " | ".join(f"{r[label]} @ {r['size'] // 1000}k" for r in runs) + " |"
     lines = [head, "|---" * (len(runs) + 1) + "|"]
-    for name, key, fmt in ROWS:
+    for name, key, fmt in rows:
         cells = []
         for r in runs:
             keys = key if isinstance(key, tuple) else (key,)
