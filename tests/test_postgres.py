@@ -18,7 +18,7 @@ from conftest import CORPUS, make_tree, run_cli, signal_in_phase, spawn_index
 from kenning.config import load_config
 from kenning.errors import ConfigError, IndexMissing
 from kenning.store.postgres import describe, masked, schema_name
-from kenning.store.postgres.tokens import tokens
+from kenning.store.tokens import tokens
 
 
 def pg(url: str, *args: str, cwd: Path, **kw: Any) -> subprocess.CompletedProcess[str]:
@@ -356,6 +356,25 @@ def test_hnsw_index_is_built_in_one_pass_at_the_end_of_a_run_not_row_by_row(
         (h.path, h.start_line) for h in exact.hits
     ]
     engine.close()
+
+
+def test_an_hnsw_build_raises_maintenance_work_mem_for_its_own_transaction_only(pg_url: str) -> None:
+    # a graph that outgrows maintenance_work_mem spills to disk midway (249,782 vectors: 142 s against 88 s)
+    import psycopg
+
+    from kenning.store.postgres.schema import graph_bytes, vector_index
+
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE vectors(ehash bytea, win integer, embedding vector)")
+        conn.execute("SET maintenance_work_mem = '1MB'")
+        setting = "SELECT pg_size_bytes(current_setting('maintenance_work_mem'))"
+        with conn.transaction():
+            vector_index(conn, "public", 16, rows=100_000)
+            inside = conn.execute(setting).fetchone()
+        after = conn.execute(setting).fetchone()
+        built = conn.execute("SELECT to_regclass('public.vectors_hnsw') IS NOT NULL").fetchone()
+    assert inside is not None and inside[0] >= 100_000 * graph_bytes(16)
+    assert after == (2**20,) and built == (True,)
 
 
 def test_pgvector_older_than_0_8_is_refused_not_filtered_after_the_top_k(pg_url: str, repo: Path) -> None:

@@ -213,8 +213,8 @@ def _download(answer: Any, out: Any, url: str, folder: Path) -> None:
     the index unpacked from it, so a download may take at most half the free space (a server that announces
     more is refused before a byte is written, one that sends more is cut off)."""
     room = shutil.disk_usage(folder).free // 2
-    announced = answer.headers.get("Content-Length") if getattr(answer, "headers", None) else None
-    if announced is not None and announced.isdigit() and int(announced) > room:
+    announced = answer.headers.get("Content-Length", "")
+    if announced.isdigit() and int(announced) > room:
         _too_big(url, int(announced), folder)
     written = 0
     while chunk := answer.read(1 << 20):

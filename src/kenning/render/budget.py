@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from kenning.render.labels import symbol_line, trace_line
 from kenning.render.tokens import TokenCounter
 from kenning.store.terms import identifier_parts, query_terms
+from kenning.store.tokens import tokens
 from kenning.types import Hit, Preview
 
 WINDOW = 10  # lines of text (blank ones not counted) of a passage a budgeted answer shows at most
@@ -154,17 +155,13 @@ def _terms(query: str) -> tuple[str, ...]:
     return tuple(t for t in query_terms(query) if len(t) > 1)
 
 
-def _line_score(line: str, terms: Sequence[str]) -> set[str]:
-    """The query terms a line holds, matched as the lexical index matches them: a term's stem among the stems
-    of the line's words and of its identifiers' parts (FTS5's porter tokenizer, as the PostgreSQL store
-    rewrites it).
+def _held(line: str, keys: tuple[tuple[str, str, str], ...]) -> set[str]:
+    """The query terms (as `_keys` gives them) a line holds, matched as the lexical index matches them: a term's
+    stem among the stems of the line's words and of its identifiers' parts (FTS5's porter tokenizer, as
+    `kenning.store.tokens` rewrites it).
 
     Not a substring test: on celery-faq "use" was found in "userguide" and "ids" was not found in "id", so the
     window with the most query words was the answer after the one asked for (BENCHMARKS.md, "Token budget")."""
-    return _held(line, _keys(tuple(terms)))
-
-
-def _held(line: str, keys: tuple[tuple[str, str, str], ...]) -> set[str]:
     low = line.lower()
     if low.isascii():
         # Porter changes at most the last letter or two of a word, so a line whose text does not hold a term's
@@ -178,10 +175,6 @@ def _held(line: str, keys: tuple[tuple[str, str, str], ...]) -> set[str]:
 
 @functools.lru_cache(maxsize=1 << 13)
 def _words(line: str) -> frozenset[str]:
-    # imported when first needed: the package's import is about 0.2 s in a process that has not opened a store
-    # (a grep answer); it loads no database driver
-    from kenning.store.postgres.tokens import tokens
-
     return frozenset(tokens(line)).union(tokens(identifier_parts(line)))
 
 
@@ -189,8 +182,6 @@ def _words(line: str) -> frozenset[str]:
 def _keys(terms: tuple[str, ...]) -> tuple[tuple[str, str, str], ...]:
     """Per query term: the term, what a line must hold as a substring to hold it (its stem without the last two
     letters), and its stem."""
-    from kenning.store.postgres.tokens import tokens
-
     out = []
     for term in terms:
         found = tokens(term)

@@ -19,8 +19,8 @@ from pathlib import Path
 
 from kenning import walk
 from kenning.store import PassageRow
-from kenning.store.postgres.tokens import stem
 from kenning.store.terms import query_terms
+from kenning.store.tokens import stem
 
 # A changelog's or release notes' fused score is multiplied by this unless the query asks about changes: they name
 # every identifier and feature of a project, once per release, and so matched code questions well without

@@ -31,9 +31,9 @@ from kenning.errors import IndexError_
 from kenning.store.base import Features, Store
 from kenning.store.nearest import ExactVectors
 from kenning.store.postgres.lexical import bm25_part
-from kenning.store.postgres.tokens import document_terms
 from kenning.store.rows import FileRow, PassageRow
 from kenning.store.sqlite import SqliteStore
+from kenning.store.tokens import document_terms
 
 if TYPE_CHECKING:
     from kenning.store.postgres import PostgresStore

@@ -3,7 +3,7 @@ query's postings (issue 21: FTS5 scores every row that holds any query term, and
 
 It is derived and disposable, like the vector snapshot (`kenning.store.vectors`), whose shape it mirrors: the
 store holds the truth (its passages and FTS5 table); these files are written from the passages' rows with
-FTS5's own tokenizer reproduced (`kenning.store.postgres.tokens`), and a search that cannot use them (missing,
+FTS5's own tokenizer reproduced (`kenning.store.tokens`), and a search that cannot use them (missing,
 unreadable, not matching FTS5's totals) asks FTS5 instead (`kenning.store.sqlite.lexical`).
 
 Segments, each one file (`lexicon-N.seg`): a base written whole in blocks of BLOCK passages, then per publish
@@ -38,7 +38,7 @@ import numpy as np
 
 from kenning.store.base import Store
 from kenning.store.layout import PRIVATE_FILE
-from kenning.store.postgres.tokens import document_terms
+from kenning.store.tokens import document_terms
 
 __all__ = [
     "LEXICON",

@@ -1,9 +1,9 @@
 """The PostgreSQL backend of `kenning.store.base.Store`: a team's index in a schema of one server, pgvector for
-the vectors, BM25 in plain SQL for the words. Its driver is the `postgres` extra (psycopg 3 and pgvector).
+the vectors, BM25 in plain SQL for the words (over FTS5's terms, `kenning.store.tokens`). Its driver is the
+`postgres` extra (psycopg 3 and pgvector).
 
     connect.py     the driver, the store URL (masked in every message), schema names, server errors
     schema.py      migrations and the checks made on open
-    tokens.py      FTS5's tokenizer and porter stemmer, so both backends index the same terms
     lexical.py     BM25 candidates over the postings table, optionally kept to an allow-list
     embeddings.py  the embedding cache, and vector candidates from the HNSW index (or exact)
     store.py       `PostgresStore`: opening, transactions, metadata, totals, files and passages

@@ -123,14 +123,12 @@ class EmbeddingsPart(Connected):
         # graph ran at about 200 vectors a second on 2 cores (a first index of 90k vectors took 7 minutes);
         # afterwards each batch's rows join the index as they are written
         dim = self._vector_dim()
-        if (
-            dim is None
-            or self._vector_rows() <= EXACT_BELOW
-            or schema.has_vector_index(self.conn, self.schema)
-        ):
+        if dim is None or schema.has_vector_index(self.conn, self.schema):
             return
-        with self._atomic():
-            schema.vector_index(self.conn, self.schema, dim, rows=self._vector_rows())
+        rows = self._vector_rows()
+        if rows > EXACT_BELOW:
+            with self._atomic():
+                schema.vector_index(self.conn, self.schema, dim, rows=rows)
 
     def _vector_dim(self) -> int | None:
         if self._dim is None:

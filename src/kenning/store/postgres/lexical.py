@@ -1,7 +1,7 @@
 """The lexical arm of the PostgreSQL store: Okapi BM25 in plain SQL over a postings table.
 
-Every passage's heading, text and identifier parts are cut into FTS5's terms (`tokens.py`); a posting holds a
-(term, passage) pair with the term's count there and the passage's length in terms, and `lexicon_totals` the
+Every passage's heading, text and identifier parts are cut into FTS5's terms (`kenning.store.tokens`); a posting
+holds a (term, passage) pair with the term's count there and the passage's length in terms, and `lexicon_totals` the
 number of passages and of terms, kept in step in the writer's transactions. A query's score is FTS5's bm25()
 to the digit: k1 1.2, b 0.75, IDF ln((N - df + 0.5) / (df + 0.5)) floored at 1e-6, each query term counted as
 often as it occurs (two words with one stem count twice, as two FTS5 phrases do), and the three columns
@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 
 from kenning.store.postgres.connect import Connected, guarded
-from kenning.store.postgres.tokens import document_terms, query_tokens
 from kenning.store.terms import any_of_terms
+from kenning.store.tokens import document_terms, query_tokens
 
 K1 = 1.2
 B = 0.75

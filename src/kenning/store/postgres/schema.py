@@ -211,10 +211,7 @@ def vector_index(conn: psycopg.Connection[Any], schema: str, dim: int, rows: int
     The build is fast while its graph fits in `maintenance_work_mem` and slow once it spills; the server's
     setting is raised for this transaction only, to what the graph needs and at most MAX_BUILD_MEMORY."""
     need = min(MAX_BUILD_MEMORY, rows * graph_bytes(dim)) // 2**20 + 64
-    row = conn.execute(
-        "SELECT setting::bigint * CASE unit WHEN 'kB' THEN 1024 WHEN '8kB' THEN 8192 WHEN 'MB' THEN 1048576 "
-        "ELSE 1 END FROM pg_settings WHERE name = 'maintenance_work_mem'"
-    ).fetchone()
+    row = conn.execute("SELECT pg_size_bytes(current_setting('maintenance_work_mem'))").fetchone()
     if row is not None and int(row[0]) < need * 2**20:
         conn.execute("SELECT set_config('maintenance_work_mem', %s, true)", (f"{need}MB",))
     q = quoted(schema)

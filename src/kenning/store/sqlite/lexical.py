@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, cast
 import numpy as np
 
 from kenning.store.bm25 import Pending, SegmentView, Totals, search, totals
-from kenning.store.postgres.tokens import document_terms, query_tokens
 from kenning.store.postings import LEXICON, Postings, Segment, lexicon_mode, load_postings
 from kenning.store.sqlite.common import SQLITE_ERROR, Connected, guarded, id_batches
 from kenning.store.terms import any_of_terms
+from kenning.store.tokens import document_terms, query_tokens
 
 if TYPE_CHECKING:
     from kenning.store.base import Store
@@ -62,9 +62,8 @@ class LexicalPart(Connected):
 
     _allowed: np.ndarray | None = None
     _allowed_loaded = False  # whether temp.allowed_passages holds `_allowed`
-    _lexicon: tuple[str, Postings | None] | None = (
-        None  # the snapshot of the metadata value it was loaded for
-    )
+    # the snapshot, with the metadata value it was loaded for
+    _lexicon: tuple[str, Postings | None] | None = None
     _segments: dict[str, Segment] | None = None
     _pending: tuple[str, list[tuple[int, str, str, str]], Pending] | None = None
     _views: tuple[tuple[int, bytes], Totals, list[SegmentView]] | None = None

@@ -1,10 +1,11 @@
-"""The lexical tokens of the PostgreSQL store: SQLite FTS5's `porter unicode61 remove_diacritics 2 tokenchars '_'`
-tokenizer, rewritten in Python, so that both backends index and query the same terms and BM25 ranks alike.
+"""SQLite FTS5's `porter unicode61 remove_diacritics 2 tokenchars '_'` tokenizer, rewritten in Python, for every
+reader of terms outside FTS5: the PostgreSQL store (so both backends index and query the same terms and BM25 ranks
+alike), the lexical snapshot, a budgeted answer's choice of lines and the path evidence. It imports no backend.
 
 unicode61 splits on every character that is not a letter, a number or `_`, lower-cases, and strips diacritics;
 the porter step is the original Porter (1980) algorithm as FTS5 applies it: only to tokens of 3 to 64 bytes,
 and on bytes (a non-ASCII byte is a consonant), which is why a non-ASCII token is stemmed in its UTF-8 form
-here. `tests/test_postgres_tokens.py` checks the two against each other through FTS5's own vocabulary table.
+here. `tests/test_postgres.py` checks the two against each other through FTS5's own vocabulary table.
 """
 
 from __future__ import annotations
