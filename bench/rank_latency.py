@@ -1,6 +1,7 @@
 """Warm query latency of this tree against other git revisions at ~44k passages, side by side, alternated in one run.
 
     python bench/rank_latency.py --against 77144d0 [--against main] [--rounds 7] [--queries 150] [--limit 10]
+                                 [--own-index]
 
 Made for issue 18's latency limit (a ranking change may cost at most 1.2x of the revision before it): the speed
 bench's corpus at about 50k passages (`make_tree` of bench/run.py, 5,000 files in 5 copies, 43.6k passages) is
@@ -9,14 +10,16 @@ and every round runs each tree in turn as a new process over that one index (tha
 timing `--queries` warm searches at `--limit` after a warm-up, hybrid then lexical, by the wall clock and by the
 CPU time of the process (all its threads: the semantic arm runs on another; on a loaded machine the CPU time moves
 less than the wall time). A revision is checked out into a worktree under bench/.work/compare/ (the project's own
-history, nothing fetched); the revisions must read this tree's index format (SQLite schema 4 and the segmented
-snapshot, since 18:40 on 2026-12-03). It prints each round, then the medians over rounds of each tree's per-round
+history, nothing fetched); the revisions must read this tree's index format, unless `--own-index` is given: then each
+tree indexes the same folder with its own code into an index of its own (a revision from before this tree's index
+format cannot read it; each index is what that revision's user has), and each tree's queries read its own. It prints each round, then the medians over rounds of each tree's per-round
 median, and each tree's ratio to the first `--against`.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import statistics
@@ -66,19 +69,52 @@ print(json.dumps(out))
 """
 
 
-def ensure_index(tree: Path, index_dir: Path) -> None:
-    marker = index_dir / "built.json"
-    if marker.is_file():
+# Run in a subprocess with a tree's `src` first on the path: index the folder into an index of its own
+INDEX = """
+import json, sys
+from kenning.config import Config
+from kenning.engine import Engine
+with Engine(sys.argv[1], config=Config(index_dir=sys.argv[2], model="hash-384")) as engine:
+    print(json.dumps({"passages": engine.index().passages}))
+"""
+
+
+def ensure_tree(tree: Path) -> None:
+    marker = tree.parent / "tree.json"
+    if marker.is_file() and tree.is_dir():
         return
     sys.path.insert(0, str(HERE))
-    from kenning.config import Config
-    from kenning.engine import Engine
     from run import make_tree
 
     make_tree(tree, 5000, copies=5)
-    with Engine(tree, config=Config(index_dir=str(index_dir), model="hash-384")) as engine:
-        report = engine.index()
-    marker.write_text(json.dumps({"passages": report.passages}))
+    marker.write_text("{}")
+
+
+def ensure_index(src: Path, tree: Path, index_dir: Path) -> int:
+    """The index `src`'s code builds of `tree` (built once, kept); its number of passages."""
+    marker = index_dir / "built.json"
+    if not marker.is_file():
+        env = dict(os.environ, PYTHONPATH=str(src / "src"), KENNING_MODE="direct")
+        out = subprocess.run(
+            [sys.executable, "-c", INDEX, str(tree), str(index_dir)],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=True,
+        )
+        marker.write_text(out.stdout.strip().splitlines()[-1])
+    passages: int = json.loads(marker.read_text())["passages"]
+    return passages
+
+
+def index_key(src: Path) -> str:
+    """A hash of the files under `src`'s kenning package that build an index."""
+    digest = hashlib.sha256()
+    pkg = src / "src" / "kenning"
+    for path in sorted(pkg.rglob("*.py")):
+        if path.relative_to(pkg).parts[0] in {"walk", "chunk", "store", "embed", "engine"}:
+            digest.update(str(path.relative_to(pkg)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:12]
 
 
 def run_once(src: Path, tree: Path, index_dir: Path, n: int, limit: int) -> dict[str, float]:
@@ -100,21 +136,31 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--queries", type=int, default=150)
     ap.add_argument("--limit", type=int, default=10)
+    ap.add_argument("--own-index", action="store_true", help="each tree queries an index its own code built")
     args = ap.parse_args()
-    tree, index_dir = WORK / "tree", WORK / "index"
-    ensure_index(tree, index_dir)
-    passages = json.loads((index_dir / "built.json").read_text())["passages"]
+    tree = WORK / "tree"
+    ensure_tree(tree)
     # a folder holding a `src` (a scratch tree) is taken as it is; anything else is a git revision
     trees = {rev: Path(rev) if (Path(rev) / "src").is_dir() else worktree(rev) for rev in args.against}
     trees["this tree"] = ROOT
+    indexes = {name: WORK / "index" for name in trees}
+    if args.own_index:
+        # keyed by the tree's index-building source, so an edit elsewhere keeps the index
+        indexes = {name: WORK / f"index-{index_key(src)}" for name, src in trees.items()}
+    sizes = {
+        name: ensure_index(src if args.own_index else ROOT, tree, indexes[name])
+        for name, src in trees.items()
+    }
+    passages = sizes["this tree"]
     runs: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
     for r in range(args.rounds):
         for name, src in trees.items():
-            runs[name].append(run_once(src, tree, index_dir, args.queries, args.limit))
+            runs[name].append(run_once(src, tree, indexes[name], args.queries, args.limit))
             print(r, name, json.dumps({k: round(v, 3) for k, v in runs[name][-1].items()}), file=sys.stderr)
     base = args.against[0]
+    counts = ", ".join(f"{name} {n:,}" for name, n in sizes.items()) if args.own_index else ""
     print(
-        f"\n{passages:,} passages, hash embedder, --limit {args.limit}, {args.queries} warm queries a process, "
+        f"\n{passages:,} passages{' (' + counts + ', each its own index)' if counts else ''}, hash embedder, --limit {args.limit}, {args.queries} warm queries a process, "
         f"medians of {args.rounds} alternated rounds\n"
     )
     modes = ("hybrid", "lexical", "hybrid cpu", "lexical cpu")

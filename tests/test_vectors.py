@@ -10,7 +10,9 @@ import pytest
 
 from kenning.errors import IndexCorrupt
 from kenning.store import Database, load_vectors, write_vectors
-from kenning.store.vectors import TURBO_MIN, ExactVectors, TurboVectors
+from kenning.store import vectors as vectors_module
+from kenning.store.nearest import RowFile
+from kenning.store.vectors import TURBO_MIN, ExactVectors, StoreRows, TurboVectors
 
 
 def _clustered(n: int, dim: int, seed: int = 0) -> np.ndarray:
@@ -126,19 +128,30 @@ def test_stored_vectors_of_the_wrong_width_are_a_corrupt_index(tmp_path: Path) -
     db.close()
 
 
-def test_a_large_snapshot_keeps_no_matrix_and_one_from_before_schema_5_is_still_read(tmp_path: Path) -> None:
-    """A turbovec base re-ranks from the store (its float32 matrix was a third of the index, issue 21); a base
-    written before schema 5, with its matrix beside the turbovec index, is read as it was, the two agreeing."""
+def test_a_turbovec_base_reranks_from_float16_rows_or_past_the_bound_from_the_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A turbovec base keeps no float32 matrix (it was a third of the index, issue 21). Up to RERANK_MAPPED rows
+    it re-ranks from a float16 copy of the rows, memory-mapped (reading the candidates' rows from SQLite doubled
+    a hybrid search at 44k passages); past it, from the store; a base written before schema 5, with its matrix
+    beside the turbovec index, is read as it was. The three agree."""
     vecs = _clustered(TURBO_MIN + 500, 64)
     db = _db_with_vectors(tmp_path, vecs)
     write_vectors(tmp_path, db, 64)
     assert not list(tmp_path.glob("vectors-*.f32")) and list(tmp_path.glob("vectors-*.tvim"))
+    [half] = tmp_path.glob("vectors-*.f16")
+    from_half = load_vectors(tmp_path, db, 64)
+    assert isinstance(from_half, TurboVectors) and isinstance(from_half.matrix, np.ndarray)
+    assert from_half.matrix.dtype == np.float16
+    monkeypatch.setattr(vectors_module, "RERANK_MAPPED", TURBO_MIN)
+    vectors_module._write_whole(tmp_path, db, 64, vectors_module._state(db)[0])  # the base again
+    assert not list(tmp_path.glob("vectors-*.f16")) and not list(tmp_path.glob("vectors-*.f32"))
     from_store = load_vectors(tmp_path, db, 64)
-    assert isinstance(from_store, TurboVectors)
+    assert isinstance(from_store, TurboVectors) and isinstance(from_store.matrix, StoreRows)
     [ids_file] = tmp_path.glob("vectors-*.ids")
     vecs.tofile(ids_file.with_suffix(".f32"))  # as write_vectors left it before schema 5
     from_file = load_vectors(tmp_path, db, 64)
-    assert isinstance(from_file, TurboVectors) and not isinstance(from_file.matrix, type(from_store.matrix))
+    assert isinstance(from_file, TurboVectors) and isinstance(from_file.matrix, RowFile)
     for q in _clustered(10, 64, seed=5):
-        assert from_store.search(q, 10) == from_file.search(q, 10)
+        assert from_store.search(q, 10) == from_file.search(q, 10) == from_half.search(q, 10)
     db.close()

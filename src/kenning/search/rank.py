@@ -150,8 +150,12 @@ def _order(
         # arm, stays zero and last), as many whatever the limit, so a bigger --limit never reorders the first
         # hits; their files are looked up with the rows or, past them, by path alone
         pool = [pid for pid in order[: shape.EVIDENCE_DEPTH or len(order)] if fused[pid] > 0.0]
+        terms = informative_terms(query) if shape.PATH_EVIDENCE and not is_identifier_query(query) else []
+        # the path evidence below weighs every scoring candidate: their paths are read with the pool's, in one
+        # query (a scale factor keeps a score above zero, so these are the ones still scoring there)
+        wanted = [pid for pid in order if fused[pid] > 0.0] if len(terms) >= shape.PATH_WORDS else pool
         paths = {pid: row.path for pid, row in rows.items()}
-        rest = [pid for pid in pool if pid not in paths]
+        rest = [pid for pid in wanted if pid not in paths]
         if rest:
             paths.update(db.paths_by_id(rest))
         # a definition the query names stays where the symbol route put it, in a test file too (`make_tree`)
@@ -174,7 +178,6 @@ def _order(
         shape.demote_tiny(fused, rows, named)
         if not shape.is_about_usage(query):
             shape.add_file_evidence(fused, {pid: paths[pid] for pid in pool if pid in paths}, root)
-        terms = informative_terms(query) if shape.PATH_EVIDENCE and not is_identifier_query(query) else []
         if len(terms) >= shape.PATH_WORDS:
             # over every scoring candidate: a file named for the question may hold only deep ones
             scoring = [pid for pid in order if fused[pid] > 0.0]

@@ -209,14 +209,15 @@ def add_path_evidence(fused: dict[int, float], paths: dict[int, str], terms: lis
     seen: Counter[str] = Counter(word for words in held.values() for word in words)
     # idf over the candidates' files, scaled to 1 for a word of one file and 0 for a word of all
     weight = {w: math.log(files / n) / math.log(files) if files > 1 else 1.0 for w, n in seen.items()}
+    # a word every candidate file holds (it weighs 0) is not one of the two; judged once a file, not a passage
+    named = {
+        path
+        for path, words in held.items()
+        if len(words) >= PATH_WORDS and sum(weight[w] > 0.0 for w in words) >= PATH_WORDS and is_code_path(path)
+    }
     best: dict[str, int] = {}
     for pid, path in paths.items():
-        # a word every candidate file holds (it weighs 0) is not one of the two
-        if (
-            sum(weight[w] > 0.0 for w in held[path]) < PATH_WORDS
-            or pid not in fused
-            or not is_code_path(path)
-        ):
+        if path not in named or pid not in fused:
             continue
         if path not in best or fused[pid] > fused[best[path]]:
             best[path] = pid

@@ -3,9 +3,13 @@
 The store holds every vector (the embedding cache); the files here are a derived, disposable snapshot of them,
 rebuilt from the store when missing, stale or unreadable, so a crash or a corrupt file never costs an embedding
 pass: a float32 matrix (memory-mapped) for a small index, searched exactly; for a larger one, a turbovec 4-bit
-quantised index whose candidates are re-ranked with the store's own vectors (`StoreRows`), so that a large index
-keeps its vectors once (issue 21: the matrix beside the store's copy was a third of the index). Searched by
-`kenning.store.nearest`.
+quantised index whose candidates are re-ranked exactly. Up to RERANK_MAPPED rows the re-rank reads a float16 copy
+of the rows (`.f16`, memory-mapped: 768 bytes a passage at 384 dimensions); past it, the store's own vectors
+(`StoreRows`), so that a large index keeps its vectors once (issue 21: the matrix beside the store's copy was a
+third of the index). Reading 400 candidates' rows from SQLite costs about 2 ms a query, which at 44k passages
+doubled a hybrid search (issue 18's 1.2x); a mapped file is read in 0.1 ms, but each page fault maps a whole
+large folio of the page cache, so a few queries put all of it in the process's resident memory: hence the bound.
+Searched by `kenning.store.nearest`.
 
 The snapshot is written in segments, so that a change costs what changed (issue 21): a base segment written
 whole, then, per publish, one small segment holding the current rows of just the passages the store logged as
@@ -103,6 +107,10 @@ class StoreRows:
         return whole if dtype is None else whole.astype(dtype)
 
 
+#: up to this many rows a turbovec base keeps a float16 copy of its rows for the re-rank (154 MB at 384
+#: dimensions, all of which a mapped file may come to hold in memory); past it the re-rank reads the store
+RERANK_MAPPED = 200_000
+
 #: meta key: the snapshot's segments in force, oldest first, and its number of passages with a vector (JSON)
 SEGMENTS = "vectors_segments"
 #: meta key: the newest segment's name; a reader loads the snapshot again when it changes
@@ -122,7 +130,7 @@ class Segment:
     (the base of a large snapshot) and the ids whose rows in earlier segments it replaces."""
 
     ids: np.ndarray
-    matrix: np.ndarray | RowFile | None  # None: a turbovec base re-ranked from the store
+    matrix: np.ndarray | RowFile | None  # None: a turbovec base re-ranked from the store (float16 for a .f16)
     index: object | None
     gone: np.ndarray
     stamp: tuple[int, int]  # the ids file's inode and mtime: an index rebuilt meanwhile reuses the names
@@ -177,13 +185,22 @@ def _load_segment(directory: Path, name: str, dim: int, base: bool) -> Segment:
     tv = turbovec_module()
     tvim = directory / f"vectors-{name}.tvim"
     if base and ids.size and not mat_path.exists():
-        # written by _write_whole with a turbovec index and no matrix: re-ranked from the store
+        # written by _write_whole with a turbovec index and no float32 matrix: re-ranked from its float16
+        # copy of the rows, or (past RERANK_MAPPED rows) from the store
         if tv is None or not tvim.exists():
             raise ValueError("no matrix, and no turbovec index to search instead")
         index = tv.IdMapIndex.load(str(tvim))
         if len(index) != ids.size:
             raise ValueError("size mismatch")
-        return Segment(ids, None, index, np.zeros(0, dtype=np.int64), stamp)
+        half = mat_path.with_suffix(".f16")
+        rows = None
+        if half.exists():
+            # a plain ndarray over the map: np.memmap's indexing runs Python code on every access
+            mapped = np.memmap(half, dtype=np.float16, mode="r").view(np.ndarray)
+            if mapped.size != ids.size * dim:
+                raise ValueError("size mismatch")
+            rows = mapped.reshape(ids.size, dim)
+        return Segment(ids, rows, index, np.zeros(0, dtype=np.int64), stamp)
     if ids.size:
         mapped = np.memmap(mat_path, dtype=np.float32, mode="r")
         if mapped.size != ids.size * dim:
@@ -315,7 +332,7 @@ def _write_whole(directory: Path, db: Store, dim: int, names: list[str]) -> int:
     """Every vector of the store as one new base segment, read and written a batch at a time: a million
     vectors held at once were 1.5 GB, several times over while they were joined and copied. From TURBO_MIN
     vectors on, the matrix is only the turbovec index's source and is removed once the index is written: the
-    search re-ranks from the store."""
+    search re-ranks from a float16 copy of it (up to RERANK_MAPPED rows) or from the store."""
     name = str(int(names[-1]) + 1)
     mat_path, ids_path = _paths(directory, name)
     tmp = mat_path.with_suffix(".f32.tmp")
@@ -338,6 +355,8 @@ def _write_whole(directory: Path, db: Store, dim: int, names: list[str]) -> int:
         tvim = directory / f"vectors-{name}.tvim"
         index.write(str(tvim))  # atomic: temp file, fsync, rename
         os.chmod(tvim, PRIVATE_FILE)  # turbovec makes it with the umask's mode
+        if ids.size <= RERANK_MAPPED:
+            _write_half(tmp, mat_path.with_suffix(".f16"), dim)
         tmp.unlink()
     else:
         os.replace(tmp, mat_path)
@@ -346,6 +365,20 @@ def _write_whole(directory: Path, db: Store, dim: int, names: list[str]) -> int:
     _publish(db, [name], embedded)
     _drop_others(directory, [name])
     return embedded
+
+
+def _write_half(source: Path, dest: Path, dim: int) -> None:
+    """A float16 copy of a float32 matrix file, a batch at a time, durable before the ids file names it."""
+    with open(os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE), "wb") as fh:
+        offset = 0
+        while True:
+            rows = np.fromfile(source, np.float32, BATCH * dim, offset=offset)
+            if not rows.size:
+                break
+            fh.write(rows.astype(np.float16).tobytes())
+            offset += rows.size * 4
+        fh.flush()
+        os.fsync(fh.fileno())
 
 
 def _rows_of(path: Path, rows: np.ndarray, dim: int) -> np.ndarray:

@@ -23,6 +23,9 @@ from kenning.store.sqlite.embeddings import EmbeddingsPart
 from kenning.store.sqlite.files import FilesPart
 from kenning.store.sqlite.lexical import LexicalPart
 
+#: the page cache of a connection, in KiB (see `SqliteStore.__init__`)
+CACHE_KIB = 32_768
+
 
 class SqliteStore(FilesPart, LexicalPart, EmbeddingsPart, Store):
     """One index's SQLite file. A writer calls the mutating methods inside `begin()` ... `commit()`."""
@@ -58,6 +61,10 @@ class SqliteStore(FilesPart, LexicalPart, EmbeddingsPart, Store):
                 self.conn.execute("PRAGMA synchronous=NORMAL")
             self.conn.execute("PRAGMA busy_timeout=10000")
             self.conn.execute("PRAGMA temp_store=MEMORY")
+            # SQLite's default page cache (2 MB) is smaller than one search's pages (FTS5's doclists, the
+            # candidates' rows): a resident reader read them again from the OS on every query (measured at 44k
+            # passages: a warm hybrid search 5.3 -> 5.0 ms of CPU); pages are taken as used, up to this much
+            self.conn.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
             if not readonly:
                 schema.migrate(self.conn, path)
             elif not schema.has_meta(self.conn):
