@@ -140,6 +140,7 @@ def test_a_turbovec_base_reranks_from_float16_rows_or_past_the_bound_from_the_st
     write_vectors(tmp_path, db, 64)
     assert not list(tmp_path.glob("vectors-*.f32")) and list(tmp_path.glob("vectors-*.tvim"))
     [half] = tmp_path.glob("vectors-*.f16")
+    assert half.stat().st_size == (TURBO_MIN + 500) * 64 * 2  # every row, two bytes a value
     from_half = load_vectors(tmp_path, db, 64)
     assert isinstance(from_half, TurboVectors) and isinstance(from_half.matrix, np.ndarray)
     assert from_half.matrix.dtype == np.float16

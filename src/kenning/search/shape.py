@@ -213,7 +213,9 @@ def add_path_evidence(fused: dict[int, float], paths: dict[int, str], terms: lis
     named = {
         path
         for path, words in held.items()
-        if len(words) >= PATH_WORDS and sum(weight[w] > 0.0 for w in words) >= PATH_WORDS and is_code_path(path)
+        if len(words) >= PATH_WORDS
+        and sum(weight[w] > 0.0 for w in words) >= PATH_WORDS
+        and is_code_path(path)
     }
     best: dict[str, int] = {}
     for pid, path in paths.items():
