@@ -8,6 +8,7 @@ import sqlite3
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from conftest import make_tree, run_cli, signal_in_phase, spawn_index
 from kenning.store.sqlite.schema import SCHEMA_VERSION
@@ -90,6 +91,42 @@ def test_interrupted_first_run_resumes_without_rechunking(tmp_path: Path) -> Non
     resumed = json.loads(run_cli("index", "--json", str(root), cwd=tmp_path).stdout)
     assert resumed["changed"] == [] and resumed["unchanged"] == kept
     assert len(resumed["added"]) == 10000 - kept
+
+
+@pytest.mark.filterwarnings(
+    "ignore::pytest.PytestUnraisableExceptionWarning"
+)  # the dropped KeyboardInterrupt
+def test_regression_ctrl_c_dropped_in_a_finaliser_still_stops_the_index_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once in the full suite, under load, test_interrupted_first_run... saw its SIGINT lost (exit 0): the
+    KeyboardInterrupt of a Ctrl-C that lands while the interpreter runs a finaliser is printed and dropped. The
+    CLI's handler also sets the run's cancel event, so the run stops at its next file and says so (exit 130)."""
+    from kenning.commands import index as index_command
+    from kenning.engine import Engine
+    from kenning.store import Database
+
+    class Finaliser:
+        def __del__(self) -> None:
+            signal.raise_signal(signal.SIGINT)  # the handler runs here; its KeyboardInterrupt is dropped
+
+    root = make_tree(tmp_path / "ws", {f"f{i}.md": f"# Note {i}\n\nbody {i}\n" for i in range(40)})
+    engine = Engine(root, model="hash")
+    store = Database
+    original = store.upsert_file
+    calls = []
+
+    def upsert(self: object, *args: object, **kwargs: object) -> int:
+        calls.append(1)
+        if len(calls) == 5:
+            Finaliser()  # dropped at once: its __del__ runs inside this call
+        return original(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(store, "upsert_file", upsert)
+    report = index_command.build(engine, semantic=False)
+    engine.close()
+    assert report.interrupted and len(calls) == 5
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
 def test_json_short_preview_says_where_its_text_starts(tmp_path: Path) -> None:

@@ -3,8 +3,12 @@ selection flags), forget files (`--forget`), or delete the whole index (`--drop`
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from kenning.commands import CANCEL, err, make_engine, out, stderr
@@ -80,9 +84,37 @@ def build(engine: Engine, selection: Selection | None = None, **options: Any) ->
     """Run an index, showing its progress on the command's stderr; Interrupted when it was stopped."""
     from kenning.commands.progress import make_progress
 
-    with make_progress(stderr()) as progress:
-        report = engine.index(selection, progress=progress, cancel=CANCEL.get(), **options)
+    cancel = CANCEL.get()
+    with make_progress(stderr()) as progress, _ctrl_c_cancels(cancel) as cancel:
+        report = engine.index(selection, progress=progress, cancel=cancel, **options)
     return report
+
+
+@contextlib.contextmanager
+def _ctrl_c_cancels(cancel: threading.Event | None) -> Iterator[threading.Event | None]:
+    """In the CLI's main thread, Ctrl-C also sets the run's cancel event (made here if the caller gave none)
+    before it raises KeyboardInterrupt as usual. A KeyboardInterrupt raised while the interpreter runs a
+    finaliser (a `__del__`, a generator closed by the collector) is printed and dropped, and the run then
+    finished as if never interrupted (exit 0, seen under load in test_interrupted_first_run...); the event is
+    still set, so the run stops at its next file or batch. A handler someone else installed (the daemon's, a
+    host program's) is left alone."""
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
+        yield cancel
+        return
+    event = cancel if cancel is not None else threading.Event()
+
+    def interrupted(signum: int, frame: object) -> None:
+        event.set()
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, interrupted)
+    try:
+        yield event
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _run(
