@@ -1,6 +1,7 @@
 """The daemon's speed, measured side by side in one run; writes its section of BENCHMARKS.md.
 
     python bench/daemon.py [--quick]
+    python bench/daemon.py --tree PATH --edit-glob 'c000/txt/d00/*.txt'   # freshness only, over an index built
 
 1. `kenning search` wall time, process start included, through a running daemon (`--mode server`) and in-process
    (`--mode direct`), alternating on the same queries over the same index built with the default model.
@@ -121,8 +122,8 @@ def bench_search(d: Daemon, repeats: int) -> dict[str, float]:
     }
 
 
-def bench_fresh(d: Daemon, edits: int) -> dict[str, float]:
-    files = sorted(d.tree.glob("copy0/d0*/*.txt"))[:edits]
+def bench_fresh(d: Daemon, edits: int, pattern: str = "copy0/d0*/*.txt") -> dict[str, float]:
+    files = sorted(d.tree.glob(pattern))[:edits]
     on_query, background = [], []
     for i, path in enumerate(files):
         old = path.read_text()
@@ -177,7 +178,31 @@ def write_section(text: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repeats")
+    parser.add_argument(
+        "--tree", type=Path, help="measure freshness only, in this indexed tree (e.g. the scale bench's)"
+    )
+    parser.add_argument("--edit-glob", default="copy0/d0*/*.txt", help="with --tree: the files to edit")
     args = parser.parse_args()
+    if args.tree:
+        d = Daemon(args.tree.resolve())
+        started = time.perf_counter()
+        d.start()
+        try:
+            ready = time.perf_counter() - started
+            status = d.root_status()
+            fresh = bench_fresh(d, 4 if args.quick else 10, args.edit_glob)
+        finally:
+            d.stop()
+        when = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
+        info = {
+            "passages": status["passages"],
+            "daemon_start_s": ready,
+            **fresh,
+            "date": when,
+            "machine": machine(),
+        }
+        print(json.dumps(info))
+        return
     tree = WORK / "daemon5k"
     ensure_index(tree, 5000)
     d = Daemon(tree)

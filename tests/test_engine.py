@@ -364,12 +364,18 @@ def test_status_without_pending_counts_the_files_the_walk_skipped(tmp_path: Path
     report = engine.index()
     assert len(report.skipped) == 3
     assert engine.status(pending=False).skipped == engine.status().skipped == 3
-    # a run over part of the root still walks all of it: a secret that appeared elsewhere is counted
+    # a run over some paths walks only them (at 1M passages a one-file refresh walked all 81k files): a secret
+    # that appeared elsewhere is counted by the run over its own path, as the daemon's watcher starts one
     (root / "sub").mkdir()
     (root / "sub" / "id_ed25519").write_text("not really either\n")
     (root / "b.py").write_text("y = 2\n")
     engine.index(scope=["b.py"])
+    assert engine.status(pending=False).skipped == 3 and engine.status().skipped == 4
+    engine.index(scope=["sub/id_ed25519"])
     assert engine.status(pending=False).skipped == engine.status().skipped == 4
+    (root / "sub" / "id_ed25519").unlink()
+    engine.index(scope=["sub"])
+    assert engine.status(pending=False).skipped == engine.status().skipped == 3
 
 
 def test_regression_a_key_indexed_before_the_content_check_goes_on_the_next_read(
@@ -535,3 +541,60 @@ def test_a_search_request_refuses_what_only_the_python_api_can_send(
     with pytest.raises(UsageError) as refused:
         SearchRequest(("retry",), **options)  # type: ignore[arg-type]
     assert message in str(refused.value)
+
+
+def test_regression_a_one_file_run_lists_only_the_folders_on_its_way(
+    tmp_path: Path, engine_factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The daemon refreshes an edited file with a run scoped to it, which walked the whole root to find it: at
+    1M passages (81k files) 1-5 s of every edit's way to searchable. It lists the folders on the way only."""
+    files = {
+        f"d{i}/e{j}/f{k}.md": f"# Note {i} {j} {k}\n\nwords {i} {j} {k}\n"
+        for i in range(4)
+        for j in range(3)
+        for k in range(3)
+    }
+    root = make_tree(tmp_path / "ws", files)
+    engine = engine_factory(root)
+    engine.index()
+    listed: list[str] = []
+    real = os.scandir
+
+    def scandir(path):  # type: ignore[no-untyped-def]
+        rel = Path(path).relative_to(root).as_posix()
+        if not rel.startswith(".kenning"):  # the index's own folder is read for its snapshots, not walked
+            listed.append(rel)
+        return real(path)
+
+    monkeypatch.setattr(walk.tree.os, "scandir", scandir)
+    (root / "d2/e1/f0.md").write_text("# Note\n\nzebra quokka marmot\n")
+    report = engine.index(scope=["d2/e1/f0.md"])
+    assert report.changed == ["d2/e1/f0.md"] and report.unchanged == 0
+    assert sorted(listed) == [".", "d2", "d2/e1"]
+    [result] = engine.search("zebra quokka marmot", mode="lexical", refresh="off")
+    assert result.hits[0].path == "d2/e1/f0.md"
+    # a file removed is found gone by its own run, the rest left alone
+    (root / "d0/e0/f0.md").unlink()
+    report = engine.index(scope=["d0/e0/f0.md"])
+    assert report.removed == ["d0/e0/f0.md"] and engine.status().files == len(files) - 1
+
+
+def test_regression_a_run_over_some_paths_leaves_a_chunking_change_for_the_whole_run(
+    tmp_path: Path, engine_factory
+) -> None:
+    """After a change of chunking settings a run over some paths re-chunked them and then marked the whole
+    index as chunked the new way: the other files kept their old passages for good."""
+    files = {
+        f"n{i}.md": "# Title\n\n" + "A sentence of some length for chunking. " * 40 + "\n" for i in range(5)
+    }
+    root = make_tree(tmp_path / "ws", files)
+    engine_factory(root, max_chars=2000).index()
+    engine = engine_factory(root, max_chars=600)
+    assert engine.status().rechunk
+    (root / "n0.md").write_text((root / "n0.md").read_text() + "\nmore\n")
+    engine.index(scope=["n0.md"])
+    assert engine.status().rechunk  # still owed by the other four
+    before = engine.status().passages
+    report = engine.index()
+    assert not engine.status().rechunk and engine.status().passages > before
+    assert {"n1.md", "n2.md", "n3.md", "n4.md"} <= set(report.changed)

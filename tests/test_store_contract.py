@@ -188,6 +188,19 @@ def test_file_digests_answers_for_known_paths_only(store: Store) -> None:
     assert store.file_digests(many) == {name: f"sha-{name}" for name in many[::3]}
 
 
+def test_files_under_paths_keeps_to_them_and_what_lies_below(store: Store) -> None:
+    paths = ["a.md", "a/b.md", "a/b/c.md", "ab/x.md", "a_b/y.md", "a%/z.md", "a0.md", "b.md"]
+    for path in paths:
+        store.upsert_file(path, 1, 1, None, None, "text", None)
+    assert set(store.files()) == set(store.files([""])) == set(paths)
+    assert set(store.files(["a"])) == {"a/b.md", "a/b/c.md"}
+    assert set(store.files(["a/b.md", "b.md", "missing"])) == {"a/b.md", "b.md"}
+    assert set(store.files(["a_b"])) == {"a_b/y.md"}  # `_` and `%` are not wildcards here
+    assert set(store.files(["a%/"])) == {"a%/z.md"}
+    many = [f"d{i}" for i in range(700)]  # more than one statement's worth of parameters
+    assert set(store.files([*many, "ab"])) == {"ab/x.md"}
+
+
 def test_iter_file_paths_yields_the_files_with_passages_not_the_skipped(store: Store) -> None:
     a, _ = add_file(store, "a.txt", ["words"], mtime_ns=5)
     store.upsert_file("skipped.bin", 1, 7, None, None, "text", "binary file")

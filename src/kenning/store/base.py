@@ -127,8 +127,9 @@ class Store(ABC):
 
     # -- files --------------------------------------------------------------------------------------------
     @abstractmethod
-    def files(self) -> dict[str, FileRow]:
-        """Every stored file, skipped ones included, by path."""
+    def files(self, under: Sequence[str] = ()) -> dict[str, FileRow]:
+        """Every stored file, skipped ones included, by path; with `under` (root-relative paths), only the files
+        that are one of them or below one ("" is the root: all of them)."""
 
     @abstractmethod
     def iter_file_paths(self) -> Iterator[tuple[int, str, int]]:

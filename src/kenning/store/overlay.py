@@ -170,9 +170,9 @@ class OverlaidStore(Store):
     def get_meta(self, key: str) -> str | None:
         return self.base.get_meta(key)
 
-    def files(self) -> dict[str, FileRow]:
-        rows = {p: r for p, r in self.base.files().items() if p not in self.masked}
-        for path, row in self.overlay.files().items():
+    def files(self, under: Sequence[str] = ()) -> dict[str, FileRow]:
+        rows = {p: r for p, r in self.base.files(under).items() if p not in self.masked}
+        for path, row in self.overlay.files(under).items():
             rows[path] = dataclasses.replace(row, id=row.id + OVERLAY_IDS)
         return rows
 

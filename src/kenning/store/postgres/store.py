@@ -192,10 +192,17 @@ class PostgresStore(LexicalPart, EmbeddingsPart, Store):
 
     # -- files --------------------------------------------------------------------------------------------------
     @guarded
-    def files(self) -> dict[str, FileRow]:
-        rows = self.conn.execute(
-            "SELECT id, path, size, mtime_ns, sha256, blob_id, kind, indexed_at, skip_reason FROM files"
-        ).fetchall()
+    def files(self, under: Sequence[str] = ()) -> dict[str, FileRow]:
+        select = "SELECT id, path, size, mtime_ns, sha256, blob_id, kind, indexed_at, skip_reason FROM files"
+        prefixes = [p.strip("/") for p in under]
+        if not prefixes or "" in prefixes:
+            rows = self.conn.execute(select).fetchall()
+        else:
+            # LIKE, not a range: the database's collation need not sort "/" before "0" as bytes do
+            below = [p.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "/%" for p in prefixes]
+            rows = self.conn.execute(
+                f"{select} WHERE path = ANY(%s) OR path LIKE ANY(%s)", (prefixes, below)
+            ).fetchall()
         return {r[1]: FileRow(*r) for r in rows}
 
     def iter_file_paths(self) -> Iterator[tuple[int, str, int]]:

@@ -23,11 +23,20 @@ class FilesPart(Connected):
 
     # -- files ----------------------------------------------------------------------------------------------
     @guarded
-    def files(self) -> dict[str, FileRow]:
-        rows = self.conn.execute(
-            "SELECT id, path, size, mtime_ns, sha256, blob_id, kind, indexed_at, skip_reason FROM files"
-        )
-        return {r[1]: FileRow(*r) for r in rows}
+    def files(self, under: Sequence[str] = ()) -> dict[str, FileRow]:
+        select = "SELECT id, path, size, mtime_ns, sha256, blob_id, kind, indexed_at, skip_reason FROM files"
+        prefixes = [p.strip("/") for p in under]
+        if not prefixes or "" in prefixes:
+            return {r[1]: FileRow(*r) for r in self.conn.execute(select)}
+        out: dict[str, FileRow] = {}
+        for start in range(0, len(prefixes), 300):  # three parameters each; SQLite bounds them at 999
+            part = prefixes[start : start + 300]
+            # the paths below p sort in [p + "/", p + "0"): "0" follows "/", and the column compares bytes, so
+            # the index on path answers each range
+            where = " OR ".join("path = ? OR (path >= ? AND path < ?)" for _ in part)
+            args = [x for p in part for x in (p, p + "/", p + "0")]
+            out.update((r[1], FileRow(*r)) for r in self.conn.execute(f"{select} WHERE {where}", args))
+        return out
 
     @guarded
     def file_digests(self, paths: Iterable[str]) -> dict[str, str | None]:
