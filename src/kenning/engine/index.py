@@ -355,6 +355,24 @@ def _lexical_pass(
     progress.finish()
 
 
+#: past this many paths, a run asks git about the whole root (a command line per path)
+GIT_PATHS_MAX = 200
+
+
+def _git_paths(paths: Sequence[str]) -> list[str]:
+    """What to ask git about for a run over `paths` (none: the whole root): the paths, and each folder on their
+    way that the default ignore list names, whose tracked files decide whether the walk enters it."""
+    if not paths or len(paths) > GIT_PATHS_MAX:
+        return []
+    out = set(paths)
+    for path in paths:
+        parts = path.split("/")
+        out.update(
+            "/".join(parts[: i + 1]) for i, part in enumerate(parts[:-1]) if part in walk.DEFAULT_IGNORE_DIRS
+        )
+    return sorted(out)
+
+
 def _record_unstored(db: Store, unstored: list[str]) -> None:
     paths = sorted(set(unstored))
     db.set_meta(WALK_SKIPPED, str(len(paths)))
@@ -386,7 +404,7 @@ def _walk_entries(
     # them (a one-file refresh at 1M passages walked all 81k files: 1-5 s)
     unstored: list[str] = []
     # git's blob ids first: their listing tells the walk which folders of the default ignore list git tracks
-    git = git_state(root)
+    git = git_state(root, _git_paths(scope.paths))
     tracked = git.tracked if git is not None else None
     items = walk.walk(
         root, selection, index_dir_name=index_dir_name, on_prune=pruned, under=scope.paths, tracked=tracked

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,12 +49,17 @@ class LazyGitState:
         return self._state is not None and self._state.blob_for(rel) == blob
 
 
-def git_state(root: Path) -> GitState | None:
-    """Blob ids of tracked files under `root` and the set of dirty paths, or None without a usable repo."""
+def git_state(root: Path, under: Sequence[str] = ()) -> GitState | None:
+    """Blob ids of tracked files under `root` and the set of dirty paths, or None without a usable repo. With
+    `under` (root-relative paths), only at or below those: `git status` over a whole 80k-file repository took
+    0.35 s, which a one-file refresh paid every time."""
+    # paths as they are spelt: a file named `*.md` is not a pattern
+    literal = ("--literal-pathspecs",) if under else ()
+    specs = ["--", *under] if under else ["--", "."]
     try:
         prefix = _git(root, "rev-parse", "--show-prefix").strip()
-        listing = _git(root, "ls-files", "-s", "-z", "--", ".")
-        status = _git(root, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--", ".")
+        listing = _git(root, *literal, "ls-files", "-s", "-z", *specs)
+        status = _git(root, *literal, "status", "--porcelain=v1", "-z", "--untracked-files=all", *specs)
     except (OSError, subprocess.SubprocessError, UnicodeDecodeError):
         return None
     blobs: dict[str, str] = {}
