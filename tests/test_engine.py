@@ -496,18 +496,10 @@ def test_regression_an_index_from_before_windows_stays_searchable_and_re_embeds_
     }
 
 
-def test_regression_tracked_doc_build_is_indexed_with_one_git_listing(
-    tmp_path: Path, engine_factory, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Issue 18, item 5: Sphinx sources in a tracked `doc/build/` were pruned by the default list. The index
-    run hands the walk the listing it reads for git's blob ids: git is asked for it once, not twice."""
+def _spy_on_git(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, ...]]:
+    """The arguments (after `git -C ROOT`) of every git command run from now on, as they are run."""
     import subprocess
 
-    from conftest import git
-
-    root = make_tree(tmp_path / "repo", {"doc/build/index.rst": "Sessions\n========\n", "a.py": "x = 1\n"})
-    git(root, "init", "-q")
-    git(root, "add", "-A")
     calls: list[tuple[str, ...]] = []
     real = subprocess.run
 
@@ -517,6 +509,20 @@ def test_regression_tracked_doc_build_is_indexed_with_one_git_listing(
         return real(cmd, *args, **kwargs)
 
     monkeypatch.setattr(subprocess, "run", spy)
+    return calls
+
+
+def test_regression_tracked_doc_build_is_indexed_with_one_git_listing(
+    tmp_path: Path, engine_factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 18, item 5: Sphinx sources in a tracked `doc/build/` were pruned by the default list. The index
+    run hands the walk the listing it reads for git's blob ids: git is asked for it once, not twice."""
+    from conftest import git
+
+    root = make_tree(tmp_path / "repo", {"doc/build/index.rst": "Sessions\n========\n", "a.py": "x = 1\n"})
+    git(root, "init", "-q")
+    git(root, "add", "-A")
+    calls = _spy_on_git(monkeypatch)
     engine = engine_factory(root)
     report = engine.index()
     assert sorted(report.added) == ["a.py", "doc/build/index.rst"] and report.pruned == []
@@ -529,8 +535,6 @@ def test_a_run_over_one_path_asks_git_about_it_and_the_pruned_folders_on_its_way
     """`git status` over a whole 80k-file repository took 0.35 s of every one-file refresh. A scoped run asks
     git about its paths only, and about each default-pruned folder on their way, whose tracked files decide
     whether the walk enters it: a new, untracked page in a tracked `doc/build/` is still indexed."""
-    import subprocess
-
     from conftest import git
 
     root = make_tree(tmp_path / "repo", {"doc/build/index.rst": "Sessions\n========\n", "a.py": "x = 1\n"})
@@ -538,15 +542,7 @@ def test_a_run_over_one_path_asks_git_about_it_and_the_pruned_folders_on_its_way
     git(root, "add", "-A")
     engine = engine_factory(root)
     engine.index()
-    calls: list[tuple[str, ...]] = []
-    real = subprocess.run
-
-    def spy(cmd, *args, **kwargs):  # type: ignore[no-untyped-def]
-        if cmd and cmd[0] == "git":
-            calls.append(tuple(cmd[3:]))
-        return real(cmd, *args, **kwargs)
-
-    monkeypatch.setattr(subprocess, "run", spy)
+    calls = _spy_on_git(monkeypatch)
     make_tree(root, {"doc/build/usage.rst": "Usage\n=====\n\nzebra quokka\n"})
     report = engine.index(scope=["doc/build/usage.rst"])
     assert report.added == ["doc/build/usage.rst"]
