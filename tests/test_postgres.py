@@ -377,6 +377,39 @@ def test_an_hnsw_build_raises_maintenance_work_mem_for_its_own_transaction_only(
     assert after == (2**20,) and built == (True,)
 
 
+def test_regression_an_hnsw_build_after_a_large_ingest_gets_memory_for_every_row(
+    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The build's memory was sized by the planner's row estimate, which for a table never analysed (its writer
+    held it through the whole ingest) is a count capped just past the exact scan's reach: 829k vectors got
+    20k rows' memory, spilled to disk at once and took over an hour."""
+    from kenning.store.postgres import embeddings as pg_embeddings
+    from kenning.store.postgres import schema as pg_schema
+
+    monkeypatch.setattr(pg_embeddings, "EXACT_BELOW", 50)
+    sized: list[int] = []
+    original = pg_schema.vector_index
+
+    def recording(conn: Any, schema_: str, dim: int, rows: int) -> None:
+        sized.append(rows)
+        original(conn, schema_, dim, rows)
+
+    monkeypatch.setattr(pg_schema, "vector_index", recording)
+    import numpy as np
+
+    from kenning.store.postgres import PostgresStore
+
+    store = PostgresStore(pg_url, "kenning_sized", identity="t")
+    vectors = np.random.default_rng(0).normal(size=(400, 16)).astype(np.float32)
+    store.begin()
+    store.set_meta("vector_dim", "16")
+    store.add_embeddings([i.to_bytes(16, "big") for i in range(400)], list(vectors))
+    store.commit()
+    store.index_vectors()
+    store.close()
+    assert sized == [400]
+
+
 def test_pgvector_older_than_0_8_is_refused_not_filtered_after_the_top_k(pg_url: str, repo: Path) -> None:
     # pgvector 0.7 takes `hnsw.iterative_scan` for an unknown setting and ignores it: a filtered search would
     # drop the nearest passages inside the filter without a word

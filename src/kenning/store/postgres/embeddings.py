@@ -125,10 +125,13 @@ class EmbeddingsPart(Connected):
         dim = self._vector_dim()
         if dim is None or schema.has_vector_index(self.conn, self.schema):
             return
-        rows = self._vector_rows()
-        if rows > EXACT_BELOW:
+        if self._vector_rows() > EXACT_BELOW:
+            # the build's memory is sized by the rows there are, counted: the planner's estimate of a table
+            # autovacuum never analysed (its writer held it all along) is the capped count above, and a 1M-row
+            # graph given 20k rows' memory spilled to disk at once (829k vectors: over an hour, not minutes)
+            counted = self.conn.execute("SELECT count(*) FROM vectors").fetchone()
             with self._atomic():
-                schema.vector_index(self.conn, self.schema, dim, rows=rows)
+                schema.vector_index(self.conn, self.schema, dim, rows=int(counted[0]) if counted else 0)
 
     def _vector_dim(self) -> int | None:
         if self._dim is None:
