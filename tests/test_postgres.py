@@ -430,3 +430,22 @@ def test_a_misspelt_url_parameter_is_one_line_not_a_traceback(tmp_path: Path) ->
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert out.stderr.strip().count("\n") == 0, out.stderr
     assert "is not valid" in out.stderr and "sslmod" in out.stderr and "s3cret" not in out.stderr
+
+
+def test_a_statement_the_server_cancels_says_so_not_that_the_index_is_locked() -> None:
+    # pg_cancel_backend on a 1M-vector HNSW build read "stayed locked by another connection (canceling statement
+    # due to user request)": no statement of kenning's times out, so a cancel comes from the server's side
+    from psycopg import errors as e
+
+    from kenning.errors import IndexBusy, Interrupted
+    from kenning.store.postgres.connect import server_error
+
+    url = "postgresql://me:s3cret@db.internal/kenning"
+    cancelled = server_error(e.QueryCanceled("canceling statement due to user request"), url)
+    assert (
+        isinstance(cancelled, Interrupted)
+        and "cancelled" in str(cancelled)
+        and "s3cret" not in str(cancelled)
+    )
+    assert cancelled.exit_code == 130
+    assert isinstance(server_error(e.LockNotAvailable("could not obtain lock"), url), IndexBusy)

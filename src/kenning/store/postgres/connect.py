@@ -20,7 +20,15 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, cast
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from kenning.config import masked_store
-from kenning.errors import IndexBusy, IndexCorrupt, IndexError_, IndexMissing, KenningError, UsageError
+from kenning.errors import (
+    IndexBusy,
+    IndexCorrupt,
+    IndexError_,
+    IndexMissing,
+    Interrupted,
+    KenningError,
+    UsageError,
+)
 
 if TYPE_CHECKING:
     import psycopg
@@ -148,7 +156,14 @@ def server_error(exc: Exception, url: str) -> KenningError:
             f"the PostgreSQL server at {where} refused kenning ({text})",
             hint="a reader needs SELECT on the index's schema; `kenning index` needs to create and write it",
         )
-    if isinstance(exc, e.LockNotAvailable | e.DeadlockDetected | e.SerializationFailure | e.QueryCanceled):
+    if isinstance(exc, e.QueryCanceled):
+        # no statement of kenning's has a timeout (statement_timeout 0, lock waits end in LockNotAvailable): a
+        # cancel came from the server's side (pg_cancel_backend, an administrator, a shutdown)
+        return Interrupted(
+            f"the PostgreSQL server at {where} cancelled kenning's statement ({text})",
+            hint="finished work is kept; run the command again, and ask the server's administrator if it recurs",
+        )
+    if isinstance(exc, e.LockNotAvailable | e.DeadlockDetected | e.SerializationFailure):
         return IndexBusy(
             f"the index at {where} stayed locked by another connection ({text})",
             hint="try again when the other kenning process is done",
