@@ -279,3 +279,77 @@ def test_path_evidence_needs_two_words_of_the_question_and_weighs_words_every_fi
         thor_free, {pid: path.replace("thor/", "") for pid, path in paths.items()}, terms[1:]
     )
     assert thor_free[3] > fused[3]  # without the word every file holds, the two words are a bigger share
+
+
+def test_regression_a_file_named_for_the_question_is_among_the_first_hits_not_behind_second_windows(
+    tmp_path: Path, engine_factory: Callable[..., Engine], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 18 (Rust, regex-syntax, by file over the first 10 hits): the property tables the path evidence lifted
+    were the 7th and 8th files of their question but its 21st and 24th passages, behind the second and third windows
+    of the six files above them. A file named for the question is seated among the files by its score: right after
+    the best passage of the file above it, the files' order unchanged."""
+    windows = "".join(
+        _function(
+            f"resolve_{i}",
+            f"# resolve a pattern class: property names normalised and looked up, step {i}",
+            12,
+        )
+        for i in range(4)
+    )
+    table = "".join(f'    ("alias{i}", "Canonical_{i}"),\n' for i in range(60))
+    root = make_tree(
+        tmp_path / "repo",
+        {
+            "src/resolve.py": windows,
+            "src/classes.py": windows.replace("resolve_", "klass_"),
+            "src/unicode_tables/property_names.py": "# DO NOT EDIT: generated, normalised keys.\n\n\n"
+            f"TABLE = [\n{table}]\n",
+            **_fillers("pattern", "class", "normalised", "looked"),
+        },
+    )
+    engine = engine_factory(root)
+    engine.index()
+    query = "how are property names normalised and looked up for a pattern class"
+
+    def hits() -> list[tuple[str, float]]:
+        [result] = engine.search(query, mode="lexical", limit=10)
+        return [(h.path, h.score) for h in result.hits]
+
+    seated = hits()
+    monkeypatch.setattr(shape, "PATH_SEAT", False)
+    unseated = hits()
+    files = list(dict.fromkeys(p for p, _ in unseated))
+    assert files[2] == "src/unicode_tables/property_names.py", files  # the third file
+    assert [p for p, _ in unseated].index(files[2]) >= 4, unseated  # behind second windows of the two above
+    assert list(dict.fromkeys(p for p, _ in seated)) == files  # the same files in the same order
+    assert [p for p, _ in seated][:3] == files[:3], seated  # and the third file third
+    scores = [s for _, s in seated]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_a_file_is_seated_by_its_own_name_and_passes_only_later_windows_of_code_files() -> None:
+    """A folder's words name all of its files (`unicode_tables/` 15 of regex-syntax's): they lift a file's best
+    passage but do not seat it. A seated passage passes the later windows of code files above it, never a file's
+    first passage nor a passage of documentation (each stands alone, as in the per-file decay)."""
+    terms = ["unicode", "tables", "property", "names"]
+    paths = {
+        1: "src/unicode_tables/general_category.rs",  # the folder's two words only
+        2: "src/unicode_tables/property_names.rs",  # and two of its own name's
+        3: "src/parser.rs",
+        4: "src/lib.rs",
+    }
+    fused = {1: 0.1, 2: 0.1, 3: 1.0, 4: 0.5}
+    assert shape.add_path_evidence(fused, paths, terms) == {2}
+    assert fused[1] > 0.1  # lifted all the same
+
+    a, b, guide = "src/a.rs", "src/b.rs", "docs/guide.md"
+    paths = {1: a, 2: a, 3: b, 4: guide, 5: guide, 6: a, 7: b, 8: "src/named.rs"}
+    order = [1, 2, 3, 4, 5, 6, 7, 8]
+    fused = {pid: 1.0 - pid / 10 for pid in order}
+    shape.seat_named(fused, order, paths, {8})
+    assert order == [1, 2, 3, 4, 5, 8, 6, 7]
+    assert fused[8] == fused[6] and [fused[p] for p in order] == sorted(fused.values(), reverse=True)
+    # a passage that is not its file's first stays where it is
+    order = [1, 2, 3, 6]
+    shape.seat_named(fused, order, paths, {6})
+    assert order == [1, 2, 3, 6]

@@ -178,16 +178,23 @@ def _order(
         shape.demote_tiny(fused, rows, named)
         if not shape.is_about_usage(query):
             shape.add_file_evidence(fused, {pid: paths[pid] for pid in pool if pid in paths}, root)
+        by_name: set[int] = set()
         if len(terms) >= shape.PATH_WORDS:
             # over every scoring candidate: a file named for the question may hold only deep ones
             scoring = [pid for pid in order if fused[pid] > 0.0]
             unknown = [pid for pid in scoring if pid not in paths]
             if unknown:
                 paths.update(db.paths_by_id(unknown))
-            shape.add_path_evidence(fused, {pid: paths[pid] for pid in scoring if pid in paths}, terms)
+            by_name = shape.add_path_evidence(
+                fused, {pid: paths[pid] for pid in scoring if pid in paths}, terms
+            )
         order.sort(key=rank_key, reverse=True)
         shape.saturate(fused, order, paths)
         order.sort(key=rank_key, reverse=True)
+        if shape.PATH_SEAT:
+            # a file named for the question takes its place among the files; it moves passages in the order and
+            # keeps the scores falling along it, so nothing sorts after it
+            shape.seat_named(fused, order, paths, by_name)
         _fetch_leading(db, order, want, rows)
     return _Order(fused, arm_rank, order, rows, demoted)
 

@@ -3,9 +3,11 @@ notes, which code passages are too small to stand alone, which code file holds m
 file is named for the question, and how many passages of one code file lead the list.
 
 `kenning.search.rank` fuses the arms' scores per passage and then calls these, in this order, on every candidate:
-path demotions, the tiny-passage demotion, the file evidence, the path evidence, and the per-file decay. Each only scales or adds to
-the fused scores; the caller sorts again. Documentation and prose are left to passage-level ranking (except for
-release notes): a section of a guide or an FAQ answers on its own, where a code file's passages build one thing.
+path demotions, the tiny-passage demotion, the file evidence, the path evidence, and the per-file decay. Each only
+scales or adds to the fused scores; the caller sorts again. Last, the files the path evidence names by their own name
+are seated among the files (`seat_named`), which moves passages in the sorted order. Documentation and prose are left
+to passage-level ranking (except for release notes): a section of a guide or an FAQ answers on its own, where a code
+file's passages build one thing.
 """
 
 from __future__ import annotations
@@ -68,6 +70,17 @@ FILE_DECAY = 0.8
 # rich (BENCHMARKS.md, rank3).
 PATH_EVIDENCE = 0.75
 PATH_WORDS = 2
+
+# Path seat: a code file whose own name (not only its folder's) holds one of the path evidence's words is ranked
+# among the files by its score, not among the passages: its best passage comes right after the best passage of the
+# file ranked above it, ahead of the later windows of code files ranked higher. The path evidence is evidence about
+# a file, and the lift it gives a passage stopped short of the first hits when the files above held two or three
+# windows each: regex-syntax's property tables were the 7th and 8th files for "how are Unicode property names ...
+# looked up" but the 21st and 24th passages, behind second and third windows of six files. The files' order is
+# unchanged, so a judge that reads files in the first ten hits only gains; what moves down is later windows. A
+# folder names all of its files (`unicode_tables/` 15 of regex-syntax's), so a folder's words alone do not seat a
+# file (BENCHMARKS.md, rust10).
+PATH_SEAT = True
 _PATH_TERM_MIN = 3  # a query word shorter than this (`l`, `p`, `up`) is not compared with file names
 
 _NOTES_NAME = re.compile(
@@ -197,13 +210,22 @@ def path_words(path: str) -> frozenset[str]:
     return frozenset(stem(t) for t in query_terms(text) if not t.isdigit())
 
 
-def add_path_evidence(fused: dict[int, float], paths: dict[int, str], terms: list[str]) -> None:
+@lru_cache(maxsize=8192)
+def name_words(path: str) -> frozenset[str]:
+    """The stemmed words of a file's own name: `src/unicode_tables/property_names.rs` holds properti, name."""
+    name = path.rsplit("/", 1)[-1]
+    base = name.rsplit(".", 1)[0] if "." in name[1:] else name
+    return frozenset(stem(t) for t in query_terms(base.replace("-", " ")) if not t.isdigit())
+
+
+def add_path_evidence(fused: dict[int, float], paths: dict[int, str], terms: list[str]) -> set[int]:
     """The path evidence (see PATH_EVIDENCE) added to the best passage of each code file among `paths` (the
-    scoring candidates) whose path holds PATH_WORDS of the query's `terms`, in place."""
+    scoring candidates) whose path holds PATH_WORDS of the query's `terms`, in place; the passages lifted whose
+    file's own name holds one of those words (see PATH_SEAT)."""
     top = max(fused.values(), default=0.0)
     wanted = {stem(t) for t in terms if len(t) >= _PATH_TERM_MIN}
     if not PATH_EVIDENCE or top <= 0.0 or len(wanted) < PATH_WORDS:
-        return
+        return set()
     held = {path: path_words(path) & wanted for path in set(paths.values())}
     files = len(held)
     seen: Counter[str] = Counter(word for words in held.values() for word in words)
@@ -223,5 +245,43 @@ def add_path_evidence(fused: dict[int, float], paths: dict[int, str], terms: lis
             continue
         if path not in best or fused[pid] > fused[best[path]]:
             best[path] = pid
+    by_name = set()
     for path, pid in best.items():
         fused[pid] += PATH_EVIDENCE * top * sum(weight[w] for w in held[path]) / len(wanted)
+        if any(weight[w] > 0.0 for w in held[path] & name_words(path)):
+            by_name.add(pid)
+    return by_name
+
+
+def seat_named(fused: dict[int, float], order: list[int], paths: dict[int, str], named: set[int]) -> None:
+    """Each passage of `named` that is its file's first in `order` (best first) moved up to just after the last
+    file's first passage ahead of it, past the later windows of code files ranked above, in place (see
+    PATH_SEAT). It takes the score of the passage it now precedes, so scores still fall along `order`. A passage
+    of documentation stands alone here, as in `saturate`: it is never passed."""
+    left = len(named)
+    if not left:
+        return
+    out: list[int] = []
+    seen: set[str] = set()
+    after = 0  # where in `out` the passages that stand for a file end
+    for i, pid in enumerate(order):
+        path = paths.get(pid)
+        if path is None:  # not scoring: past every candidate that does
+            out.append(pid)
+            continue
+        first = path not in seen
+        seen.add(path)
+        if first and pid in named:
+            out.insert(after, pid)
+            if after + 1 < len(out):
+                fused[pid] = max(fused[pid], fused[out[after + 1]])
+            after += 1
+            left -= 1
+            if not left:
+                out += order[i + 1 :]
+                break
+            continue
+        out.append(pid)
+        if first or not is_code_path(path):
+            after = len(out)
+    order[:] = out
