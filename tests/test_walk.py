@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import KEY_BODY, KEY_FILES, NOT_KEY_FILES, armor, git, make_tree
-from kenning.engine.index import Scope
+from kenning.engine.scope import Scope
 from kenning.errors import RootError, UsageError
 from kenning.types import FileEntry, Selection, Skip
 from kenning.walk import (

@@ -29,16 +29,7 @@ from kenning import walk
 from kenning.config import Config, load_config
 from kenning.embed import Embedder, create_embedder
 from kenning.engine.base_commit import base_of
-from kenning.engine.index import (
-    WALK_PRUNED,
-    WALK_SKIPPED,
-    IndexReport,
-    Progress,
-    Scope,
-    index_settings,
-    publish,
-    run_index,
-)
+from kenning.engine.index import IndexReport, Progress, index_settings, publish, run_index
 from kenning.engine.refresh import (
     FORGOTTEN,
     REFRESH_EMBED_PASSAGES,
@@ -48,6 +39,7 @@ from kenning.engine.refresh import (
     forgotten,
     refresh_before_search,
 )
+from kenning.engine.scope import WALK_PRUNED, WALK_SKIPPED, Scope
 from kenning.engine.status import Changes, Refreshed, Status
 from kenning.errors import (
     IndexBusy,

@@ -21,11 +21,19 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from kenning import chunk, walk
+from kenning import chunk
 from kenning.config import Config
 from kenning.embed import Embedder
 from kenning.engine.base_commit import AT_COMMIT, base_of, record_base, record_overlay
 from kenning.engine.pool import Job, Prepared, Settings, prepare_all, workers_for
+from kenning.engine.scope import (
+    WALK_PRUNED,
+    WALK_SKIPPED_PATHS,
+    Scope,
+    commit_entries,
+    record_unstored,
+    walk_entries,
+)
 from kenning.errors import Interrupted
 from kenning.store import FileRow, Store, postings_missing, write_postings, write_vectors
 from kenning.store.base import SNAPSHOT_BEHIND
@@ -33,16 +41,11 @@ from kenning.store.terms import TERMS_VERSION
 from kenning.store.vectors import complete_but_logged, snapshot_embedded
 from kenning.types import FileEntry, Selection, Skip, embed_text, within
 from kenning.walk import redaction as redact
-from kenning.walk.changes import GitState, git_state
+from kenning.walk.changes import GitState
 from kenning.walk.commit import BlobReader, CommitTree
 
 COMMIT_EVERY_S = 1.0
 WINDOWING = "windowing"  # meta key: how long prose passages were embedded (Embedder.windowing)
-WALK_SKIPPED = "walk_skipped"  # meta key: files the last run's walk left out (secrets by name, formats, size)
-WALK_SKIPPED_PATHS = "walk_skipped_paths"  # meta key: their paths (JSON), which a run over some paths updates
-WALK_PRUNED = (
-    "walk_pruned"  # meta key: the folders the last run's walk pruned by the default ignore list (JSON)
-)
 EMBED_COMMIT_BATCH = 64
 REMOVED_SINCE_PRUNE = "removed_since_prune"  # meta key: passages removed since the embedding cache was pruned
 PRUNE_MIN = 1000
@@ -126,22 +129,6 @@ def index_settings(config: Config) -> str:
     )
 
 
-class Scope:
-    """The part of the root a run looks at: subpaths, optionally narrowed by one glob. Files outside it are
-    neither read nor removed."""
-
-    def __init__(self, paths: Sequence[str] = (), glob: str | None = None) -> None:
-        stripped = tuple(p.strip("/") for p in paths)
-        self.paths = () if any(p in ("", ".") for p in stripped) else stripped  # the root: all of it
-        self.glob = glob
-        self._matcher = walk.compile_selection(Selection(globs=(glob,))) if glob else None
-
-    def __contains__(self, rel: str) -> bool:
-        if self.paths and not within(rel, self.paths):
-            return False
-        return self._matcher is None or self._matcher.matches(rel)
-
-
 @dataclass(frozen=True)
 class EmbedBudget:
     """How much embedding a run may do: at most `passages` texts, and nothing that would end more than
@@ -151,15 +138,6 @@ class EmbedBudget:
     passages: int
     seconds: float  # from the start of the semantic pass
     deadline: float
-
-
-def storable_name(rel: str) -> bool:
-    """False for a file name that is not UTF-8: it cannot be stored or printed faithfully, so it is skipped."""
-    try:
-        rel.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _check(cancel: threading.Event | None) -> None:
@@ -266,9 +244,9 @@ def _lexical_pass(
     only: frozenset[str] | None = None,
 ) -> None:
     if tree is None:
-        entries, unstored, git = _walk_entries(root, selection, index_dir_name, scope, report)
+        entries, unstored, git = walk_entries(root, selection, index_dir_name, scope, report)
     else:
-        entries, unstored, git = _commit_entries(tree, scope, report)
+        entries, unstored, git = commit_entries(tree, scope, report)
     if only is not None:
         entries = [e for e in entries if e.rel in only]
         report.skipped = [s for s in report.skipped if s.rel in only]
@@ -337,7 +315,7 @@ def _lexical_pass(
             report.removed.append(row.path)
     if whole:
         db.set_meta("settings", settings)
-        _record_unstored(db, unstored)
+        record_unstored(db, unstored)
         db.set_meta(WALK_PRUNED, json.dumps(report.pruned))
     elif scope.paths:
         # a run over some paths walked only them (and re-read only them: the rest keeps the chunking it had, so
@@ -345,7 +323,7 @@ def _lexical_pass(
         raw = db.get_meta(WALK_SKIPPED_PATHS)
         if raw is not None:  # absent in an index whose last whole run predates the list: the count stays
             kept = [rel for rel in json.loads(raw) if not within(rel, scope.paths)]
-            _record_unstored(db, [*kept, *(rel for rel in unstored if within(rel, scope.paths))])
+            record_unstored(db, [*kept, *(rel for rel in unstored if within(rel, scope.paths))])
     if tree is not None:
         record_base(db, tree.commit, tree.blobs, complete=not scope.paths and scope.glob is None)
     if tree is not None or jobs or gone or report.touched:  # else no file's content or blob id changed
@@ -353,76 +331,6 @@ def _lexical_pass(
     db.commit()
     report.mark_committed()
     progress.finish()
-
-
-#: past this many paths, a run asks git about the whole root (a command line per path)
-GIT_PATHS_MAX = 200
-
-
-def _git_paths(paths: Sequence[str]) -> list[str]:
-    """What to ask git about for a run over `paths` (none: the whole root): the paths, and each folder on their
-    way that the default ignore list names, whose tracked files decide whether the walk enters it."""
-    if not paths or len(paths) > GIT_PATHS_MAX:
-        return []
-    out = set(paths)
-    for path in paths:
-        parts = path.split("/")
-        out.update(
-            "/".join(parts[: i + 1]) for i, part in enumerate(parts[:-1]) if part in walk.DEFAULT_IGNORE_DIRS
-        )
-    return sorted(out)
-
-
-def _record_unstored(db: Store, unstored: list[str]) -> None:
-    paths = sorted(set(unstored))
-    db.set_meta(WALK_SKIPPED, str(len(paths)))
-    db.set_meta(WALK_SKIPPED_PATHS, json.dumps(paths))
-
-
-def _commit_entries(
-    tree: CommitTree, scope: Scope, report: IndexReport
-) -> tuple[list[FileEntry], list[str], GitState]:
-    report.skipped += [s for s in tree.entries if isinstance(s, Skip) and s.rel in scope]
-    unstored = [item.rel for item in tree.entries if isinstance(item, Skip)]
-    entries = [e for e in tree.entries if isinstance(e, FileEntry) and e.rel in scope]
-    # every blob of a commit is what git says it is: none is dirty
-    return entries, unstored, GitState(tree.blobs)
-
-
-def _walk_entries(
-    root: Path, selection: Selection, index_dir_name: str, scope: Scope, report: IndexReport
-) -> tuple[list[FileEntry], list[str], GitState | None]:
-    entries: list[FileEntry] = []
-
-    def pruned(rel: str) -> None:
-        # only what concerns this run: a folder inside its scope, or one holding a path it was asked to index
-        if not scope.paths or within(rel, scope.paths) or any(within(p, (rel,)) for p in scope.paths):
-            report.pruned.append(rel)
-
-    # the files the walk leaves out are never stored: their paths are kept beside the index so that a status
-    # without a walk of its own counts them too. A run over some paths lists only the folders on the way to
-    # them (a one-file refresh at 1M passages walked all 81k files: 1-5 s)
-    unstored: list[str] = []
-    # git's blob ids first: their listing tells the walk which folders of the default ignore list git tracks
-    git = git_state(root, _git_paths(scope.paths))
-    tracked = git.tracked if git is not None else None
-    items = walk.walk(
-        root, selection, index_dir_name=index_dir_name, on_prune=pruned, under=scope.paths, tracked=tracked
-    )
-    for item in items:
-        if not storable_name(item.rel):
-            unstored.append(item.rel)
-            if item.rel in scope:
-                shown = item.rel.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-                report.skipped.append(Skip(shown, "file name is not valid UTF-8 (rename it to index it)"))
-            continue
-        if isinstance(item, Skip):
-            unstored.append(item.rel)
-            if item.rel in scope:
-                report.skipped.append(item)
-        elif item.rel in scope:
-            entries.append(item)
-    return entries, unstored, git
 
 
 class _Committer:

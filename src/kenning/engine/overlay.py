@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kenning import walk
-from kenning.engine.index import Scope, run_index, storable_name
+from kenning.engine.index import run_index
 from kenning.engine.refresh import forgotten
+from kenning.engine.scope import Scope, storable_name
 from kenning.store.base import COUNTS
 from kenning.store.lock import FileWriterLock
 from kenning.types import within

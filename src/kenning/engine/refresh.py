@@ -14,7 +14,8 @@ import time
 from typing import TYPE_CHECKING
 
 from kenning import walk
-from kenning.engine.index import EmbedBudget, IndexReport, Scope, index_settings, run_index, storable_name
+from kenning.engine.index import EmbedBudget, IndexReport, index_settings, run_index
+from kenning.engine.scope import Scope, storable_name
 from kenning.engine.status import Changes, Refreshed
 from kenning.errors import IndexBusy, IndexError_, IndexMissing
 from kenning.store import Store
