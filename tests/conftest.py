@@ -163,6 +163,9 @@ def spawn_index(
     file or batch (KENNING_PROGRESS_INTERVAL=0), which `signal_in_phase` uses to hold the run where it signals it;
     a paced run must have its stderr read (communicate) or it stops at a full pipe."""
     env = dict(os.environ, KENNING_MODEL="hash", XDG_CONFIG_HOME=str(root.parent / "cfg"), **(env or {}))
+    # in this process, as run_cli runs its commands: a daemon running meanwhile (another test's, a developer's)
+    # would otherwise take the run, and the test's signal would reach only the client that asked it
+    env.setdefault("KENNING_MODE", "direct")
     if paced:
         env["KENNING_PROGRESS_INTERVAL"] = "0"
     return subprocess.Popen(

@@ -80,8 +80,8 @@ def test_interrupted_first_run_resumes_without_rechunking(tmp_path: Path) -> Non
     root = make_tree(tmp_path / "ws", files)
     proc = spawn_index(root, paced=True)
     signal_in_phase(proc, "lexical", 0.5, signal.SIGINT)
-    out, _ = proc.communicate(timeout=60)
-    assert proc.returncode == 130
+    out, errs = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (out, errs[-3000:])  # it once exited 0 in the full suite under load
     db = next((root / ".kenning").glob("*/index.db"))
     con = sqlite3.connect(db)
     kept = con.execute("SELECT count(*) FROM files").fetchone()[0]
