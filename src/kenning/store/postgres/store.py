@@ -356,6 +356,24 @@ class PostgresStore(LexicalPart, EmbeddingsPart, Store):
                 (total_rows, total_tokens, a0),
             )
 
+    def index_vectors(self) -> None:
+        super().index_vectors()
+        self._analyze_lexicon()
+
+    @guarded
+    def _analyze_lexicon(self) -> None:
+        # At the end of an index run that changed a tenth of the postings or more (or of an index never
+        # analyzed): the planner's row counts then hold. Autovacuum does it too, but up to minutes later, and a
+        # fresh index read with no statistics answered scifact's queries in 51 ms (p50) instead of 8.4 ms.
+        row = self.conn.execute(
+            "SELECT n_mod_since_analyze, n_live_tup, coalesce(last_analyze, last_autoanalyze) IS NULL "
+            "FROM pg_stat_user_tables WHERE relid = 'postings'::regclass"
+        ).fetchone()
+        if row is None or not (row[2] or int(row[0]) * 10 > int(row[1])):
+            return
+        for table in ("postings", "term_df", "lexicon_totals"):
+            self.conn.execute(f"ANALYZE {table}")
+
     # -- passages: reads ----------------------------------------------------------------------------------------
     @guarded
     def paths_by_id(self, ids: Iterable[int]) -> dict[int, str]:
