@@ -1,5 +1,5 @@
 """The top k of the PostgreSQL store's bm25 without reading every posting of every query term: one statement,
-exact (the same passages, order and scores as `lexical.UNFILTERED`, which reads them all).
+exact (the same passages, order and scores as `bm25sql.UNFILTERED`, which reads them all).
 
 It works as MaxScore does, with a threshold found first:
 
@@ -7,7 +7,7 @@ It works as MaxScore does, with a threshold found first:
    passages likeliest to score well. A passage's parts in those postings are a lower bound of its score, so
    the k-th best of those sums, theta, is at most the true k-th score.
 2. Bounds. Each term's bound is the most one posting of it can add: weight * (k1 + 1) * max(1, avgdl / avgdl0)
-   * its best impact (`lexical.IMPACT_SQL`). The terms with the smallest bounds, as many as sum below theta,
+   * its best impact (`bm25sql.IMPACT_SQL`). The terms with the smallest bounds, as many as sum below theta,
    are spare: a passage holding only spare terms scores below theta, so it is not in the top k.
 3. Candidates. Every posting of the other terms (the rarer ones, whose lists are shorter) is read, and each
    passage's parts there summed: the k-th best of those sums raises theta when it is higher. A passage whose
@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kenning.store.postgres.lexical import (
+from kenning.store.postgres.bm25sql import (
     GIVEN,
     K1,
     NOT_EXCLUDED,
@@ -98,7 +98,7 @@ TOP_K = {shifted: _TOP_K.format(totals=GIVEN if shifted else STORED) for shifted
 
 
 def top_k(conn: Any, args: dict[str, Any], shifted: bool) -> list[tuple[int, float]]:
-    """The top `args["limit"]` passages and their scores, as `lexical.UNFILTERED` gives them."""
+    """The top `args["limit"]` passages and their scores, as `bm25sql.UNFILTERED` gives them."""
     depth = max(int(args["limit"]) * SEED_DEPTH, MIN_DEPTH)
     # planned for these terms each time: a generic plan, which the server may pick for a statement prepared
     # and run five times, does not know how long each term's list is

@@ -14,7 +14,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from kenning.errors import IndexCorrupt, IndexError_, IndexMismatch
-from kenning.store.postgres.lexical import IMPACT_SQL
+from kenning.store.postgres.bm25sql import IMPACT_SQL
 
 if TYPE_CHECKING:
     import psycopg

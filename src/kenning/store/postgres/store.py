@@ -321,7 +321,7 @@ class PostgresStore(LexicalPart, EmbeddingsPart, Store):
             total_rows = sum(len(t) for t in terms)
             total_tokens = sum(length for t in terms for _, length in t)
             # the reference average length of the postings' impacts: the index's own once it has one, else
-            # this first batch's (lexical.IMPACT_SQL)
+            # this first batch's (bm25sql.IMPACT_SQL)
             found = self.conn.execute("SELECT avgdl0 FROM lexicon_totals").fetchone()
             a0 = float(found[0]) if found and found[0] is not None else None
             if a0 is None and total_tokens:
