@@ -1,93 +1,70 @@
 """The lexical arm of the PostgreSQL store: Okapi BM25 in plain SQL over a postings table.
 
 Every passage's heading, text and identifier parts are cut into FTS5's terms (`kenning.store.tokens`); a posting
-holds a (term, passage) pair with the term's count there and the passage's length in terms, and `lexicon_totals` the
-number of passages and of terms, kept in step in the writer's transactions. A query's score is FTS5's bm25()
-to the digit: k1 1.2, b 0.75, IDF ln((N - df + 0.5) / (df + 0.5)) floored at 1e-6, each query term counted as
-often as it occurs (two words with one stem count twice, as two FTS5 phrases do), and the three columns
-weighted alike. It needs no extension, so it runs on any managed PostgreSQL that has pgvector.
+holds a (term, passage) pair with the term's count there, the passage's length in terms and its impact
+(`bm25sql.py`); `term_df` holds each term's document frequency and `lexicon_totals` the number of passages and of terms, all kept
+in step in the writer's transactions. A query's score is FTS5's bm25() to the digit: k1 1.2, b 0.75, IDF
+ln((N - df + 0.5) / (df + 0.5)) floored at 1e-6, each query term counted as often as it occurs (two words with
+one stem count twice, as two FTS5 phrases do), and the three columns weighted alike; each passage's parts are
+added in the query's term order, so a score is one double whatever plan the server picks (ties, frequent in
+replicated text, then fall to the passage id alike in every statement). It needs no extension, so it runs on any
+managed PostgreSQL that has pgvector.
+
+A plain or overlaid query is answered by `prune.py`, which leaves out the postings of the commonest query terms
+when they cannot lift a passage into the top k; a filtered query by the statement here, which reads every posting
+of every query term (from `postings_impact`, which holds all a posting's columns: no table row is read). Every
+statement is run unprepared, so the server plans it for the terms of each query: a generic plan, which it may
+pick for a statement prepared and run five times, took 0.5 s for a filtered query the custom plan ran in 16 ms.
 """
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from kenning.store.postgres import prune
+from kenning.store.postgres.bm25sql import FULL, UNFILTERED, bm25_part, impact
 from kenning.store.postgres.connect import Connected, guarded
 from kenning.store.terms import any_of_terms
 from kenning.store.tokens import document_terms, query_tokens
 
-K1 = 1.2
-B = 0.75
+#: the query terms' postings from which the pruned statement answers: below, its bounds cost more than they
+#: save (17k passages: 6.6 ms pruned, 2.7 ms reading everything; 300k: 24 and 40 ms)
+PRUNE_ABOVE = 50_000
 
-# FTS5's bm25(): each (term, passage) pair's part, summed per passage; df over the whole index even when the
-# candidates are kept to an allow-list (as FTS5 computes it whatever the WHERE clause keeps). One statement
-# serves both uses, so the overlay's scores (`lexical_shifted`, kenning.store.overlay) cannot drift from the
-# plain ones: N and avgdl come from `lexicon_totals`, or from the caller, as if some passages (`excluded`) were
-# gone and others were there, whose document frequency per term is `extra`
-_BM25 = f"""
-WITH hits AS MATERIALIZED (
-    SELECT term, passage_id, tf, length, count(*) OVER (PARTITION BY term)::float8 AS df
-    FROM postings WHERE term = ANY(%(terms)s) {{excluded}}
-),
-q(term, n, extra) AS (SELECT * FROM unnest(%(terms)s::text[], %(counts)s::int[], %(extra)s::int[])),
-t AS ({{totals}})
-SELECT h.passage_id,
-       sum(q.n * greatest(ln((t.n - (h.df + q.extra) + 0.5) / ((h.df + q.extra) + 0.5)), 1e-6)
-           * (h.tf * {K1 + 1.0}) / (h.tf + {K1} * ({1 - B} + {B} * h.length / nullif(t.avgdl, 0)))) AS score
-FROM hits h JOIN q USING (term) CROSS JOIN t {{allowed}}
-GROUP BY h.passage_id
-ORDER BY score DESC, h.passage_id
-LIMIT %(limit)s
-"""
-_STORED = "SELECT passages::float8 AS n, tokens::float8 / greatest(passages, 1) AS avgdl FROM lexicon_totals"
-_GIVEN = "SELECT %(n)s::float8 AS n, %(avgdl)s::float8 AS avgdl"
-_ALLOW = "JOIN unnest(%(allowed)s::bigint[]) AS a(id) ON a.id = h.passage_id"
-_EXCLUDE = "AND NOT passage_id = ANY(%(excluded)s::bigint[])"
-_SQL = {
-    (shifted, filtered): _BM25.format(
-        excluded=_EXCLUDE if shifted else "",
-        totals=_GIVEN if shifted else _STORED,
-        allowed=_ALLOW if filtered else "",
-    )
-    for shifted in (False, True)
-    for filtered in (False, True)
-}
+__all__ = ["FULL", "PRUNE_ABOVE", "UNFILTERED", "LexicalPart", "bm25_part", "cut", "posting_lines"]
 
 
-def bm25_part(tf: float, length: float, n: float, df: float, avgdl: float, times: int) -> float:
-    """One (term, passage) pair's part of the score, as the SQL above computes it (for passages scored here)."""
-    idf = max(math.log((n - df + 0.5) / (df + 0.5)), 1e-6)
-    return times * idf * (tf * (K1 + 1.0)) / (tf + K1 * ((1 - B) + B * length / avgdl))
+def cut(rows: Sequence[Sequence[Any]]) -> list[tuple[Counter[str], int]]:
+    """Each passage's term counts and length in terms (rows as `rows.passage_values` builds them: heading, text
+    and parts at 2, 3, 4)."""
+    return [document_terms(row[2], row[3], row[4]) for row in rows]
 
 
-def postings(first: int, rows: Sequence[Sequence[Any]]) -> tuple[list[str], list[int]]:
-    """The postings of passages `first`, `first + 1`... (rows as `rows.passage_values` builds them: heading,
-    text and parts at 2, 3, 4) as lines of COPY's text format, and each passage's length in terms. A term is
-    letters, digits and `_` only, so it needs no escaping there."""
+def posting_lines(first: int, terms: Sequence[tuple[Counter[str], int]], a0: float) -> str:
+    """The postings of passages `first`, `first + 1`... as COPY's text format (term, passage_id, tf, length,
+    impact). A term is letters, digits and `_` only, so it needs no escaping there."""
     out: list[str] = []
-    lengths: list[int] = []
-    for i, row in enumerate(rows):
-        counts, length = document_terms(row[2], row[3], row[4])
-        lengths.append(length)
+    for i, (counts, length) in enumerate(terms):
         tail = f"\t{first + i}\t"
-        end = f"\t{length}\n"
-        out.extend(f"{term}{tail}{tf}{end}" for term, tf in counts.items())
-    return out, lengths
+        out.extend(
+            f"{term}{tail}{tf}\t{length}\t{impact(tf, length, a0):.9g}\n" for term, tf in counts.items()
+        )
+    return "".join(out)
 
 
 class LexicalPart(Connected):
     """Lexical candidates (see `kenning.store.base.Store.lexical` for the contract)."""
 
-    _allowed: list[int] | None
+    _allowed: str | None
 
     def restrict_lexical(self, allowed: np.ndarray) -> None:
-        # kept here and sent with each filtered query: a temporary table would need more than SELECT
-        self._allowed = [int(i) for i in allowed.tolist()]
+        # kept here and sent with each filtered query (a temporary table would need more than SELECT), as an
+        # array's text: psycopg took 45 ms to send 54k ids as a list, 4 ms as one string
+        self._allowed = "{" + ",".join(map(str, allowed.tolist())) + "}" if allowed.size else None
 
     def lexical(self, query: str, limit: int, *, filtered: bool = False) -> list[tuple[int, float]]:
         return self._bm25(query, limit, filtered, None)
@@ -133,26 +110,40 @@ class LexicalPart(Connected):
             "terms": list(stems),
             "counts": list(stems.values()),
             "extra": [extra.get(t, 0) for t in stems],
+            "excluded": [],
             "limit": limit,
             **(shift or {}),
         }
         if filtered:
-            allowed = getattr(self, "_allowed", None) or []
+            allowed = getattr(self, "_allowed", None)
             if not allowed:
                 return []
-            args["allowed"] = allowed
-        rows = self.conn.execute(_SQL[shift is not None, filtered], args).fetchall()
+            # every posting read, then the allow-list: measured faster than the pruned statement with a filter
+            # of 2% or 50% of the passages (the seeds' lists are mostly outside it)
+            sql, args = FULL[shift is not None], {**args, "allowed": allowed}
+        else:
+            row = self.conn.execute(
+                "SELECT coalesce(sum(df), 0) FROM term_df WHERE term = ANY(%s)", (args["terms"],)
+            ).fetchone()
+            held = int(row[0]) if row else 0
+            if not held:
+                return []
+            if held >= PRUNE_ABOVE:
+                return prune.top_k(self.conn, args, shift is not None)
+            sql = UNFILTERED[shift is not None]
+        rows = self.conn.execute(sql, args, prepare=False).fetchall()
         return [(int(r[0]), float(r[1])) for r in rows]
 
     @guarded
     def term_frequencies(self, terms: Sequence[str], excluded: Sequence[int]) -> list[tuple[str, int]]:
         """(term, passages holding it) of each of `terms` held anywhere, the `excluded` passages not counted."""
         rows = self.conn.execute(
-            "SELECT term, count(*) FROM postings WHERE term = ANY(%s) AND NOT passage_id = ANY(%s::bigint[]) "
-            "GROUP BY term",
-            (list(terms), list(excluded)),
+            "SELECT d.term, d.df - (SELECT count(*) FROM postings g "
+            "WHERE g.term = d.term AND g.passage_id = ANY(%(excluded)s::bigint[])) AS df "
+            "FROM term_df d WHERE d.term = ANY(%(terms)s)",
+            {"terms": list(terms), "excluded": list(excluded)},
         ).fetchall()
-        return [(str(r[0]), int(r[1])) for r in rows]
+        return [(str(r[0]), int(r[1])) for r in rows if int(r[1]) > 0]
 
     @staticmethod
     def query_stems(query: str) -> Counter[str]:

@@ -5,6 +5,7 @@ Each migration runs in one transaction; an index from a newer kenning is refused
 column has no declared dimension (an index is made before its first vector); the HNSW index over it, an
 expression index at their dimension (`vector_index`), is built in one pass at the end of the index run that takes
 the vectors past what an exact scan serves (`EmbeddingsPart.index_vectors`), and kept up to date row by row after.
+Migration 2 gives the lexical arm its document frequencies and impact-ordered postings (`lexical.py`).
 """
 
 from __future__ import annotations
@@ -13,14 +14,25 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from kenning.errors import IndexCorrupt, IndexError_, IndexMismatch
+from kenning.store.postgres.bm25sql import IMPACT_SQL
 
 if TYPE_CHECKING:
     import psycopg
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 REBUILD = "run `kenning index --rebuild` to build it again, or `kenning index --drop` to delete it"
 _EXPECTED_TABLES = frozenset(
-    {"migrations", "meta", "files", "passages", "definitions", "postings", "lexicon_totals", "vectors"}
+    {
+        "migrations",
+        "meta",
+        "files",
+        "passages",
+        "definitions",
+        "postings",
+        "term_df",
+        "lexicon_totals",
+        "vectors",
+    }
 )
 
 _MIGRATIONS: list[tuple[int, str, str]] = [
@@ -81,6 +93,39 @@ _MIGRATIONS: list[tuple[int, str, str]] = [
         CREATE TABLE vectors(
             ehash bytea NOT NULL, win integer NOT NULL, embedding vector NOT NULL, PRIMARY KEY (ehash, win)
         );
+        """,
+    ),
+    (
+        2,
+        "document frequencies and impact-ordered postings",
+        # term_df spares a query counting each term's postings. postings_impact holds every column of a posting
+        # by term and descending impact, so a query reads a term's postings from it alone, the best first
+        # (lexical.py, prune.py). The key becomes (passage_id, term), with tf and length: a writer's postings
+        # then go at the end of it (ids ascend) instead of all over it, which paid for the new index (ingest
+        # of 100k passages: 39 s before, 84 s with both term-first indexes), a lookup by (term, passage) reads
+        # the key alone, and a delete by passage needs no other index. An index with passages takes their
+        # average length as its reference (A0); an empty one gets it from its first write. The impacts are
+        # computed by one rewrite of the table (a generated column whose expression is then dropped): an
+        # UPDATE would leave every row twice; the table keeps its privileges.
+        f"""
+        CREATE TABLE term_df(term text PRIMARY KEY, df bigint NOT NULL);
+        INSERT INTO term_df SELECT term, count(*) FROM postings GROUP BY term;
+        ALTER TABLE lexicon_totals ADD COLUMN avgdl0 double precision;
+        UPDATE lexicon_totals SET avgdl0 = tokens::float8 / passages WHERE passages > 0 AND tokens > 0;
+        ALTER TABLE postings DROP CONSTRAINT postings_pkey;
+        DROP INDEX postings_passage;
+        DO $$ BEGIN
+            EXECUTE format(
+                'ALTER TABLE postings ADD COLUMN impact real GENERATED ALWAYS AS ({IMPACT_SQL.format(a0="%s")}) STORED',
+                (SELECT coalesce(avgdl0, 1) FROM lexicon_totals)
+            );
+        END $$;
+        ALTER TABLE postings ALTER COLUMN impact DROP EXPRESSION;
+        ALTER TABLE postings ADD CONSTRAINT postings_pkey PRIMARY KEY (passage_id, term) INCLUDE (tf, length);
+        CREATE INDEX postings_impact ON postings(term, impact DESC) INCLUDE (passage_id, tf, length);
+        ANALYZE postings;
+        ANALYZE term_df;
+        ANALYZE lexicon_totals;
         """,
     ),
 ]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, ClassVar
@@ -23,7 +24,7 @@ from kenning.store.base import COUNTS, SNAPSHOT_BEHIND, Features, Store
 from kenning.store.postgres import schema
 from kenning.store.postgres.connect import connect, describe, guarded, server_error
 from kenning.store.postgres.embeddings import EmbeddingsPart
-from kenning.store.postgres.lexical import LexicalPart, postings
+from kenning.store.postgres.lexical import LexicalPart, cut, posting_lines
 from kenning.store.rows import Definition, FileRow, PassageRow, PassageValues, symbol
 from kenning.types import Symbol
 
@@ -268,7 +269,16 @@ class PostgresStore(LexicalPart, EmbeddingsPart, Store):
             if not gone:
                 return 0
             ids = [int(r[0]) for r in gone]
-            self.conn.execute("DELETE FROM postings WHERE passage_id = ANY(%s)", (ids,))
+            # each term's df less the postings that go; a term no passage holds any more leaves term_df
+            emptied = self.conn.execute(
+                "WITH gone AS (DELETE FROM postings WHERE passage_id = ANY(%s) RETURNING term), "
+                "c AS (SELECT term, count(*) AS n FROM gone GROUP BY term), "
+                "u AS (UPDATE term_df d SET df = d.df - c.n FROM c WHERE d.term = c.term RETURNING d.term, d.df) "
+                "SELECT term FROM u WHERE df <= 0",
+                (ids,),
+            ).fetchall()
+            if emptied:
+                self.conn.execute("DELETE FROM term_df WHERE term = ANY(%s)", ([r[0] for r in emptied],))
             self.conn.execute("DELETE FROM definitions WHERE passage_id = ANY(%s)", (ids,))
             self.conn.execute(
                 "UPDATE lexicon_totals SET passages = passages - %s, tokens = tokens - %s",
@@ -314,16 +324,19 @@ class PostgresStore(LexicalPart, EmbeddingsPart, Store):
         with self._atomic():
             self._snapshot_behind()
             cur = self.conn.cursor()
-            total_rows = total_tokens = 0
+            terms = [cut(rows) for _, _, rows, _ in pending]
+            total_rows = sum(len(t) for t in terms)
+            total_tokens = sum(length for t in terms for _, length in t)
+            # the reference average length of the postings' impacts: the index's own once it has one, else
+            # this first batch's (bm25sql.IMPACT_SQL)
+            found = self.conn.execute("SELECT avgdl0 FROM lexicon_totals").fetchone()
+            a0 = float(found[0]) if found and found[0] is not None else None
+            if a0 is None and total_tokens:
+                a0 = total_tokens / total_rows
             with cur.copy(f"COPY passages ({_PASSAGE_COLUMNS}) FROM STDIN") as copy:
-                all_terms = []
-                for file_id, first, rows, _ in pending:
-                    terms, lengths = postings(first, rows)
-                    all_terms.append(terms)
-                    total_rows += len(rows)
-                    total_tokens += sum(lengths)
+                for (file_id, first, rows, _), cuts in zip(pending, terms, strict=True):
                     for i, row in enumerate(rows):
-                        copy.write_row((first + i, file_id, *(_clean(v) for v in row), lengths[i]))
+                        copy.write_row((first + i, file_id, *(_clean(v) for v in row), cuts[i][1]))
             if any(p[3] for p in pending):
                 with cur.copy("COPY definitions (passage_id, seq, kind, name, scope) FROM STDIN") as copy:
                     for _, first, _, defined in pending:
@@ -331,13 +344,42 @@ class PostgresStore(LexicalPart, EmbeddingsPart, Store):
                         for i, kind, name, scope in defined:
                             seq[i] = seq.get(i, -1) + 1
                             copy.write_row((first + i, seq[i], kind, _clean(name), _clean(scope)))
-            with cur.copy("COPY postings (term, passage_id, tf, length) FROM STDIN") as copy:
-                for lines in all_terms:
-                    copy.write("".join(lines))
+            df: Counter[str] = Counter()
+            if a0 is not None:
+                with cur.copy("COPY postings (term, passage_id, tf, length, impact) FROM STDIN") as copy:
+                    for (_, first, _, _), cuts in zip(pending, terms, strict=True):
+                        copy.write(posting_lines(first, cuts, a0))
+                        for counts, _ in cuts:
+                            df.update(counts.keys())
+            if df:
+                self.conn.execute(
+                    "INSERT INTO term_df SELECT * FROM unnest(%s::text[], %s::bigint[]) "
+                    "ON CONFLICT (term) DO UPDATE SET df = term_df.df + excluded.df",
+                    (list(df), list(df.values())),
+                )
             self.conn.execute(
-                "UPDATE lexicon_totals SET passages = passages + %s, tokens = tokens + %s",
-                (total_rows, total_tokens),
+                "UPDATE lexicon_totals SET passages = passages + %s, tokens = tokens + %s, "
+                "avgdl0 = coalesce(avgdl0, %s)",
+                (total_rows, total_tokens, a0),
             )
+
+    def index_vectors(self) -> None:
+        super().index_vectors()
+        self._analyze_lexicon()
+
+    @guarded
+    def _analyze_lexicon(self) -> None:
+        # At the end of an index run that changed a tenth of the postings or more (or of an index never
+        # analyzed): the planner's row counts then hold. Autovacuum does it too, but up to minutes later, and a
+        # fresh index read with no statistics answered scifact's queries in 51 ms (p50) instead of 8.4 ms.
+        row = self.conn.execute(
+            "SELECT n_mod_since_analyze, n_live_tup, coalesce(last_analyze, last_autoanalyze) IS NULL "
+            "FROM pg_stat_user_tables WHERE relid = 'postings'::regclass"
+        ).fetchone()
+        if row is None or not (row[2] or int(row[0]) * 10 > int(row[1])):
+            return
+        for table in ("postings", "term_df", "lexicon_totals"):
+            self.conn.execute(f"ANALYZE {table}")
 
     # -- passages: reads ----------------------------------------------------------------------------------------
     @guarded
