@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -21,6 +22,13 @@ from kenning.errors import EmbedderError
 # The default model's weights are fetched once (83 MB, pinned) and kept where a user's kenning keeps them, so
 # that every test of the real model, in this run and the next, uses one copy; subprocesses inherit it.
 os.environ.setdefault("KENNING_WEIGHTS_DIR", str(Path.home() / ".cache" / "kenning" / "weights"))
+
+# A suite started in the background of a shell without job control (`cmd &` in a script) inherits an ignored
+# SIGINT, and so would every process it starts: the tests that Ctrl-C a run (and kenning, which rightly keeps an
+# ignored SIGINT ignored) would see it run to the end and exit 0. Those tests are about Ctrl-C, so the suite
+# takes SIGINT back, as an interactive Python has it.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")
