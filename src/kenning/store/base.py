@@ -281,10 +281,10 @@ class Store(ABC):
         """Empty the log `vector_changes` reads; in the transaction that publishes what it held."""
         return None
 
-    def index_vectors(self) -> None:
-        """Bring a backend's own vector index (`features.indexes_vectors`) up to date with its rows, at the end
-        of an index run: a backend may build it here in one pass rather than row by row as vectors arrive.
-        Here nothing."""
+    def build_indexes(self) -> None:
+        """Bring a backend's own indexes (its vector index, `features.indexes_vectors`, and any other) up to date
+        with its rows, at the end of an index run: a backend may build one here in one pass rather than row by
+        row as the rows arrive. Here nothing."""
         return None
 
     def vectors_of(self, ids: np.ndarray, dim: int) -> tuple[np.ndarray, np.ndarray]:

@@ -250,6 +250,35 @@ def has_vector_index(conn: psycopg.Connection[Any], schema: str) -> bool:
     return bool(row and row[0])
 
 
+def has_postings_index(conn: psycopg.Connection[Any], schema: str) -> bool:
+    row = conn.execute(
+        "SELECT to_regclass(%s) IS NOT NULL", (f"{quoted(schema)}.postings_impact",)
+    ).fetchone()
+    return bool(row and row[0])
+
+
+#: the most sort memory the postings' impact index is built with (its `maintenance_work_mem`)
+MAX_SORT_MEMORY = 2**30
+
+
+def postings_index(conn: psycopg.Connection[Any], schema: str) -> None:
+    """The postings by term and descending impact (migration 2's `postings_impact`), built in one pass over the
+    table (a first run leaves it out while it writes), with up to MAX_SORT_MEMORY to sort in."""
+    row = conn.execute(
+        "SELECT pg_size_bytes(current_setting('maintenance_work_mem')), pg_table_size(%s)",
+        (f"{quoted(schema)}.postings",),
+    ).fetchone()
+    if row is not None and int(row[0]) < min(MAX_SORT_MEMORY, int(row[1])):
+        conn.execute(
+            "SELECT set_config('maintenance_work_mem', %s, true)",
+            (f"{min(MAX_SORT_MEMORY, int(row[1])) // 2**20 + 1}MB",),
+        )
+    conn.execute(
+        f"CREATE INDEX IF NOT EXISTS postings_impact ON {quoted(schema)}.postings(term, impact DESC) "
+        "INCLUDE (passage_id, tf, length)"
+    )
+
+
 def vector_index(conn: psycopg.Connection[Any], schema: str, dim: int, rows: int) -> None:
     """The HNSW index (cosine) over the vectors at `dim` dimensions, built in one pass over `rows` rows.
 

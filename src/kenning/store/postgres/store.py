@@ -331,6 +331,8 @@ class PostgresStore(LexicalPart, EmbeddingsPart, Store):
             # this first batch's (bm25sql.IMPACT_SQL)
             found = self.conn.execute("SELECT avgdl0 FROM lexicon_totals").fetchone()
             a0 = float(found[0]) if found and found[0] is not None else None
+            if a0 is None:  # the index's first postings: its impact index is built at the run's end
+                self.conn.execute(f"DROP INDEX IF EXISTS {schema.quoted(self.schema)}.postings_impact")
             if a0 is None and total_tokens:
                 a0 = total_tokens / total_rows
             with cur.copy(f"COPY passages ({_PASSAGE_COLUMNS}) FROM STDIN") as copy:
@@ -363,9 +365,20 @@ class PostgresStore(LexicalPart, EmbeddingsPart, Store):
                 (total_rows, total_tokens, a0),
             )
 
-    def index_vectors(self) -> None:
-        super().index_vectors()
+    def build_indexes(self) -> None:
+        self.index_vectors()
+        self._index_postings()
         self._analyze_lexicon()
+
+    @guarded
+    def _index_postings(self) -> None:
+        # A first run writes its postings with no `postings_impact` (its first batch drops the index of the new,
+        # empty table): kept up to date row by row, that index made a first run of 1M passages 2.2x slower
+        # (664 s against 301). It is built here in one pass; a run killed before this leaves the index marked
+        # behind, and the next run's end builds it.
+        if not schema.has_postings_index(self.conn, self.schema):
+            with self._atomic():
+                schema.postings_index(self.conn, self.schema)
 
     @guarded
     def _analyze_lexicon(self) -> None:
