@@ -5,7 +5,8 @@ Each migration runs in one transaction; an index from a newer kenning is refused
 column has no declared dimension (an index is made before its first vector); the HNSW index over it, an
 expression index at their dimension (`vector_index`), is built in one pass at the end of the index run that takes
 the vectors past what an exact scan serves (`EmbeddingsPart.index_vectors`), and kept up to date row by row after.
-Migration 2 gives the lexical arm its document frequencies and impact-ordered postings (`lexical.py`).
+Migration 2 gives the lexical arm its document frequencies and impact-ordered postings (`lexical.py`); a first
+run writes its postings without that index and builds it in one pass at its end (`postings_index`).
 """
 
 from __future__ import annotations
