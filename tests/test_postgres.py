@@ -319,7 +319,7 @@ def test_hnsw_index_is_built_in_one_pass_at_the_end_of_a_run_not_row_by_row(
     from kenning.config import Config
     from kenning.engine import Engine
     from kenning.store.postgres import embeddings as pg_embeddings
-    from kenning.store.postgres.schema import has_vector_index
+    from kenning.store.postgres.schema import has_index
 
     root = make_tree(
         tmp_path / "ws", {f"n{i}.md": f"# Note {i}\n\nretry budget {i} for uploads\n" for i in range(8)}
@@ -329,14 +329,14 @@ def test_hnsw_index_is_built_in_one_pass_at_the_end_of_a_run_not_row_by_row(
     engine = Engine(root, config=config)
     engine.index()
     db = engine._connect()
-    assert not has_vector_index(db.conn, db.schema)  # type: ignore[attr-defined]
+    assert not has_index(db.conn, db.schema, "vectors_hnsw")  # type: ignore[attr-defined]
     db.close()
     engine.close()
     seen: list[bool] = []
     original = pg_embeddings.EmbeddingsPart.add_embeddings
 
     def watching(self: Any, *args: Any, **kwargs: Any) -> None:
-        seen.append(has_vector_index(self.conn, self.schema))
+        seen.append(has_index(self.conn, self.schema, "vectors_hnsw"))
         original(self, *args, **kwargs)
 
     monkeypatch.setattr(pg_embeddings.EmbeddingsPart, "add_embeddings", watching)
@@ -345,7 +345,7 @@ def test_hnsw_index_is_built_in_one_pass_at_the_end_of_a_run_not_row_by_row(
     engine = Engine(root, config=config)
     engine.index()
     db = engine._connect()
-    assert seen == [False] and has_vector_index(db.conn, db.schema)  # type: ignore[attr-defined]
+    assert seen == [False] and has_index(db.conn, db.schema, "vectors_hnsw")  # type: ignore[attr-defined]
     db.close()
     (root / "n1.md").write_text("# Note 1\n\nchanged again\n")
     engine.index()  # the index exists: the new rows join it as they are written

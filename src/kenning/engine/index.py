@@ -148,8 +148,8 @@ def _check(cancel: threading.Event | None) -> None:
 def publish(directory: Path, db: Store, dim: int) -> dict[str, int]:
     """After a change to passages or vectors: fresh snapshots (where the store keeps them) and totals."""
     write_postings(directory, db)
+    db.build_indexes()
     if db.features.indexes_vectors:
-        db.build_indexes()
         db.set_meta(SNAPSHOT_BEHIND, "0")  # its own index is up to date with every commit
         return db.save_counts()
     # the snapshot knows how many passages have a vector: counting them in the store costs seconds at 1M

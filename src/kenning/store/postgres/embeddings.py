@@ -123,7 +123,7 @@ class EmbeddingsPart(Connected):
         # graph ran at about 200 vectors a second on 2 cores (a first index of 90k vectors took 7 minutes);
         # afterwards each batch's rows join the index as they are written
         dim = self._vector_dim()
-        if dim is None or schema.has_vector_index(self.conn, self.schema):
+        if dim is None or schema.has_index(self.conn, self.schema, "vectors_hnsw"):
             return
         if self._vector_rows() > EXACT_BELOW:
             # the build's memory is sized by the rows there are, counted: the planner's estimate of a table

@@ -21,6 +21,9 @@ if TYPE_CHECKING:
     import psycopg
 
 SCHEMA_VERSION = 2
+#: the lexical arm's postings by term and descending impact: made by migration 2, left out by a first run while
+#: it writes and built at its end (`postings_index`)
+POSTINGS_IMPACT = "postings_impact ON {table}(term, impact DESC) INCLUDE (passage_id, tf, length)"
 REBUILD = "run `kenning index --rebuild` to build it again, or `kenning index --drop` to delete it"
 _EXPECTED_TABLES = frozenset(
     {
@@ -123,7 +126,7 @@ _MIGRATIONS: list[tuple[int, str, str]] = [
         END $$;
         ALTER TABLE postings ALTER COLUMN impact DROP EXPRESSION;
         ALTER TABLE postings ADD CONSTRAINT postings_pkey PRIMARY KEY (passage_id, term) INCLUDE (tf, length);
-        CREATE INDEX postings_impact ON postings(term, impact DESC) INCLUDE (passage_id, tf, length);
+        CREATE INDEX {POSTINGS_IMPACT.format(table="postings")};
         ANALYZE postings;
         ANALYZE term_df;
         ANALYZE lexicon_totals;
@@ -246,38 +249,30 @@ def graph_bytes(dim: int) -> int:
     return (4 * dim + 1024) * 5 // 4
 
 
-def has_vector_index(conn: psycopg.Connection[Any], schema: str) -> bool:
-    row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (f"{quoted(schema)}.vectors_hnsw",)).fetchone()
+def has_index(conn: psycopg.Connection[Any], schema: str, name: str) -> bool:
+    """Whether the index `name` (`vectors_hnsw`, `postings_impact`) is in the index's schema."""
+    row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (f"{quoted(schema)}.{name}",)).fetchone()
     return bool(row and row[0])
 
 
-def has_postings_index(conn: psycopg.Connection[Any], schema: str) -> bool:
-    row = conn.execute(
-        "SELECT to_regclass(%s) IS NOT NULL", (f"{quoted(schema)}.postings_impact",)
-    ).fetchone()
-    return bool(row and row[0])
+def build_memory(conn: psycopg.Connection[Any], need: int) -> None:
+    """Raise the server's `maintenance_work_mem` to `need` bytes for this transaction only (never lower it): an
+    index build that outgrows it spills to disk midway."""
+    row = conn.execute("SELECT pg_size_bytes(current_setting('maintenance_work_mem'))").fetchone()
+    if row is not None and int(row[0]) < need:
+        conn.execute("SELECT set_config('maintenance_work_mem', %s, true)", (f"{-(-need // 2**20)}MB",))
 
 
-#: the most sort memory the postings' impact index is built with (its `maintenance_work_mem`)
+#: the most sort memory the postings' impact index is built with
 MAX_SORT_MEMORY = 2**30
 
 
 def postings_index(conn: psycopg.Connection[Any], schema: str) -> None:
-    """The postings by term and descending impact (migration 2's `postings_impact`), built in one pass over the
-    table (a first run leaves it out while it writes), with up to MAX_SORT_MEMORY to sort in."""
-    row = conn.execute(
-        "SELECT pg_size_bytes(current_setting('maintenance_work_mem')), pg_table_size(%s)",
-        (f"{quoted(schema)}.postings",),
-    ).fetchone()
-    if row is not None and int(row[0]) < min(MAX_SORT_MEMORY, int(row[1])):
-        conn.execute(
-            "SELECT set_config('maintenance_work_mem', %s, true)",
-            (f"{min(MAX_SORT_MEMORY, int(row[1])) // 2**20 + 1}MB",),
-        )
-    conn.execute(
-        f"CREATE INDEX IF NOT EXISTS postings_impact ON {quoted(schema)}.postings(term, impact DESC) "
-        "INCLUDE (passage_id, tf, length)"
-    )
+    """`POSTINGS_IMPACT`, built in one pass over the postings (a first run leaves it out while it writes), with
+    as much sort memory as the table's size, up to MAX_SORT_MEMORY."""
+    row = conn.execute("SELECT pg_table_size(%s)", (f"{quoted(schema)}.postings",)).fetchone()
+    build_memory(conn, min(MAX_SORT_MEMORY, int(row[0]) if row else 0))
+    conn.execute(f"CREATE INDEX IF NOT EXISTS {POSTINGS_IMPACT.format(table=f'{quoted(schema)}.postings')}")
 
 
 def vector_index(conn: psycopg.Connection[Any], schema: str, dim: int, rows: int) -> None:
@@ -285,10 +280,7 @@ def vector_index(conn: psycopg.Connection[Any], schema: str, dim: int, rows: int
 
     The build is fast while its graph fits in `maintenance_work_mem` and slow once it spills; the server's
     setting is raised for this transaction only, to what the graph needs and at most MAX_BUILD_MEMORY."""
-    need = min(MAX_BUILD_MEMORY, rows * graph_bytes(dim)) // 2**20 + 64
-    row = conn.execute("SELECT pg_size_bytes(current_setting('maintenance_work_mem'))").fetchone()
-    if row is not None and int(row[0]) < need * 2**20:
-        conn.execute("SELECT set_config('maintenance_work_mem', %s, true)", (f"{need}MB",))
+    build_memory(conn, min(MAX_BUILD_MEMORY, rows * graph_bytes(dim)) + 64 * 2**20)
     q = quoted(schema)
     conn.execute(
         f"CREATE INDEX IF NOT EXISTS vectors_hnsw ON {q}.vectors "
