@@ -38,6 +38,7 @@ from kenning_run import CONFIGS, DEFAULT, DEFAULT_CONFIGS, KConfig, parse_config
 from peer_run import PEERS, run_peer  # noqa: E402
 from report import render, write_block  # noqa: E402
 
+import gitsets  # noqa: E402
 from codeset_multi import set_names  # noqa: E402
 from eval import score, subset  # noqa: E402
 from sets import CODE_SETS, DEV_SETS, EvalSet, quick, resolve  # noqa: E402
@@ -67,6 +68,17 @@ def kenning_source() -> str:
         [*git, "status", "--porcelain", "src"], capture_output=True, text=True
     ).stdout.strip()
     return (head or "unknown") + (" + uncommitted edits in src/" if dirty else "")
+
+
+def expand(spec: str) -> list[str]:
+    """A set name, or a group: `codeset` (issue 18's sets), a git family (`questions`, `mined`), or a family's
+    split (`questions:dev`, `mined:test`)."""
+    if spec == "codeset":
+        return set_names()
+    family, _, split = spec.partition(":")
+    if family in gitsets.FAMILIES:
+        return gitsets.set_names(family, split or None)
+    return [spec]
 
 
 def scored(s: EvalSet, run: Path) -> dict[str, Any]:
@@ -150,7 +162,7 @@ def main(argv: list[str] | None = None) -> None:
     results_path = work / "results.json"
     results: dict[str, Any] = json.loads(results_path.read_text()) if results_path.is_file() else {}
 
-    specs = [n for spec in args.sets.split(",") for n in (set_names() if spec == "codeset" else [spec])]
+    specs = [n for spec in args.sets.split(",") for n in expand(spec)]
     for spec in [] if args.report_only else specs:
         s = resolve(spec, HERE.parent / ".work")
         if args.quick:

@@ -18,12 +18,13 @@ from faqset import SOURCES as FAQ_SOURCES
 from faqset import ensure_faqset
 
 import codeset_multi
+import gitsets
 from eval import SETS as EVAL_SETS
 from eval import read_queries, set_folder, subset
 
 DEV_SETS = ("scifact", "cosqa", "cranfield", "cisi", "medline", "rich", "celery-faq")
 # sets with source code, where code_symbols matters
-CODE_SETS = ("cosqa", "rich", "celery-faq", *codeset_multi.set_names())
+CODE_SETS = ("cosqa", "rich", "celery-faq", *codeset_multi.set_names(), *gitsets.set_names())
 SPAN = re.compile(r":\d+(-\d+)?$")
 
 
@@ -60,6 +61,16 @@ def resolve(spec: str, work: Path) -> EvalSet:
         base = codeset_multi.ensure(work / "sets", name)
         return EvalSet(
             name, base / "corpus", base / "queries.jsonl", base / "qrels.jsonl", base / "spans.jsonl"
+        )
+    if gitsets.by_set_name(name) is not None:
+        base = gitsets.ensure(name, work / "sets")
+        spans = base / "spans.jsonl"
+        return EvalSet(
+            name,
+            base / "corpus",
+            base / "queries.jsonl",
+            base / "qrels.jsonl",
+            spans if spans.is_file() else None,
         )
     if name in FAQ_SOURCES:
         base = ensure_faqset(work / "sets", name)
