@@ -757,8 +757,8 @@ def test_stop_signals_a_daemon_it_cannot_ask(served: tuple[DaemonHarness, Path])
     h, _ = served
     assert h.process is not None
     (h.runtime / "daemon.sock").unlink()  # as a cleaner of /tmp does: the stop request cannot be sent
-    stopping = subprocess.Popen(
-        [sys.executable, "-m", "kenning", "daemon", "stop", "--timeout", "1"],
+    stopping = subprocess.Popen(  # the default --timeout: a SIGTERM'd daemon is given it to wind down
+        [sys.executable, "-m", "kenning", "daemon", "stop"],
         env=h.env,
         stderr=subprocess.PIPE,
         text=True,
@@ -1063,3 +1063,47 @@ def test_regression_deep_json_or_an_unknown_home_was_a_500(served: tuple[DaemonH
     code, body = h.http("/api/search?q=retry&root=~nosuchuser/x")
     assert code == 400 and "not attached" in body["error"]
     assert "Traceback" not in _daemon_log(h)
+
+
+def test_regression_stop_killed_a_daemon_still_winding_down(harness: DaemonHarness, tmp_path: Path) -> None:
+    """`daemon stop` gave a daemon it signalled 5 s to be gone, then SIGKILL: on a loaded machine a daemon still
+    closing its roots was killed (exit -9). Here the wind-down is held longer than that on purpose: the root's
+    writer is in an embedding request the test answers only later."""
+    from embed_server import Behaviour, embedding_server
+
+    behaviour = Behaviour()
+    with embedding_server(behaviour) as url:
+        config = Path(harness.env["XDG_CONFIG_HOME"]) / "kenning" / "config.toml"
+        config.parent.mkdir(parents=True)
+        config.write_text(
+            f'allow_remote = true\n[embedders.remote]\nprovider = "openai"\nurl = "{url}"\ndim = 64\n'
+        )
+        harness.env["KENNING_MODEL"] = "remote"
+        root = make_tree(tmp_path / "ws", dict(CORPUS))
+        assert harness.cli("index", str(root), KENNING_MODE="direct").returncode == 0
+        harness.start(root)
+        assert harness.process is not None
+        wait_for(lambda: harness.root_status(root).get("watcher"), 30, "the watcher")
+        behaviour.hold_after(0)
+        try:
+            (root / "late.md").write_text("# Late\n\nAn okapi in the forest.\n")
+            wait_for(lambda: behaviour.in_flight > 0, 30, "the watcher's refresh to ask for vectors")
+            (harness.runtime / "daemon.sock").unlink()  # not asked: signalled
+            stopping = subprocess.Popen(
+                [sys.executable, "-m", "kenning", "daemon", "stop"],
+                env=harness.env,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            # it has taken the signal and is winding down, waiting for its writer; hold it there past 5 s
+            wait_for(lambda: not (harness.runtime / "daemon.json").exists(), 30, "the wind-down to begin")
+            time.sleep(6)
+            assert stopping.poll() is None and harness.process.poll() is None
+        finally:
+            behaviour.release()
+        try:
+            assert harness.process.wait(timeout=60) == 0
+            _, err = stopping.communicate(timeout=60)
+        finally:
+            stopping.kill()
+        assert stopping.returncode == 0 and err == "kenning daemon: stopped\n"
