@@ -899,20 +899,27 @@ def test_a_quiet_command_through_the_daemon_keeps_saying_it_lives(
     request = {"op": "run", "command": "index", "args": args, "env": client.relevant_env()}
     request["code"] = client.code_identity()
     heard: list[dict[str, object]] = []
-    released = threading.Event()
+    held, released = threading.Event(), threading.Event()
 
     def hold() -> None:
         with writer_lock(root / ".kenning", operation="index"):
-            released.wait(5.0)
+            held.set()
+            released.wait(120)  # let go once the client has heard the daemon say it lives
+
+    def hear(message: dict[str, object]) -> bool:
+        heard.append(message)
+        if message == {"alive": True}:
+            released.set()
+        return "exit" in message or "fallback" in message
 
     holder = threading.Thread(target=hold)
     holder.start()
     try:
-        time.sleep(0.3)
+        assert held.wait(30)
         sock = client.connect()
         assert sock is not None
         sock.settimeout(client.SILENCE)
-        client.exchange(sock, request, lambda m: bool(heard.append(m)) or "exit" in m or "fallback" in m)
+        client.exchange(sock, request, hear)
     finally:
         released.set()
         holder.join()

@@ -658,8 +658,9 @@ def test_a_writer_that_waits_gets_the_lock_when_the_holder_lets_go(backend: Back
     thread.start()
     try:
         assert holding.wait(10)
-        release.set()
+        # timed from before the release: a waiter descheduled past the holder's 0.2 s measured less
         started = time.monotonic()
+        release.set()
         with backend.lock().hold(wait=10.0, operation="search --refresh"):
             assert 0.1 < time.monotonic() - started < 9  # it waited for the holder, and no longer
     finally:
