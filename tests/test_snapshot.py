@@ -18,9 +18,9 @@ import pytest
 
 from conftest import git, make_tree, run_cli
 from kenning.engine import Engine
-from kenning.engine.snapshot import Candidate, export, find_snapshot, import_snapshot, prune
+from kenning.engine.snapshot import Candidate, export, find_snapshot, import_snapshot
 from kenning.errors import IndexCorrupt, IndexMismatch, UsageError
-from kenning.store.pack import read_info
+from kenning.pack import prune, read_info
 
 TOPICS = [
     ("upload", "retry failed uploads with exponential backoff and jitter"),

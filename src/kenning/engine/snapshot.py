@@ -2,7 +2,7 @@
 working tree's edits laid on top where it is searched.
 
 CI runs `kenning snapshot export --commit HEAD -o X.kpack .`: the index is brought to that commit's files
-(read from git's objects, `Engine.index(commit=...)`) and packed (`kenning.store.pack`). A machine that has no
+(read from git's objects, `Engine.index(commit=...)`) and packed (`kenning.pack`). A machine that has no
 index of a root yet, and a `snapshot_source`, starts from the newest snapshot whose commit is an ancestor of
 HEAD (the merge-base side of the history, so the overlay is small): the pack's database becomes the local
 index, and an ordinary index run then brings in every file that differs from that commit (committed since,
@@ -20,13 +20,9 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sqlite3
 import subprocess
-import tempfile
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,8 +30,9 @@ from typing import TYPE_CHECKING, Any
 from kenning.engine.base_commit import BASE, base_of
 from kenning.engine.index import IndexReport, Progress, publish
 from kenning.errors import IndexCorrupt, IndexError_, IndexMismatch, KenningError, UsageError
+from kenning.pack import PACK_SUFFIX, PackInfo, base_chain, read_info, unpack_chain, write_pack
+from kenning.pack.fetch import download, is_url
 from kenning.store.layout import Manifest, selection_from_json
-from kenning.store.pack import PACK_SUFFIX, PackInfo, base_chain, read_info, unpack_chain, write_pack
 from kenning.store.sqlite import SqliteStore
 from kenning.store.sqlite.schema import SCHEMA_VERSION
 from kenning.version import version
@@ -46,10 +43,9 @@ if TYPE_CHECKING:
     from kenning.engine import Engine
     from kenning.types import Selection
 
-__all__ = ["Candidate", "export", "find_snapshot", "import_snapshot", "prune", "seed"]
+__all__ = ["Candidate", "export", "find_snapshot", "import_snapshot", "seed"]
 
 URL_HISTORY = 50  # commits of HEAD's first-parent history a {commit} URL is tried for, newest first
-URL_TIMEOUT = 30.0
 DOWNLOADS = "downloads"  # in the index home: where a snapshot fetched from a URL waits for its import
 
 
@@ -145,10 +141,6 @@ def export(
 
 
 # -- finding one --------------------------------------------------------------------------------------------
-def _is_url(source: str) -> bool:
-    return source.startswith(("http://", "https://"))
-
-
 def find_snapshot(engine: Engine, source: str) -> tuple[Candidate | None, list[str]]:
     """The snapshot `source` offers for this root: the newest whose commit is an ancestor of HEAD (or HEAD
     itself). Notes say what was passed over and why."""
@@ -158,7 +150,7 @@ def find_snapshot(engine: Engine, source: str) -> tuple[Candidate | None, list[s
             "a team's index on PostgreSQL is not imported: it is searched where it is, with your edits on top",
             hint="set snapshot_source (or store) to that URL in your config and search; import takes .kpack files",
         )
-    if _is_url(source):
+    if is_url(source):
         return _from_url(engine, source, notes), notes
     path = Path(os.path.expanduser(source)).resolve()  # a relative one is the command line's: the cwd's
     if path.is_dir():
@@ -208,31 +200,6 @@ def _usable(engine: Engine, cand: Candidate, notes: list[str]) -> bool:
     return True
 
 
-def _download(answer: Any, out: Any, url: str, folder: Path) -> None:
-    """Stream a snapshot to `out`, refusing one the disk cannot hold: an import needs room for the pack and for
-    the index unpacked from it, so a download may take at most half the free space (a server that announces
-    more is refused before a byte is written, one that sends more is cut off)."""
-    room = shutil.disk_usage(folder).free // 2
-    announced = answer.headers.get("Content-Length", "")
-    if announced.isdigit() and int(announced) > room:
-        _too_big(url, int(announced), folder)
-    written = 0
-    while chunk := answer.read(1 << 20):
-        written += len(chunk)
-        if written > room:
-            _too_big(url, written, folder)
-        out.write(chunk)
-
-
-def _too_big(url: str, size: int, folder: Path) -> None:
-    free = shutil.disk_usage(folder).free
-    raise UsageError(
-        f"snapshot {url} is {size / 1e9:.1f} GB or more, over half the {free / 1e9:.1f} GB free at {folder} "
-        "(an import needs room for the pack and the index unpacked from it)",
-        hint="free some disk space, or unset snapshot_source to index locally",
-    )
-
-
 def _from_url(engine: Engine, source: str, notes: list[str]) -> Candidate | None:
     if "{commit}" not in source:
         urls = [source]
@@ -249,30 +216,9 @@ def _from_url(engine: Engine, source: str, notes: list[str]) -> Candidate | None
         urls = [source.replace("{commit}", sha) for sha in history]
     downloads = engine.home / DOWNLOADS
     for url in urls:
-        downloads.mkdir(parents=True, exist_ok=True)
-        fd, name = tempfile.mkstemp(dir=downloads, suffix=PACK_SUFFIX)
-        target = Path(name)
-        try:
-            # only http(s) URLs reach here (_is_url); urllib follows redirects to http(s) only
-            with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=URL_TIMEOUT) as answer:
-                _download(answer, out, url, downloads)
-        except UsageError:
-            target.unlink(missing_ok=True)
-            raise
-        except urllib.error.HTTPError as exc:
-            target.unlink(missing_ok=True)
-            if exc.code == 404:
-                continue
-            raise UsageError(
-                f"snapshot source {url} answered HTTP {exc.code} ({exc.reason})",
-                hint="check snapshot_source's URL, and that its server serves the .kpack files",
-            ) from None
-        except (urllib.error.URLError, OSError, TimeoutError) as exc:
-            target.unlink(missing_ok=True)
-            raise UsageError(
-                f"cannot fetch snapshot {url} ({getattr(exc, 'reason', exc)})",
-                hint="check snapshot_source's URL and that the server is up, or unset it to index locally",
-            ) from None
+        target = download(url, downloads)
+        if target is None:
+            continue
         cand = Candidate(read_info(target), target, url)
         if cand.info.delta:
             notes.append(f"passed over {url}: a delta, which needs its base beside it (serve whole packs)")
@@ -375,32 +321,3 @@ def seed(engine: Engine, *, progress: Progress | None = None) -> tuple[IndexRepo
     if cand is None:
         return None, notes
     return import_snapshot(engine, cand, progress=progress), notes
-
-
-# -- pruning ------------------------------------------------------------------------------------------------
-def prune(folder: Path, keep: int) -> list[Path]:
-    """Delete all but the `keep` newest snapshots (by commit time) of a folder of them, keeping also the packs
-    those deltas are read against; what was deleted."""
-    if keep < 1:
-        raise UsageError(f"--keep {keep} would delete every snapshot", hint="keep at least 1")
-    if not folder.is_dir():
-        raise UsageError(
-            f"{folder} is not a folder of snapshots", hint="name the folder the .kpack files are in"
-        )
-    dated = []
-    for file in folder.glob(f"*{PACK_SUFFIX}"):
-        try:
-            dated.append(((read_info(file).committed, file.stat().st_mtime), file))
-        except IndexError_:
-            continue  # not ours to judge: a damaged file is left for its owner
-    dated.sort(reverse=True)
-    needed: set[Path] = set()
-    for _, file in dated[:keep]:  # a kept delta keeps the packs it is read against
-        try:
-            needed.update(base_chain(file))
-        except IndexError_:
-            needed.add(file)  # its base is gone already: it is kept, and says so when read
-    gone = [file for _, file in dated if file not in needed]
-    for file in gone:
-        file.unlink()
-    return gone
