@@ -18,21 +18,27 @@ On PostgreSQL the commit's index is simply there for every reader; packing is fo
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
+import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kenning.engine.base_commit import BASE, base_of
 from kenning.engine.index import IndexReport, Progress, publish
-from kenning.errors import IndexCorrupt, IndexError_, IndexMismatch, KenningError, UsageError
+from kenning.engine.vouch import check_meta, check_selection, vouch_passages
+from kenning.errors import IndexError_, IndexMismatch, KenningError, UsageError
 from kenning.pack import PACK_SUFFIX, PackInfo, base_chain, read_info, unpack_chain, write_pack
+from kenning.pack.check import check_database, db_uri
 from kenning.pack.fetch import download, is_url
-from kenning.store.layout import Manifest, selection_from_json
+from kenning.store.layout import Manifest
 from kenning.store.sqlite import SqliteStore
 from kenning.store.sqlite.schema import SCHEMA_VERSION
 from kenning.version import version
@@ -41,12 +47,13 @@ from kenning.walk.commit import resolve_commit
 
 if TYPE_CHECKING:
     from kenning.engine import Engine
-    from kenning.types import Selection
 
 __all__ = ["Candidate", "export", "find_snapshot", "import_snapshot", "seed"]
 
 URL_HISTORY = 50  # commits of HEAD's first-parent history a {commit} URL is tried for, newest first
 DOWNLOADS = "downloads"  # in the index home: where a snapshot fetched from a URL waits for its import
+STAGING = ".import-"  # in the index home: the temporary folder a pack is unpacked and checked in
+STALE_DOWNLOAD = 3600.0  # seconds without a write after which a file in DOWNLOADS is a dead download's
 
 
 @dataclass(frozen=True)
@@ -215,47 +222,104 @@ def _from_url(engine: Engine, source: str, notes: list[str]) -> Candidate | None
             ) from None
         urls = [source.replace("{commit}", sha) for sha in history]
     downloads = engine.home / DOWNLOADS
-    for url in urls:
-        target = download(url, downloads)
-        if target is None:
-            continue
-        cand = Candidate(read_info(target), target, url)
-        if cand.info.delta:
-            notes.append(f"passed over {url}: a delta, which needs its base beside it (serve whole packs)")
-        elif _usable(engine, cand, notes):
-            return cand
-        target.unlink(missing_ok=True)
-    notes.append(f"no snapshot at {source} for the last {len(urls)} commits of HEAD")
-    return None
+    _sweep(downloads)
+    limit = engine.config.snapshot_timeout
+    end = time.monotonic() + limit
+    try:
+        for url in urls:
+            # one deadline for the whole look-up: each URL gets what is left of it
+            left = max(end - time.monotonic(), 1e-3) if limit else 0.0
+            target = download(url, downloads, deadline=left)
+            if target is None:
+                continue
+            kept = False
+            try:
+                with _named(target, url):
+                    cand = Candidate(read_info(target), target, url)
+                if cand.info.delta:
+                    notes.append(
+                        f"passed over {url}: a delta, which needs its base beside it (serve whole packs)"
+                    )
+                elif _usable(engine, cand, notes):
+                    kept = True
+                    return cand
+            finally:
+                if not kept:
+                    target.unlink(missing_ok=True)
+        notes.append(f"no snapshot at {source} for the last {len(urls)} commits of HEAD")
+        return None
+    finally:
+        _tidy(downloads)
+
+
+def _sweep(downloads: Path) -> None:
+    """Remove what a download killed before its end left (a live one writes at least every URL_TIMEOUT)."""
+    if not downloads.is_dir():
+        return
+    old = time.time() - STALE_DOWNLOAD
+    for leftover in downloads.glob(f"*{PACK_SUFFIX}"):
+        with contextlib.suppress(OSError):
+            if leftover.stat().st_mtime < old:
+                leftover.unlink()
+
+
+def _tidy(folder: Path) -> None:
+    with contextlib.suppress(OSError):
+        folder.rmdir()  # only when empty: a download waiting for its import stays
 
 
 # -- importing ----------------------------------------------------------------------------------------------
 def import_snapshot(engine: Engine, cand: Candidate, *, progress: Progress | None = None) -> IndexReport:
-    """Make `cand` the base of this root's index, then index the working tree's differences on top."""
+    """Make `cand` the base of this root's index, then index the working tree's differences on top.
+
+    The pack is unpacked and checked whole in a temporary folder of the index home (`kenning.pack.check`, then
+    `kenning.engine.vouch`) before anything else is written: a pack refused at any step leaves the index the
+    root had byte for byte, and no file behind. A pack fetched from a URL is removed either way."""
+    try:
+        with _named(cand.path, cand.where):
+            where, again = _import(engine, cand)
+    finally:
+        if cand.path.parent == engine.home / DOWNLOADS:
+            cand.path.unlink(missing_ok=True)  # fetched for this import: in the index now, or refused
+            _tidy(cand.path.parent)
+    report = engine.index(progress=progress)  # the overlay: the working tree's differences
+    report.snapshot = where
+    if again:
+        report.notes.append(
+            f"{again} file(s) of the snapshot were cut into passages otherwise than this kenning cuts them "
+            "(another version's chunker or grammars), and were read again here"
+        )
+    return report
+
+
+def _import(engine: Engine, cand: Candidate) -> tuple[str, int]:
+    """Check the pack in a temporary folder, then move it into place as the index; (where it came from, how many
+    of its files were taken out to be read again)."""
     info = cand.info
     if engine.location.shared:
         raise UsageError(
             "a snapshot is imported into the local SQLite index, not into a PostgreSQL store",
             hint="leave out --store (and unset KENNING_STORE) to import it",
         )
-    if info.identity != engine.embedder.identity:
-        raise IndexMismatch(
-            f"snapshot {cand.where} was made with model {info.model!r} ({info.identity}); this index uses "
-            f"{engine.model_name!r} ({engine.embedder.identity}): vectors of one model mean nothing to another",
-            hint=f"search with that model (--model {info.model}, or model = {info.model!r} in your config)",
-        )
-    slug = engine.embedder.slug
-    with engine.writer.hold(wait=30.0, operation="import"):
+    _same_model(engine, info, cand.where)
+    with engine.writer.hold(wait=30.0, operation="import"), _staging(engine.home) as staging:
+        incoming = staging / "index.db"
+        info = unpack_chain(cand.path, incoming)  # read again: the file may have changed since it was found
+        _same_model(engine, info, cand.where)
+        check_database(incoming, cand.where, identity=engine.embedder.identity, dim=engine.embedder.dim)
+        selection = check_selection(info.selection, engine.root, cand.where)
+        check_meta(incoming, info, cand.where)
+        again = vouch_passages(engine, incoming, info, cand.where)
+        # checked: from here on the index is replaced
         engine.close()
-        engine.location.prepare(slug, rebuild=False, repair_manifest=engine.manifest_error is not None)
-        incoming = engine.directory / "index.db.import"
-        unpack_chain(cand.path, incoming)
+        engine.location.prepare(
+            engine.embedder.slug, rebuild=False, repair_manifest=engine.manifest_error is not None
+        )
         _carry_vectors(engine.db_path, incoming, engine.embedder.identity)
         for old in engine.directory.iterdir():
             if old.name.startswith(("index.db-", "vectors-", "lexicon-")) or old.name == "index.db":
                 old.unlink()
         os.replace(incoming, engine.db_path)
-        selection = _selection(info.selection, cand.where)
         created = engine.manifest.created if engine.manifest else time.time()
         engine.location.write_manifest(
             Manifest(str(engine.root), engine.model_name, selection, created, lexical_only=info.lexical_only)
@@ -269,18 +333,40 @@ def import_snapshot(engine: Engine, cand: Candidate, *, progress: Progress | Non
             publish(engine.directory, db, engine.embedder.dim)
         finally:
             db.close()
-    if cand.path.parent == engine.home / DOWNLOADS:
-        cand.path.unlink(missing_ok=True)  # fetched for this import: it is in the index now
-    report = engine.index(progress=progress)  # the overlay: the working tree's differences
-    report.snapshot = cand.where
-    return report
+    return cand.where, again
 
 
-def _selection(raw: dict[str, Any], where: str) -> Selection:
+@contextlib.contextmanager
+def _named(path: Path, where: str) -> Iterator[None]:
+    """Errors about a downloaded pack name the URL it came from, not the temporary file it waits in."""
     try:
-        return selection_from_json(raw)
-    except (TypeError, ValueError) as exc:
-        raise IndexCorrupt(f"{where} is damaged: its file selection is malformed ({exc})") from None
+        yield
+    except KenningError as exc:
+        if where == str(path) or str(path) not in exc.message:
+            raise
+        raise type(exc)(exc.message.replace(str(path), where), hint=exc.hint) from None
+
+
+def _same_model(engine: Engine, info: PackInfo, where: str) -> None:
+    if info.identity != engine.embedder.identity:
+        raise IndexMismatch(
+            f"snapshot {where} was made with model {info.model!r} ({info.identity}); this index uses "
+            f"{engine.model_name!r} ({engine.embedder.identity}): vectors of one model mean nothing to another",
+            hint=f"search with that model (--model {info.model}, or model = {info.model!r} in your config)",
+        )
+
+
+@contextlib.contextmanager
+def _staging(home: Path) -> Iterator[Path]:
+    """A temporary folder in the index home (so its database is renamed into place, not copied), removed
+    whatever happens; those of an import killed before its end are removed first (the writer lock is held)."""
+    for leftover in home.glob(f"{STAGING}*"):
+        shutil.rmtree(leftover, ignore_errors=True)
+    folder = Path(tempfile.mkdtemp(dir=home, prefix=STAGING))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _carry_vectors(old: Path, new: Path, identity: str) -> None:
@@ -294,7 +380,7 @@ def _carry_vectors(old: Path, new: Path, identity: str) -> None:
         return  # an old index that cannot be opened has nothing to give
     conn = sqlite3.connect(new)
     try:
-        conn.execute("ATTACH DATABASE ? AS old", (f"file:{old}?mode=ro",))
+        conn.execute("ATTACH DATABASE ? AS old", (db_uri(old),))
     except sqlite3.DatabaseError:
         conn.close()
         return  # an old index that cannot be read has nothing to give

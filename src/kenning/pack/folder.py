@@ -7,13 +7,15 @@ commit and database digest and which must lie beside it; reading it reads the wh
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
 from kenning.errors import IndexCorrupt, IndexError_, IndexMismatch, UsageError
-from kenning.pack.archive import read_info, unpack_db, write_archive
+from kenning.pack.archive import inspect, read_info, unpack_db, write_archive
+from kenning.pack.check import db_uri
 from kenning.pack.delta import apply_delta, write_delta
 from kenning.pack.info import DATABASE, DELTA_FORMAT, PACK_SUFFIX, PackInfo
 from kenning.walk.changes import sha256_file
@@ -28,7 +30,7 @@ def write_pack(db_path: Path, info: PackInfo, out: Path, *, base: Path | None = 
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out.parent, prefix=".kpack-") as tmp:
         copy = Path(tmp) / DATABASE
-        conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+        conn = sqlite3.connect(db_uri(db_path), uri=True)
         try:
             conn.execute("VACUUM INTO ?", (str(copy),))
         finally:
@@ -57,15 +59,25 @@ def write_pack(db_path: Path, info: PackInfo, out: Path, *, base: Path | None = 
 
 def unpack_chain(path: Path, dest: Path) -> PackInfo:
     """`unpack_db`, for a delta too: the whole pack at the bottom of its chain is unpacked to `dest`, then each
-    delta applied to it in turn (`base_chain`)."""
-    whole, *deltas = base_chain(path)
+    delta applied to it in turn (`base_chain`). The disk it takes is what the headers declare, checked against
+    the free space at `dest` before a byte is written."""
+    chain = base_chain(path)
+    declared = [inspect(link).db_bytes for link in chain]  # every member checked before any is written
+    need = sum(declared) + max(declared[1:], default=0)  # the database, and one delta beside it at a time
+    free = shutil.disk_usage(dest.parent).free
+    if need > free:
+        raise UsageError(
+            f"snapshot {path} needs {need / 1e6:.1f} MB to unpack, and {free / 1e6:.1f} MB is free at {dest.parent}",
+            hint="free some disk space, or unset snapshot_source to index locally",
+        )
+    whole, *deltas = chain
     try:
         unpack_db(whole, dest)
         for link in deltas:
             with tempfile.TemporaryDirectory(dir=dest.parent) as tmp:
                 delta = Path(tmp) / DATABASE
                 unpack_db(link, delta)
-                apply_delta(dest, delta)
+                apply_delta(dest, delta, str(link))
     except BaseException:
         dest.unlink(missing_ok=True)
         raise

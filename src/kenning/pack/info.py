@@ -76,7 +76,7 @@ _TYPES: dict[str, type | tuple[type, ...]] = {
 def parse_info(raw: bytes, label: str) -> PackInfo:
     try:
         data = json.loads(raw)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: arrays nested past the parser's depth
         raise IndexCorrupt(f"{label} is not a kenning snapshot: its header is not JSON ({exc})") from None
     if not isinstance(data, dict):
         raise IndexCorrupt(f"{label} is not a kenning snapshot: its header is not an object")
