@@ -16,8 +16,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import numpy as np
+
 from kenning import walk
 from kenning.search import shape
+from kenning.search.features import ArmList, Candidates, features
 from kenning.search.request import MIN_DEPTH, SYMBOL_FIRST, Plan
 from kenning.store import PassageRow, Store
 from kenning.store.terms import informative_terms, is_identifier_query
@@ -106,6 +109,37 @@ def fuse_scores(ranked: dict[str, list[tuple[int, float]]], weights: dict[str, f
     return fused
 
 
+# The learned ranker re-orders this many leading candidates of the first fusion; the rest follow in its order.
+RERANK_DEPTH = 100
+
+#: Called with each query's candidates and their feature matrix when set: how the trainer (bench/ranker/) sees
+#: exactly what the ranking computes.
+CAPTURE: Callable[[Candidates, np.ndarray], None] | None = None
+
+
+def candidates(
+    ranked: dict[str, list[tuple[int, float]]],
+    query: str,
+    head: list[int],
+    fused: dict[int, float],
+    rows: dict[int, PassageRow],
+) -> Candidates:
+    """The leading candidates of the first fusion and what each arm said of them."""
+    by_arm: dict[str, list[list[tuple[int, float]]]] = {}
+    for key, items in ranked.items():
+        by_arm.setdefault(key.partition("#")[0], []).append(items)
+    named = {pid: rank for rank, (pid, _) in enumerate(ranked.get("symbol#d", ()), 1)}
+    return Candidates(
+        query,
+        head,
+        fused,
+        rows,
+        ArmList.of(by_arm.get("lexical", []), NORM_DEPTH),
+        ArmList.of(by_arm.get("semantic", []), NORM_DEPTH),
+        named,
+    )
+
+
 @dataclass
 class _Order:
     fused: dict[int, float]
@@ -144,6 +178,10 @@ def _order(
     want = max(limit * 4, 40)
     demoted: dict[int, float] = {}
     rows: dict[int, PassageRow] = {}
+    if CAPTURE is not None and order:
+        head = order[:RERANK_DEPTH]
+        found = candidates(ranked, query, head, fused, db.passages_by_id(head))
+        CAPTURE(found, features(found))
     if order:
         rows = db.passages_by_id(order[:want])
         # the file evidence weighs the leading candidates that score at all (a zero, past NORM_DEPTH in every
