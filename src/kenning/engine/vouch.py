@@ -13,7 +13,9 @@ temporary place, before anything else is touched:
   A file whose passages say something its blob does not is a forgery: the pack is refused. A file whose
   passages are made of its blob's text but cut otherwise (a chunker or grammar of another version) is taken out
   of the database before it is moved into place, so the index run that follows the import reads it again here.
-  Either way no passage a blob does not vouch for is ever served.
+  Either way no passage a blob does not vouch for is ever served. A file the root's own index already holds at
+  the same blob with the same rows (cut with the same settings) is vouched for by it, so moving to a newer
+  snapshot cuts only what changed.
 
 Vectors cannot be checked without embedding every passage again, which is what a snapshot saves: a pack's
 vectors are trusted as far as their dimensions (`kenning.pack.check`).
@@ -37,6 +39,7 @@ from kenning.engine.pool import Job, Settings, prepare_all, workers_for
 from kenning.engine.scope import WALK_SKIPPED, WALK_SKIPPED_PATHS
 from kenning.errors import IndexCorrupt, UsageError
 from kenning.pack.check import db_uri
+from kenning.store.sqlite.schema import SCHEMA_VERSION
 from kenning.types import Selection
 from kenning.walk.changes import git_output
 from kenning.walk.commit import REGULAR_MODES, BlobReader
@@ -186,11 +189,65 @@ def vouch_passages(engine: Engine, db: Path, info: PackInfo, label: str) -> int:
     cut = _chunking(info, engine)
     conn = sqlite3.connect(db, isolation_level=None)
     try:
-        return _vouch(conn, engine, tree, cut, info, label)
+        reuse = cut is not None and _attach_known(conn, engine.db_path, info.settings)
+        return _vouch(conn, engine, tree, cut, info, label, reuse)
     except sqlite3.DatabaseError as exc:
         raise IndexCorrupt(f"{label} is damaged: its passages cannot be read ({exc})") from None
     finally:
         conn.close()
+
+
+def _attach_known(conn: sqlite3.Connection, old: Path, settings: str) -> bool:
+    """Attach the root's own index as `known` when its passages were cut as the pack's were (same settings, this
+    schema): a file it holds at the same blob, with the same rows, is vouched for without being cut again. Its
+    rows were cut here, or vouched for by the import that brought them."""
+    if not old.is_file():
+        return False
+    try:
+        # immutable: no -wal or -shm made beside an index a refused import must leave as it was (the writer
+        # lock is held, so nothing writes it meanwhile)
+        conn.execute("ATTACH DATABASE ? AS known", (db_uri(old) + "&immutable=1",))
+    except sqlite3.DatabaseError:
+        return False
+    try:
+        same = conn.execute("SELECT value FROM known.meta WHERE key = 'settings'").fetchone()
+        version = conn.execute("SELECT max(version) FROM known.migrations").fetchone()
+        if same and same[0] == settings and version and version[0] == SCHEMA_VERSION:
+            return True
+    except sqlite3.DatabaseError:
+        pass  # an index that cannot be read vouches for nothing
+    conn.execute("DETACH DATABASE known")
+    return False
+
+
+def _rows(
+    conn: sqlite3.Connection, db: str, file_id: int
+) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """A file's passages in order, and its definitions as (passage's index, kind, name, scope), sorted."""
+    stored = conn.execute(
+        f"SELECT {_PASSAGE} FROM {db}.passages WHERE file_id = ? ORDER BY id", (file_id,)
+    ).fetchall()
+    defined = conn.execute(
+        f"SELECT p.rank, d.kind, d.name, d.scope FROM {db}.definitions d JOIN (SELECT id, "
+        f"row_number() OVER (ORDER BY id) - 1 AS rank FROM {db}.passages WHERE file_id = ?) p "
+        "ON p.id = d.passage_id",
+        (file_id,),
+    ).fetchall()
+    return [tuple(r) for r in stored], sorted(tuple(d) for d in defined)
+
+
+def _known(conn: sqlite3.Connection, job: tuple[int, str, str | None, str, str]) -> bool:
+    """Whether the root's own index holds this file at the same blob with the very rows the pack has."""
+    file_id, path, sha, blob, kind = job
+    try:
+        row = conn.execute(
+            "SELECT id FROM known.files WHERE path = ? AND blob_id = ? AND sha256 IS ? AND kind IS ? "
+            "AND skip_reason IS NULL",
+            (path, blob, sha, kind),
+        ).fetchone()
+        return row is not None and _rows(conn, "known", row[0]) == _rows(conn, "main", file_id)
+    except sqlite3.DatabaseError:
+        return False  # the root's index cannot say: the file is cut again
 
 
 def _vouch(
@@ -200,6 +257,7 @@ def _vouch(
     cut: Settings | None,
     info: PackInfo,
     label: str,
+    reuse: bool,
 ) -> int:
     orphans = conn.execute(
         "SELECT (SELECT count(*) FROM passages WHERE file_id NOT IN (SELECT id FROM files)) + "
@@ -229,26 +287,20 @@ def _vouch(
             raise IndexCorrupt(
                 f"{label} is damaged: it holds passages of {path!r}, a file it says it skipped"
             )
+    if reuse:  # files the root's own index already holds as the pack does need no cutting again
+        jobs = [job for job in jobs if not _known(conn, job)]
     again: list[tuple[int, str, str, list[str]]] = []  # files not cut as here: (id, path, blob, their texts)
     reader = BlobReader(engine.root)
     results = _prepared(jobs, tree, reader, cut, engine)
     try:
         for (file_id, path, sha, blob, kind), got in zip(jobs, results, strict=True):
-            stored = conn.execute(
-                f"SELECT {_PASSAGE} FROM passages WHERE file_id = ? ORDER BY id", (file_id,)
-            ).fetchall()
-            defined = conn.execute(
-                "SELECT p.rank, d.kind, d.name, d.scope FROM definitions d JOIN (SELECT id, "
-                "row_number() OVER (ORDER BY id) - 1 AS rank FROM passages WHERE file_id = ?) p "
-                "ON p.id = d.passage_id ORDER BY p.rank, d.rowid",
-                (file_id,),
-            ).fetchall()
+            stored, defined = _rows(conn, "main", file_id)
             if (
                 got is not None
                 and got.sha == sha
                 and got.skip is None
-                and [tuple(r) for r in got.rows] == [tuple(r) for r in stored]
-                and sorted(got.defined) == sorted(tuple(d) for d in defined)
+                and [tuple(r) for r in got.rows] == stored
+                and sorted(got.defined) == defined
                 and walk.kind_of(path) is not None
                 and str(walk.kind_of(path)[0]) == kind  # type: ignore[index]
             ):
@@ -277,6 +329,8 @@ def _vouch(
             )  # its trigger takes the FTS rows
             conn.execute("DELETE FROM files WHERE id = ?", (file_id,))
         conn.execute("COMMIT")
+    if reuse:
+        conn.execute("DETACH DATABASE known")
     return len(again)
 
 
