@@ -146,24 +146,19 @@ def judge(d: Data, rows: np.ndarray, q: dict[str, Any]) -> dict[str, float]:
 
 
 def diversify(rows: np.ndarray, scores: np.ndarray, paths: np.ndarray, diversity: float) -> np.ndarray:
-    """Rows ordered greedily: each passage's score less `diversity` times the passages of its file above it."""
-    if diversity <= 0.0 or len(rows) < 2:
-        return rows[np.argsort(-scores, kind="stable")]
+    """Rows by score less `diversity` times the passages of the same file that score above them (as
+    `kenning.search.rank` orders them)."""
     order = np.argsort(-scores, kind="stable")
-    out: list[int] = []
-    taken: dict[int, int] = {}
-    left = list(order)
-    while left:
-        best_i, best_v = 0, -math.inf
-        for i, j in enumerate(left[:60]):  # the next pick is among the first few of what is left
-            v = scores[j] - diversity * taken.get(int(paths[rows[j]]), 0)
-            if v > best_v:
-                best_i, best_v = i, v
-        j = left.pop(best_i)
-        out.append(int(rows[j]))
-        key = int(paths[rows[j]])
-        taken[key] = taken.get(key, 0) + 1
-    return np.array(out, dtype=np.int64)
+    if diversity <= 0.0 or len(rows) < 2:
+        return rows[order]
+    files = paths[rows[order]]
+    seen: dict[int, int] = {}
+    rank_in_file = np.empty(len(order), np.float32)
+    for i, f in enumerate(files.tolist()):
+        rank_in_file[i] = seen.get(f, 0)
+        seen[f] = seen.get(f, 0) + 1
+    adjusted = scores[order] - diversity * rank_in_file
+    return rows[order[np.argsort(-adjusted, kind="stable")]]
 
 
 def evaluate(sets: list[Data], score: Any, diversity: float) -> dict[str, dict[str, float]]:
