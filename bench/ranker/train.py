@@ -1,7 +1,7 @@
 """Train kenning's ranker on dumped candidates (bench/ranker/dump.py), evaluate it, and export the model file.
 
     python bench/ranker/train.py --train mined:train,questions:dev --eval questions,codeset,scifact,...
-        [--state full] [--model trees|linear] [--out src/kenning/search/models/full.json] [--folds 0]
+        [--state hybrid] [--model trees|linear] [--out src/kenning/search/models/hybrid.json] [--folds 0]
 
 Needs LightGBM (`pip install lightgbm`: training only, never a kenning dependency). The model is LambdaMART
 (LightGBM's lambdarank) over the features of `kenning.search.features`, labels from the judgements: a candidate
@@ -346,7 +346,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--train", required=True, help="sets to learn from (names, families, family:split)")
     parser.add_argument("--eval", default="", help="sets to score (the trained ones are scored too)")
-    parser.add_argument("--state", default="full")
+    parser.add_argument("--state", default="hybrid")
     parser.add_argument("--model", default="trees", choices=("trees", "linear"))
     parser.add_argument("--params", default="{}", help="LightGBM parameters as JSON (and 'rounds')")
     parser.add_argument("--folds", type=int, default=0, help="K-fold over the training queries' sets")
