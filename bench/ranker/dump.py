@@ -2,7 +2,7 @@
 feature matrix captured as the search computes it (`kenning.search.rank.CAPTURE`), each candidate labelled from
 the set's judgements.
 
-    python bench/ranker/dump.py --sets scifact,codeset,questions,mined [--state full] [--out bench/.work/ranker]
+    python bench/ranker/dump.py --sets scifact,codeset,questions,mined [--state hybrid|lexical] [--out bench/.work/ranker]
 
 Writes `<out>/<state>/<set>.npz` (X: the features, qid: the query's index, label_file: its file's grade,
 label_span: the grade of a judged span it overlaps, else its file's grade when the file is judged whole, pid,
@@ -35,6 +35,8 @@ from kenning.search.features import FEATURES, FEATURES_VERSION, Candidates  # no
 from sets import EvalSet, resolve  # noqa: E402
 
 WORK = HERE.parent / ".work"
+# the index state a model is trained for, and the search mode that shows it
+MODES = {"hybrid": "hybrid", "lexical": "lexical"}
 SPAN = re.compile(r"^(.*?):(\d+)-(\d+)$")
 
 
@@ -103,7 +105,7 @@ def dump(name: str, state: str, out: Path, cache: Path) -> dict[str, Any]:
     try:
         for qi, q in enumerate(queries):
             captured.clear()
-            engine.search(q["text"], limit=10, refresh="off")
+            engine.search(q["text"], mode=MODES[state], limit=10, refresh="off")
             qid = str(q["query_id"])
             rel_files = files.get(qid, {})
             rel_spans = spans.get(qid) if spans is not None else None
@@ -167,7 +169,7 @@ def dump(name: str, state: str, out: Path, cache: Path) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--sets", required=True)
-    parser.add_argument("--state", default="full", help="the index state the features describe (a label)")
+    parser.add_argument("--state", default="hybrid", choices=sorted(MODES), help="the model's index state")
     parser.add_argument("--out", default=str(WORK / "ranker"))
     parser.add_argument("--cache", default=str(Path.home() / ".cache" / "kenning-bench"))
     args = parser.parse_args(argv)
