@@ -165,6 +165,7 @@ def download(url: str, folder: Path, *, deadline: float) -> Path | None:
 def _printable(what: object) -> str:
     """An error's text as one short line: a server chooses what its reason phrase says."""
     text = " ".join(str(what).split())
+    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)  # a NUL or an escape code, shown
     return text if len(text) <= 200 else text[:200] + "..."
 
 
