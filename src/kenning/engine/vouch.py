@@ -233,7 +233,8 @@ def _rows(
         "ON p.id = d.passage_id",
         (file_id,),
     ).fetchall()
-    return [tuple(r) for r in stored], sorted(tuple(d) for d in defined)
+    # sorted by repr: a forged row may hold a blob where text belongs, and bytes and str do not compare
+    return [tuple(r) for r in stored], sorted((tuple(d) for d in defined), key=repr)
 
 
 def _known(conn: sqlite3.Connection, job: tuple[int, str, str | None, str, str]) -> bool:
@@ -300,7 +301,7 @@ def _vouch(
                 and got.sha == sha
                 and got.skip is None
                 and [tuple(r) for r in got.rows] == stored
-                and sorted(got.defined) == defined
+                and sorted(got.defined, key=repr) == defined
                 and walk.kind_of(path) is not None
                 and str(walk.kind_of(path)[0]) == kind  # type: ignore[index]
             ):
