@@ -1,30 +1,25 @@
-"""Check judged sets against their materialised corpora: every judged path exists, every span is within its file.
+"""Check judged sets against their corpora: every judged path exists, every span lies within its file.
 
-    python bench/check_sets.py [--family questions] [--names questions-fmt,...]   # git sets, materialised first
-    python bench/check_sets.py --dir bench/.work/sets/cs-logrus ...               # any folder of that layout
+    python bench/check_sets.py [--family questions] [--names questions-attrs,...] [DIR ...]
 
-A set folder holds `corpus/`, `queries.jsonl`, `qrels.jsonl` and (optionally) `spans.jsonl`, keys written
-`corpus/<path>` and `corpus/<path>:<start>-<end>` (1-based, inclusive). Checked: the three files name the same
-query ids, each once; grades are 1 or 2, each question has 1 to 5 judged files and at least one graded 2; a
-question's `relevant` list (when given) is its qrels' files; every span's file is judged in qrels and every file
-judged in qrels has a span with the same best grade; each path is a file of the corpus and each span lies within
-its lines. Prints one line per problem and a summary per set; exits 1 when any set has a problem.
+Without DIR, each git set (bench/sets/<family>/<name>/, see gitsets.py) is materialised at its pinned commit and
+checked; a DIR is any materialised set folder (`corpus/` beside `queries.jsonl`, `qrels.jsonl`, `spans.jsonl`),
+the codeset's `bench/.work/sets/cs-<name>` too. Checked: the three files name the same query ids once each; a
+query's `relevant` list is its qrels' files; every qrels and spans key is a file of the corpus, a span's
+`<start>-<end>` is 1-based, ordered and within the file's lines; grades are 1 or 2; the files judged by span are
+the files judged by qrels, each with the best grade of its spans. Prints one line per problem; exit 1 if any.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import gitsets
-
-SPAN = re.compile(r"^(?P<path>.+):(?P<start>\d+)-(?P<end>\d+)$")
-KINDS = {"identifier", "behaviour", "architecture", "docs"}
 
 
 def _rows(path: Path) -> list[dict[str, Any]]:
@@ -33,93 +28,82 @@ def _rows(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def _by_id(rows: list[dict[str, Any]], what: str, problems: list[str]) -> dict[str, dict[str, Any]]:
-    out: dict[str, dict[str, Any]] = {}
-    for row in rows:
-        qid = str(row.get("query_id"))
-        if qid in out:
-            problems.append(f"{what}: {qid} appears twice")
-        out[qid] = row
-    return out
+def _lines(path: Path, cache: dict[Path, int]) -> int:
+    if path not in cache:
+        cache[path] = len(path.read_bytes().decode("utf-8", "replace").splitlines())
+    return cache[path]
 
 
 def check(folder: Path) -> list[str]:
-    """The problems of one set folder (empty when it is sound)."""
+    """Every problem of one materialised set, one line each."""
     problems: list[str] = []
-    corpus = folder / "corpus"
-    queries = _by_id(_rows(folder / "queries.jsonl"), "queries", problems)
-    qrels = _by_id(_rows(folder / "qrels.jsonl"), "qrels", problems)
-    spans = _by_id(_rows(folder / "spans.jsonl"), "spans", problems)
-    if not queries:
-        return [f"no queries in {folder}"]
-    if set(queries) != set(qrels):
-        problems.append(f"queries and qrels differ: {sorted(set(queries) ^ set(qrels))}")
-    if spans and set(spans) != set(queries):
-        problems.append(f"queries and spans differ: {sorted(set(queries) ^ set(spans))}")
-    lines: dict[str, int] = {}
-
-    def line_count(rel: str) -> int | None:
-        if rel not in lines:
-            path = folder / rel
-            if not rel.startswith("corpus/") or not path.is_file() or corpus not in path.parents:
-                return None
-            lines[rel] = len(path.read_bytes().decode("utf-8", "replace").splitlines())
-        return lines[rel]
-
-    for qid, query in queries.items():
-        if not str(query.get("text", "")).strip():
-            problems.append(f"{qid}: empty text")
-        if "kind" in query and query["kind"] not in KINDS:
-            problems.append(f"{qid}: kind {query['kind']!r} is not one of {sorted(KINDS)}")
-        judged = qrels.get(qid, {}).get("relevant", {})
-        if not 1 <= len(judged) <= 5:
-            problems.append(f"{qid}: {len(judged)} judged files (want 1 to 5)")
-        if judged and max(judged.values()) != 2:
-            problems.append(f"{qid}: no file graded 2")
-        if "relevant" in query and sorted(query["relevant"]) != sorted(judged):
-            problems.append(f"{qid}: the query's relevant list is not its qrels' files")
-        for rel, grade in judged.items():
+    name = folder.name
+    queries = _rows(folder / "queries.jsonl")
+    qrels = {r["query_id"]: r["relevant"] for r in _rows(folder / "qrels.jsonl")}
+    spans = {r["query_id"]: r["relevant"] for r in _rows(folder / "spans.jsonl")}
+    ids = [q["query_id"] for q in queries]
+    if not ids:
+        return [f"{name}: no queries"]
+    if len(set(ids)) != len(ids):
+        problems.append(f"{name}: repeated query ids")
+    for label, other in (("qrels", qrels), ("spans", spans)):
+        if other and set(other) != set(ids):
+            problems.append(f"{name}: {label} ids differ from queries: {sorted(set(other) ^ set(ids))}")
+    sizes: dict[Path, int] = {}
+    for q in queries:
+        qid = q["query_id"]
+        files = qrels.get(qid, {})
+        if "relevant" in q and sorted(q["relevant"]) != sorted(files):
+            problems.append(f"{qid}: queries' relevant list is not its qrels' files")
+        for key, grade in files.items():
             if grade not in (1, 2):
-                problems.append(f"{qid}: {rel} has grade {grade!r}")
-            if line_count(rel) is None:
-                problems.append(f"{qid}: {rel} is not a file of the corpus")
-        if not spans:
-            continue
+                problems.append(f"{qid}: grade {grade} for {key}")
+            if not (folder / key).is_file():
+                problems.append(f"{qid}: {key} is not a file of the corpus")
         best: dict[str, int] = {}
-        for key, grade in spans.get(qid, {}).get("relevant", {}).items():
-            m = SPAN.match(key)
-            rel = m["path"] if m else key
-            best[rel] = max(best.get(rel, 0), grade)
-            n = line_count(rel)
-            if n is None:
-                problems.append(f"{qid}: span {key} is not in a file of the corpus")
-            elif m and not 1 <= int(m["start"]) <= int(m["end"]) <= n:
-                problems.append(f"{qid}: span {key} is outside 1-{n}")
-        if best != judged:
-            problems.append(f"{qid}: spans' files and grades {best} differ from qrels {judged}")
+        for key, grade in spans.get(qid, {}).items():
+            path, _, rng = key.rpartition(":") if _is_span(key) else (key, "", "")
+            if grade not in (1, 2):
+                problems.append(f"{qid}: grade {grade} for {key}")
+            best[path] = max(best.get(path, 0), grade)
+            target = folder / path
+            if not target.is_file():
+                problems.append(f"{qid}: {path} is not a file of the corpus")
+                continue
+            if rng:
+                start, end = (int(x) for x in rng.split("-"))
+                n = _lines(target, sizes)
+                if not 1 <= start <= end <= n:
+                    problems.append(f"{qid}: {key} is outside 1-{n}")
+        if qid in spans and best != files:
+            problems.append(f"{qid}: span files/grades {best} differ from qrels {files}")
     return problems
+
+
+def _is_span(key: str) -> bool:
+    tail = key.rpartition(":")[2]
+    start, dash, end = tail.partition("-")
+    return ":" in key and dash == "-" and start.isdigit() and end.isdigit()
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("dirs", nargs="*", help="materialised set folders")
     parser.add_argument("--family", choices=gitsets.FAMILIES)
     parser.add_argument("--names", default="", help="git set names (family-name), comma-separated")
-    parser.add_argument("--dir", action="append", default=[], help="a set folder (repeatable)")
-    parser.add_argument("--out", default=str(gitsets.DEFAULT_OUT))
     args = parser.parse_args(argv)
-    folders = [Path(d) for d in args.dir]
+    folders = [Path(d) for d in args.dirs]
     if not folders or args.family or args.names:
         names = [n for n in args.names.split(",") if n] or gitsets.set_names(args.family)
-        folders += [gitsets.ensure(name, Path(args.out)) for name in names]
-    failed = 0
+        folders += [gitsets.ensure(n) for n in names]
+    problems: list[str] = []
     for folder in folders:
-        problems = check(folder)
-        for line in problems:
-            print(f"{folder.name}: {line}")
-        n = len(_rows(folder / "queries.jsonl"))
-        print(f"{folder.name}: {n} queries, {'ok' if not problems else f'{len(problems)} problems'}")
-        failed += bool(problems)
-    return 1 if failed else 0
+        found = check(folder)
+        problems += found
+        print(f"{folder.name}: {'ok' if not found else f'{len(found)} problems'}", file=sys.stderr)
+    for line in problems:
+        print(line)
+    return 1 if problems else 0
 
 
 if __name__ == "__main__":

@@ -20,6 +20,8 @@ import numpy as np
 
 from kenning import walk
 from kenning.search import rank
+from kenning.search.model import Model
+from kenning.search.model import shipped as shipped_model
 from kenning.search.request import (
     Filters,
     Group,
@@ -129,6 +131,7 @@ def _run_groups(
     flag_unembedded: bool,
 ) -> list[SearchResult]:
     results = []
+    model = ranker(plan.mode, coverage)
     for group in plan.groups:
         leaders: list[int] = []
         if group.parts:
@@ -145,6 +148,7 @@ def _run_groups(
                     rank.fusion_weights(plan, part.query),
                     rank.factor_for_tests(part.query),
                     part.query,
+                    model,
                 )
                 if best is not None and best not in leaders:
                     leaders.append(best)
@@ -176,6 +180,7 @@ def _run_groups(
             first=leaders,
             flag_unembedded=flag_unembedded,
             query=group.query,
+            model=model,
         )
         if plan.filters.symbol_types:
             hits = [_own_span(h, plan.filters.symbol_types, root, group.query) for h in hits]
@@ -191,6 +196,17 @@ def _run_groups(
             )
         results.append(result)
     return results
+
+
+def ranker(mode: str, coverage: float) -> Model | None:
+    """The learned model that orders a search's candidates: the lexical one for a search by words alone, the
+    hybrid one when every passage has its vector, none for a search by meaning alone (its contract is the
+    semantic arm's own order). None too when kenning ships no such model."""
+    if mode == "semantic":
+        return None
+    if mode == "lexical" or coverage <= 0.0:
+        return shipped_model("lexical")
+    return shipped_model("hybrid") if coverage >= 1.0 else shipped_model("first") or shipped_model("hybrid")
 
 
 def judge(

@@ -1,10 +1,9 @@
-"""The git-pinned evaluation sets: materialising a pinned tree (bench/gitsets.py) and checking judgements
-against it (bench/check_sets.py), on real git repositories made here."""
+"""bench/gitsets.py materialising a pinned tree the way a checkout has it, on real git repositories made here
+(bench/check_sets.py is tests/test_check_sets.py's)."""
 
 from __future__ import annotations
 
 import importlib.util
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -92,43 +91,3 @@ def test_gitset_skips_blob_missing_from_mirror(
     assert not (corpus / "big.bin").exists()
     assert (corpus / "src" / "a.py").is_file()
     assert n == 3
-
-
-def _set(folder: Path, spans: dict[str, int], qrels: dict[str, int]) -> Path:
-    (folder / "corpus" / "src").mkdir(parents=True)
-    (folder / "corpus" / "src" / "a.py").write_text("one\ntwo\nthree\n")
-    rows = {
-        "queries.jsonl": {"query_id": "x-01", "text": "where is a", "kind": "identifier"},
-        "qrels.jsonl": {"query_id": "x-01", "relevant": qrels},
-        "spans.jsonl": {"query_id": "x-01", "relevant": spans},
-    }
-    for name, row in rows.items():
-        (folder / name).write_text(json.dumps(row) + "\n")
-    return folder
-
-
-def test_check_sets_accepts_a_sound_set(tmp_path: Path) -> None:
-    check_sets = _load("check_sets")
-    folder = _set(tmp_path / "s", {"corpus/src/a.py:1-3": 2}, {"corpus/src/a.py": 2})
-    assert check_sets.check(folder) == []
-    assert check_sets.main(["--dir", str(folder)]) == 0
-
-
-def test_check_sets_reports_span_past_the_end_and_missing_file(tmp_path: Path) -> None:
-    check_sets = _load("check_sets")
-    folder = _set(
-        tmp_path / "s",
-        {"corpus/src/a.py:2-9": 2, "corpus/src/gone.py": 1},
-        {"corpus/src/a.py": 2, "corpus/src/gone.py": 1},
-    )
-    problems = check_sets.check(folder)
-    assert any("a.py:2-9 is outside 1-3" in p for p in problems)
-    assert any("gone.py is not a file of the corpus" in p for p in problems)
-    assert check_sets.main(["--dir", str(folder)]) == 1
-
-
-def test_check_sets_reports_grades_that_differ_between_files_and_spans(tmp_path: Path) -> None:
-    check_sets = _load("check_sets")
-    folder = _set(tmp_path / "s", {"corpus/src/a.py:1-2": 1}, {"corpus/src/a.py": 2})
-    problems = check_sets.check(folder)
-    assert any("differ from qrels" in p for p in problems)
