@@ -137,3 +137,24 @@ def test_a_model_of_other_features_is_refused(tmp_path: Path) -> None:
     raw["features"] = ["lex_norm", "no_such_feature"]
     with pytest.raises(ModelMismatch):
         parse(raw, "unknown")
+
+
+def test_a_long_query_is_searched_by_its_rarest_words_and_finds_the_passage_only_they_name(
+    tmp_path: Path, engine_factory
+) -> None:
+    from conftest import make_tree
+    from kenning.search.query import LONG_QUERY_TERMS, searched_terms
+
+    common = [f"word{i}" for i in range(80)]
+    files = {
+        f"src/mod{i}.py": "# " + " ".join(common[i % 40 : i % 40 + 40]) + "\nvalue = 1\n" for i in range(30)
+    }
+    files["src/widget.py"] = "def frobnicate_widget(w):\n    # word1 word2\n    return w\n"
+    root = make_tree(tmp_path / "ws", files)
+    engine = engine_factory(root)
+    engine.index()
+    report = "Traceback: " + " ".join(common) + " in frobnicate_widget(w) " + " ".join(reversed(common))
+    terms = searched_terms(engine._open(), report)
+    assert len(terms) <= LONG_QUERY_TERMS and "frobnicate_widget" in terms
+    [result] = engine.search(report, mode="lexical", limit=3)
+    assert result.hits[0].path == "src/widget.py"
