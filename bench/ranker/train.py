@@ -1,7 +1,7 @@
 """Train kenning's ranker on dumped candidates (bench/ranker/dump.py), evaluate it, and export the model file.
 
     python bench/ranker/train.py --train mined:train,questions:dev --eval questions,codeset,scifact,...
-        [--state full] [--model trees|linear] [--out src/kenning/search/models/full.json] [--folds 0]
+        [--state hybrid] [--model trees|linear] [--out src/kenning/search/models/hybrid.json] [--folds 0]
 
 Needs LightGBM (`pip install lightgbm`: training only, never a kenning dependency). The model is LambdaMART
 (LightGBM's lambdarank) over the features of `kenning.search.features`, labels from the judgements: a candidate
@@ -146,24 +146,19 @@ def judge(d: Data, rows: np.ndarray, q: dict[str, Any]) -> dict[str, float]:
 
 
 def diversify(rows: np.ndarray, scores: np.ndarray, paths: np.ndarray, diversity: float) -> np.ndarray:
-    """Rows ordered greedily: each passage's score less `diversity` times the passages of its file above it."""
-    if diversity <= 0.0 or len(rows) < 2:
-        return rows[np.argsort(-scores, kind="stable")]
+    """Rows by score less `diversity` times the passages of the same file that score above them (as
+    `kenning.search.rank` orders them)."""
     order = np.argsort(-scores, kind="stable")
-    out: list[int] = []
-    taken: dict[int, int] = {}
-    left = list(order)
-    while left:
-        best_i, best_v = 0, -math.inf
-        for i, j in enumerate(left[:60]):  # the next pick is among the first few of what is left
-            v = scores[j] - diversity * taken.get(int(paths[rows[j]]), 0)
-            if v > best_v:
-                best_i, best_v = i, v
-        j = left.pop(best_i)
-        out.append(int(rows[j]))
-        key = int(paths[rows[j]])
-        taken[key] = taken.get(key, 0) + 1
-    return np.array(out, dtype=np.int64)
+    if diversity <= 0.0 or len(rows) < 2:
+        return rows[order]
+    files = paths[rows[order]]
+    seen: dict[int, int] = {}
+    rank_in_file = np.empty(len(order), np.float32)
+    for i, f in enumerate(files.tolist()):
+        rank_in_file[i] = seen.get(f, 0)
+        seen[f] = seen.get(f, 0) + 1
+    adjusted = scores[order] - diversity * rank_in_file
+    return rows[order[np.argsort(-adjusted, kind="stable")]]
 
 
 def evaluate(sets: list[Data], score: Any, diversity: float) -> dict[str, dict[str, float]]:
@@ -351,7 +346,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--train", required=True, help="sets to learn from (names, families, family:split)")
     parser.add_argument("--eval", default="", help="sets to score (the trained ones are scored too)")
-    parser.add_argument("--state", default="full")
+    parser.add_argument("--state", default="hybrid")
     parser.add_argument("--model", default="trees", choices=("trees", "linear"))
     parser.add_argument("--params", default="{}", help="LightGBM parameters as JSON (and 'rounds')")
     parser.add_argument("--folds", type=int, default=0, help="K-fold over the training queries' sets")

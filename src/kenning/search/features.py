@@ -34,7 +34,7 @@ import numpy as np
 
 from kenning import walk
 from kenning.store import PassageRow
-from kenning.store.terms import informative_terms, is_identifier_query, query_terms
+from kenning.store.terms import STOPWORDS, informative_terms, is_identifier_query, query_terms
 from kenning.store.tokens import stem
 
 #: Bumped whenever a column changes meaning: a model file names the version it was trained on.
@@ -106,6 +106,8 @@ FEATURES: tuple[str, ...] = (
     "f_sib_rank",
 )
 INDEX = {name: i for i, name in enumerate(FEATURES)}
+QUERY_COLUMNS = FEATURES[: FEATURES.index("lex_in")]
+_TYPE_KINDS = frozenset({"class", "interface"})
 
 
 @dataclass
@@ -150,6 +152,7 @@ class Candidates:
     lexical: ArmList | None = None
     semantic: ArmList | None = None
     named: Mapping[int, int] = field(default_factory=dict)  # definitions the query names: pid -> rank
+    terms: Sequence[str] | None = None  # the words the lexical arm searched (None: all of the query's)
 
 
 # -- the query -----------------------------------------------------------------------------------------------
@@ -184,10 +187,18 @@ def query_shape(query: str) -> list[float]:
     ]
 
 
-def query_stems(query: str) -> list[str]:
-    """The query's informative words as the lexical index stems them, each once (short ones left out: `l`, `p`,
-    `up` are in every path and text)."""
-    return list(dict.fromkeys(stem(t) for t in informative_terms(query) if len(t) >= 3))
+def query_stems(query: str, terms: Sequence[str] | None = None) -> list[str]:
+    """The query's informative words (or of `terms`, those searched) as the lexical index stems them, each once
+    (short ones left out: `l`, `p`, `up` are in every path and text)."""
+    words = informative_terms(query) if terms is None else [t for t in terms if t not in STOPWORDS]
+    return list(dict.fromkeys(stem(t) for t in words if len(t) >= 3))
+
+
+def probe(stemmed: str) -> str:
+    """What a text is searched for to tell whether it holds a stemmed word: the stem less its last letter past
+    four (porter's `retri`, `delai`, `configur` are not in `retry`, `delay`, `configure`; `retr`, `dela`,
+    `configu` are), a substring test costing nothing like a tokenisation of the text."""
+    return stemmed if len(stemmed) <= 4 else stemmed[:-1]
 
 
 # -- the passage ---------------------------------------------------------------------------------------------
@@ -201,15 +212,18 @@ _IMPORT_LINE = re.compile(
 _COMMENT_LINE = re.compile(r"^\s*(?:#(?![!\[])|//|/\*|\*|--|;;|<!--|\"\"\"|''')")
 
 
+_IMPORTS = re.compile(_IMPORT_LINE.pattern.replace("^", "^", 1), re.M)
+_COMMENTS = re.compile(_COMMENT_LINE.pattern, re.M)
+_FILLED = re.compile(r"^[ \t]*\S", re.M)
+
+
 @lru_cache(maxsize=16384)
-def _text_traits(text: str) -> tuple[float, float, int]:
-    """(share of non-blank lines that import or re-export, share that are comments, non-blank lines)."""
-    lines = [line for line in text.splitlines() if line.strip()]
+def _text_traits(text: str) -> tuple[float, float]:
+    """(share of non-blank lines that import or re-export, share that are comments): three scans in C."""
+    lines = len(_FILLED.findall(text))
     if not lines:
-        return 0.0, 0.0, 0
-    imports = sum(1 for line in lines if _IMPORT_LINE.match(line))
-    comments = sum(1 for line in lines if _COMMENT_LINE.match(line))
-    return imports / len(lines), comments / len(lines), len(lines)
+        return 0.0, 0.0
+    return len(_IMPORTS.findall(text)) / lines, len(_COMMENTS.findall(text)) / lines
 
 
 # -- the file ------------------------------------------------------------------------------------------------
@@ -305,109 +319,139 @@ def file_kind(path: str) -> tuple[float, float, float, float]:
 
 
 # -- the matrix ----------------------------------------------------------------------------------------------
-def _arm_columns(arm: ArmList | None, pid: int, unknown: float) -> tuple[float, float, float, float, float]:
-    """(in, raw, relative to best, min-max scaled, reciprocal rank) of one candidate in one arm."""
+def _arm(out: np.ndarray, first_col: int, arm: ArmList | None, ids: Sequence[int]) -> None:
+    """The five columns of one arm (in, raw, relative to its best, min-max scaled, reciprocal rank); a candidate
+    the arm did not return gets its floor. Left NaN when the arm did not run."""
     if arm is None:
-        return unknown, unknown, unknown, unknown, unknown
-    got = arm.found.get(pid)
-    rank, score = got if got is not None else (0, arm.floor)
+        return
+    got = [arm.found.get(pid) for pid in ids]
+    inside = np.array([g is not None for g in got], np.float32)
+    score = np.array([g[1] if g is not None else arm.floor for g in got], np.float32)
+    rank = np.array([g[0] if g is not None else 0 for g in got], np.float32)
     span = arm.best - arm.floor
-    norm = max(score - arm.floor, 0.0) / span if span > 0 else float(got is not None)
-    rel = score / arm.best if arm.best > 0 else 0.0
-    return float(got is not None), score, rel, norm, (1.0 / rank if rank else 0.0)
+    out[:, first_col] = inside
+    out[:, first_col + 1] = score
+    out[:, first_col + 2] = score / arm.best if arm.best > 0 else 0.0
+    out[:, first_col + 3] = np.clip(score - arm.floor, 0.0, None) / span if span > 0 else inside
+    out[:, first_col + 4] = np.divide(1.0, rank, out=np.zeros_like(rank), where=rank > 0)
 
 
 def features(c: Candidates) -> np.ndarray:
     """The candidates' feature matrix, float32 (len(c.ids), len(FEATURES)), rows in `c.ids`' order."""
-    n = len(c.ids)
+    ids = c.ids
+    n = len(ids)
     out = np.full((n, len(FEATURES)), np.nan, dtype=np.float32)
     if not n:
         return out
-    nan = math.nan
-    shape = query_shape(c.query)
-    stems = query_stems(c.query)
-    n_stems = max(len(stems), 1)
-    top = max((c.first.get(pid, 0.0) for pid in c.ids), default=0.0) or 1.0
+    col = INDEX
+    out[:, : len(QUERY_COLUMNS)] = query_shape(c.query)
+    stems = query_stems(c.query, c.terms)
+    probes = [probe(s) for s in stems]
+    wanted = set(stems)
+    n_stems = float(max(len(stems), 1))
 
-    paths = [c.rows[pid].path if pid in c.rows else "" for pid in c.ids]
+    _arm(out, col["lex_in"], c.lexical, ids)
+    _arm(out, col["sem_in"], c.semantic, ids)
+    if c.semantic is not None:  # the gap to the best replaces the raw relative score of the lexical layout
+        out[:, col["sem_gap"]] = c.semantic.best - out[:, col["sem_cos"]]
+    firsts = [c.first.get(pid, 0.0) for pid in ids]
+    first = np.array(firsts, np.float32)
+    top = max(firsts) or 1.0
+    out[:, col["sym_rrank"]] = [1.0 / c.named[pid] if pid in c.named else 0.0 for pid in ids]
+    out[:, col["first"]] = first / top
+    out[:, col["first_rrank"]] = 1.0 / np.arange(1, n + 1, dtype=np.float32)
+
+    rows = [c.rows.get(pid) for pid in ids]
+    paths = [r.path if r is not None else "" for r in rows]
+    present = np.array([r is not None for r in rows])
+    if present.any():
+        texts = [r.text if r is not None else "" for r in rows]
+        lows = [t.lower() for t in texts]
+        heads = [
+            " ".join(
+                filter(None, (r.heading, r.symbol.name if r.symbol else "", *(d.name for d in r.defines)))
+            ).lower()
+            if r is not None
+            else ""
+            for r in rows
+        ]
+        traits = np.array([_text_traits(t) for t in texts], np.float32).reshape(n, 2)
+        dup = Counter(texts)
+        kinds = [
+            ({d.kind for d in r.defines} | ({r.symbol.kind} if r.symbol else set())) if r else set()
+            for r in rows
+        ]
+        block = np.array(
+            [
+                [
+                    len(t.strip()),
+                    (r.end_line - r.start_line + 1) if r else 0,
+                    r.start_line if r else 0,
+                    *file_kind(p),
+                    float(r is not None and r.symbol is not None),
+                    float("function" in k),
+                    float(bool(k & _TYPE_KINDS)),
+                    float(len(r.defines)) if r else 0.0,
+                    float(bool(r and r.symbol and r.symbol.doc)),
+                    sum(s in low for s in probes) / n_stems,
+                    sum(s in h for s in probes) / n_stems,
+                    dup[t],
+                    r.size if r else 0,
+                ]
+                for r, t, low, h, k, p in zip(rows, texts, lows, heads, kinds, paths, strict=True)
+            ],
+            np.float32,
+        )
+        out[:, col["p_chars"]] = np.log1p(block[:, 0])
+        out[:, col["p_lines"]] = np.log1p(block[:, 1])
+        out[:, col["p_start"]] = np.log1p(block[:, 2])
+        out[:, col["p_top"]] = block[:, 2] == 1
+        out[:, col["p_code"] : col["p_config"] + 1] = block[:, 3:7]
+        out[:, col["p_in_symbol"] : col["p_has_doc"] + 1] = block[:, 7:12]
+        out[:, col["p_imports"]] = traits[:, 0]
+        out[:, col["p_comments"]] = traits[:, 1]
+        out[:, col["p_cov"]] = block[:, 12]
+        out[:, col["p_cov_head"]] = block[:, 13]
+        out[:, col["p_dup"]] = np.log(block[:, 14])
+        out[:, col["f_size"]] = np.log1p(block[:, 15])
+        out[~present, col["p_chars"] : col["p_dup"] + 1] = np.nan
+        out[~present, col["f_size"]] = np.nan
+
     # the candidates' files: members in first-fusion order, the idf of each query word among their paths
     members: dict[str, list[int]] = {}
     for i, path in enumerate(paths):
         members.setdefault(path, []).append(i)
     files = len(members)
-    held = {path: path_words(path) & set(stems) for path in members}
+    held = {path: path_words(path) & wanted for path in members}
     seen = Counter(w for words in held.values() for w in words)
     idf = {w: (math.log(files / k) / math.log(files) if files > 1 else 1.0) for w, k in seen.items()}
     by_name: dict[str, list[str]] = {}
     for path in members:
         by_name.setdefault(path.rsplit("/", 1)[-1], []).append(path)
-    texts = Counter(c.rows[pid].text for pid in c.ids if pid in c.rows)
-
-    for i, pid in enumerate(c.ids):
-        row = c.rows.get(pid)
-        path = paths[i]
-        first = c.first.get(pid, 0.0)
-        lex = _arm_columns(c.lexical, pid, nan)
-        sem = _arm_columns(c.semantic, pid, nan)
-        sym = c.named.get(pid)
-        group = members[path]
-        rank_in_file = group.index(i)
-        other = sum(c.first.get(c.ids[j], 0.0) for j in group if j != i)
-        siblings = by_name[path.rsplit("/", 1)[-1]]
-        sib_rank = sorted(siblings, key=lambda p: members[p][0]).index(path)
-        if row is not None:
-            text = row.text
-            low = text.lower()
-            imports, comments, _ = _text_traits(text)
-            head = " ".join(
-                filter(
-                    None, (row.heading, row.symbol.name if row.symbol else "", *(d.name for d in row.defines))
-                )
-            ).lower()
-            symbol = row.symbol
-            kinds = {d.kind for d in row.defines} | ({symbol.kind} if symbol else set())
-            passage = [
-                math.log1p(len(text.strip())),
-                math.log1p(row.end_line - row.start_line + 1),
-                math.log1p(row.start_line),
-                float(row.start_line == 1),
-                *file_kind(path),
-                float(symbol is not None),
-                float("function" in kinds),
-                float(bool(kinds & {"class", "interface"})),
-                float(len(row.defines)),
-                float(bool(symbol and symbol.doc)),
-                imports,
-                comments,
-                sum(1 for s in stems if s in low) / n_stems,
-                sum(1 for s in stems if s in head) / n_stems,
-                math.log(texts[text]),
-            ]
-            size = math.log1p(row.size)
-        else:
-            passage = [nan] * 18
-            size = nan
-        out[i] = (
-            *shape,
-            *lex,
-            sem[0],
-            sem[1],
-            (c.semantic.best - sem[1]) if c.semantic is not None else nan,
-            sem[3],
-            sem[4],
-            1.0 / sym if sym else 0.0,
-            first / top,
-            1.0 / (i + 1),
-            *passage,
-            math.log(len(group)),
-            float(rank_in_file),
-            other / top,
-            c.first.get(c.ids[group[0]], 0.0) / top,
-            size,
-            sum(idf[w] for w in held[path]) / n_stems,
-            float(len(name_words(path) & set(stems))),
-            *path_traits(path),
-            float(len(siblings) - 1),
-            float(sib_rank),
-        )
+    per_file: dict[str, tuple[float, ...]] = {}
+    for same in by_name.values():
+        same.sort(key=lambda p: members[p][0])
+        for sib_rank, path in enumerate(same):
+            group = members[path]
+            per_file[path] = (
+                math.log(len(group)),
+                sum(firsts[i] for i in group) / top,
+                firsts[group[0]] / top,
+                sum(idf[w] for w in held[path]) / n_stems,
+                float(len(name_words(path) & wanted)),
+                *path_traits(path),
+                float(len(same) - 1),
+                float(sib_rank),
+            )
+    rank_in_file = np.zeros(n, np.float32)
+    for group in members.values():
+        rank_in_file[group] = np.arange(len(group), dtype=np.float32)
+    fcols = np.array([per_file[p] for p in paths], np.float32)
+    out[:, col["f_n"]] = fcols[:, 0]
+    out[:, col["f_rank"]] = rank_in_file
+    out[:, col["f_other"]] = fcols[:, 1] - first / top
+    out[:, col["f_best"]] = fcols[:, 2]
+    out[:, col["f_path_cov"]] = fcols[:, 3]
+    out[:, col["f_name_cov"]] = fcols[:, 4]
+    out[:, col["f_test"] : col["f_sib_rank"] + 1] = fcols[:, 5:]
     return out
