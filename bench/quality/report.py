@@ -172,8 +172,11 @@ def write_block(path: Path, block: str, start: str = START, end: str = END) -> N
 
 def result_rows(results: dict[str, Any]) -> list[dict[str, str]]:
     """BENCHMARKS.md's quality rows for these sets: kenning hybrid's nDCG@10 (default settings), against issue 4's
-    floor and the best peer of the same results."""
-    from results import row
+    floor and the best peer of the same results (a run of kenning alone keeps the peer its row named before, with
+    that peer's date)."""
+    from results import load, row
+
+    before = {r["key"]: r.get("target", "") for r in load("quality")["rows"]}
 
     rows = []
     for name in _sets(results):
@@ -185,11 +188,14 @@ def result_rows(results: dict[str, Any]) -> list[dict[str, str]]:
         peers = [
             (s["nDCG@10"], n) for n, s in systems.items() if not n.startswith("kenning") and "nDCG@10" in s
         ]
-        targets = [f"≥ {FLOORS[name]:.3f}".rstrip("0")] if name in FLOORS else []
+        floor = FLOORS.get(name)
+        targets = [f"≥ {floor:.2f}" if floor == round(floor, 2) else f"≥ {floor:.3f}"] if floor else []
         if peers:
             value, peer = max(peers)
             when = systems[peer].get("measured", data["measured"])[:10]
             targets.append(f"> best peer, {peer} {value:.4f} ({when})")
+        else:
+            targets += [t for t in before.get(f"set:{name}", "").split("; ") if t.startswith("> best peer")]
         rows.append(
             row(
                 f"set:{name}",
