@@ -190,7 +190,7 @@ def test_a_lock_held_by_another_writer_is_not_waited_for(edited: Path) -> None:
             "-c",
             "import sys, time\nfrom pathlib import Path\nfrom kenning.store.layout import writer_lock\n"
             "with writer_lock(Path(sys.argv[1]), operation='index'):\n    print('held', flush=True)\n"
-            "    time.sleep(60)\n",
+            "    time.sleep(600)\n",
             str(edited / ".kenning"),
         ],
         stdout=subprocess.PIPE,
@@ -198,9 +198,19 @@ def test_a_lock_held_by_another_writer_is_not_waited_for(edited: Path) -> None:
     )
     try:
         assert held.stdout is not None and held.stdout.readline().strip() == "held"
+        # a refresh bound of 300 s: a search that waited for the lock would take that long, far above what a CLI
+        # call takes on a loaded machine (5 s against the default bound raced one, where the call alone took 16 s)
         started = time.monotonic()
-        out = run_cli("search", "--json", "-k", "1", "zanzibar handler", str(edited))
-        assert time.monotonic() - started < 5
+        out = run_cli(
+            "search",
+            "--json",
+            "-k",
+            "1",
+            "zanzibar handler",
+            str(edited),
+            env={"KENNING_REFRESH_TIMEOUT": "300"},
+        )
+        assert time.monotonic() - started < 150
         [hit], summary = _json_hits(out)
         assert hit["stale"] is True  # what is there, flagged
         [note] = summary["groups"][0]["notes"]
