@@ -163,9 +163,14 @@ def test_the_refresh_keeps_to_its_time_bound_and_says_what_it_left(tmp_path: Pat
     with Engine(root, config=config, embedder=slow) as engine:
         started = time.monotonic()
         [result] = engine.search("capybara dives", limit=30)
-        took = time.monotonic() - started
-        assert took < 1.5 + 0.2 + 0.5, took  # the bound, one passage's overrun, the search itself
-        assert 0 < slow.calls - 1 < 30  # some passages embedded, then the budget ran out (and one query)
+        took, calls = time.monotonic() - started, slow.calls
+        # the search itself, timed now: a fixed 0.5 s for it raced a loaded machine (2.25 s in all at load 30)
+        again = time.monotonic()
+        engine.search("capybara dives", limit=30, refresh="off")
+        search = time.monotonic() - again
+        # the bound, one passage's overrun, the search
+        assert took < 1.5 + 0.2 + max(0.5, 2 * search), (took, search)
+        assert 0 < calls - 1 < 30  # some passages embedded, then the budget ran out (and one query)
         # the text is all in: every file, at its new text, none stale
         assert len(result.hits) == 30 and all("dives" in h.text and not h.stale for h in result.hits)
         flagged = [h for h in result.hits if h.lexical_only]
