@@ -145,8 +145,10 @@ class SlowEmbedder(HashEmbedder):
     def __init__(self, delay: float) -> None:
         super().__init__()
         self.delay = delay
+        self.started: list[tuple[float, list[str]]] = []  # when each call began, and its texts
 
     def embed_batch(self, texts: Sequence[str]) -> Vectors:
+        self.started.append((time.monotonic(), list(texts)))
         time.sleep(self.delay * len(texts))
         return super().embed_batch(texts)
 
@@ -163,14 +165,13 @@ def test_the_refresh_keeps_to_its_time_bound_and_says_what_it_left(tmp_path: Pat
     with Engine(root, config=config, embedder=slow) as engine:
         started = time.monotonic()
         [result] = engine.search("capybara dives", limit=30)
-        took, calls = time.monotonic() - started, slow.calls
-        # the search itself, timed now: a fixed 0.5 s for it raced a loaded machine (2.25 s in all at load 30)
-        again = time.monotonic()
-        engine.search("capybara dives", limit=30, refresh="off")
-        search = time.monotonic() - again
-        # the bound, one passage's overrun, the search
-        assert took < 1.5 + 0.2 + max(0.5, 2 * search), (took, search)
-        assert 0 < calls - 1 < 30  # some passages embedded, then the budget ran out (and one query)
+        # no embedding began past the bound, the refresh's nor the on-demand vectors' of the search's leaders (which
+        # go a batch of 8 at a time while time is left). The whole search was held to the bound plus 0.7 s, which
+        # raced a loaded machine: the commit and the search after the last embedding are CPU work (at load 25-30
+        # the search took 2.25 and 2.7 s), and a batch begun just inside the bound ends after it.
+        began = [when - started for when, texts in slow.started if texts]
+        assert began and max(began) < 1.5, began
+        assert 0 < slow.calls - 1 < 30  # some passages embedded, then the budget ran out (and one query)
         # the text is all in: every file, at its new text, none stale
         assert len(result.hits) == 30 and all("dives" in h.text and not h.stale for h in result.hits)
         flagged = [h for h in result.hits if h.lexical_only]
