@@ -158,3 +158,24 @@ def test_a_long_query_is_searched_by_its_rarest_words_and_finds_the_passage_only
     assert len(terms) <= LONG_QUERY_TERMS and "frobnicate_widget" in terms
     [result] = engine.search(report, mode="lexical", limit=3)
     assert result.hits[0].path == "src/widget.py"
+
+
+def test_regression_a_threshold_between_two_floats_is_compared_in_double_as_lightgbm_does() -> None:
+    """LightGBM writes thresholds in double and compares a float value against them: 0.9999999701976777 lies
+    between two floats and rounded onto 1.0 in single precision, sending a value of 1.0 left (`<=`), where
+    LightGBM sends it right; the export check found scores 0.37 apart."""
+    raw = _tree_model()
+    raw["trees"] = [
+        {
+            "feature": [0],
+            "threshold": [0.9999999701976777],
+            "left": [~0],
+            "right": [~1],
+            "missing_left": [True],
+            "value": [-1.0, 1.0],
+        }
+    ]
+    raw["depth"] = 1
+    x = np.zeros((2, len(FEATURES)), np.float32)
+    x[:, F["lex_norm"]] = [1.0, 0.99999994]
+    assert parse(raw, "t").score(x).tolist() == [1.0, -1.0]
