@@ -55,11 +55,16 @@ def rescore(embedder: Embedder, db: Store, made: dict[bytes, np.ndarray], deadli
                 todo[key] = (key, row.heading, row.text, kind is not None and kind[0] == "code")
         pending = list(todo.values())  # in the order asked: the first fusion's leaders first
         end = min(deadline, time.monotonic() + RESCORE_SECONDS)
-        done = 0
-        while done < len(pending) and time.monotonic() < end:
-            batch = pending[done : done + BATCH]
+        done, spent = 0, 0.0
+        while done < len(pending):
+            # one text first, to learn the speed; then a batch only when, at that speed, it ends in time
+            batch = pending[done : done + (BATCH if done else 1)]
+            now = time.monotonic()
+            if now >= end or (done and now + spent / done * len(batch) > end):
+                break
             for (key, *_), vector in zip(batch, embed_batch(embedder, batch), strict=True):
                 made[key] = np.atleast_2d(np.asarray(vector, np.float32))
+            spent += time.monotonic() - now
             done += len(batch)
         out_ids = [have_ids]
         out = [have]
