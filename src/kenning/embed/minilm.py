@@ -56,11 +56,19 @@ from kenning.errors import ConfigError, EmbedderError
 from kenning.types import embed_text
 
 #: Bump when the graph or the quantisation changes, so stale cache entries are not reused.
-BUILDER_VERSION = "1"
+BUILDER_VERSION = "2"
 VARIANTS = ("int8", "fp32")
 _LAYERS, _HEADS, _EPS = 6, 12, 1e-12
 _FILES = ("model.onnx", "tokenizer.json")
 _INPUTS = ("input_ids", "attention_mask")
+#: Bump when a vector of the same text changes (the graph, the quantisation, the tokens read): part of the
+#: identity, so an index of other vectors is built anew rather than mixed with these.
+VECTORS = "2"
+#: Where a passage read from its start only (a code passage) is cut: MiniLM's training length, not the 256 it
+#: can read.
+READ_TOKENS = 128
+#: onnxruntime's optimiser would fuse LayerNorm(a + bias + x) back into SkipLayerNormalization (see _build_graph)
+_UNFUSED = ["SkipLayerNormFusion"]
 
 
 def default_cache_dir() -> Path:
@@ -105,9 +113,11 @@ def _build_graph(weights: dict[str, np.ndarray]) -> Any:
         return out
 
     def skip_norm(a: str, x: str, norm: str, bias: str) -> str:
-        # SkipLayerNormalization = LayerNorm(a + x + bias): bias, residual and norm in one pass.
-        args = (w(norm + ".weight"), w(norm + ".bias"), w(bias))
-        return op("SkipLayerNormalization", a, x, *args, ms=True, epsilon=_EPS)
+        # LayerNorm(a + bias + x) as two Adds and the standard LayerNormalization, not the fused
+        # SkipLayerNormalization: onnxruntime 1.32's CPU kernel of that took 0.34 ms a call on 150 tokens where
+        # these three took 0.06 (27% of a passage's time). The session keeps onnxruntime from fusing them back.
+        added = op("Add", op("Add", a, w(bias)), x)
+        return op("LayerNormalization", added, w(norm + ".weight"), w(norm + ".bias"), axis=-1, epsilon=_EPS)
 
     ids32 = op("Cast", "input_ids", to=TensorProto.INT32)
     mask32 = op("Cast", "attention_mask", to=TensorProto.INT32)
@@ -189,11 +199,23 @@ class MiniLMEmbedder(Embedder):
     # decides only for queries no passage holds a word of, which every set's own queries had (BENCHMARKS.md).
     match_level = 0.41
 
-    def __init__(self, cache_dir: Path | None = None, variant: str = "int8", windows: bool = True) -> None:
+    def __init__(
+        self,
+        cache_dir: Path | None = None,
+        variant: str = "int8",
+        windows: bool = True,
+        read_tokens: int = READ_TOKENS,
+    ) -> None:
         if variant not in VARIANTS:
             raise ConfigError(f"unknown MiniLM variant {variant!r}", hint=f"use one of {', '.join(VARIANTS)}")
+        if not isinstance(read_tokens, int) or not 8 <= read_tokens <= self.max_tokens:
+            raise ConfigError(
+                f"read_tokens must be a whole number from 8 to {self.max_tokens}, not {read_tokens!r}",
+                hint=f"leave it out for the default, {READ_TOKENS}",
+            )
         self.variant = variant
         self.windows = windows
+        self.read_tokens = read_tokens
         self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         self.built = False  # True once this instance had to build its cache entry (for tests and logs)
         self._lock = threading.Lock()
@@ -208,7 +230,9 @@ class MiniLMEmbedder(Embedder):
         # int8 and fp32 vectors differ slightly (cosine ~0.995): an index must not mix them. Windows do not
         # change the vector space, so they are not part of it: an index made before them stays searchable and
         # its next run re-embeds only its long passages (``windowing``).
-        return f"{super().identity}|{self.variant}"
+        # VECTORS: what else decides a vector (the graph, where a passage read from its start is cut)
+        read = "" if self.read_tokens == READ_TOKENS else f"|read={self.read_tokens}"
+        return f"{super().identity}|{self.variant}|vectors={VECTORS}{read}"
 
     @property
     def windowing(self) -> str:
@@ -267,7 +291,10 @@ class MiniLMEmbedder(Embedder):
 
         def session() -> Any:
             return ort.InferenceSession(
-                str(target / "model.onnx"), options, providers=["CPUExecutionProvider"]
+                str(target / "model.onnx"),
+                options,
+                providers=["CPUExecutionProvider"],
+                disabled_optimizers=_UNFUSED,
             )
 
         try:
@@ -351,18 +378,26 @@ class MiniLMEmbedder(Embedder):
         return vector
 
     def embed_batch(self, texts: Sequence[str]) -> Vectors:
+        return self._embed_cut(texts, self.max_tokens)
+
+    def embed_documents(self, texts: Sequence[str]) -> Vectors:
+        """Passages read from their start only (code: see ``kenning.engine.index``), cut at ``read_tokens``."""
+        return self._embed_cut([self.document_prefix + t for t in texts], self.read_tokens)
+
+    def _embed_cut(self, texts: Sequence[str], limit: int) -> Vectors:
         if self._session is None:
             self.load()
         if not texts:
             return np.zeros((0, self.dim), np.float32)
         assert self._pool is not None
-        encodings = self._tokenizer.encode_batch(list(texts))
-        return normalise(np.array(list(self._pool.map(self._run, (e.ids for e in encodings))), np.float32))
+        jobs = (_cut(e.ids, limit) for e in self._tokenizer.encode_batch(list(texts)))
+        return normalise(np.array(list(self._pool.map(self._run, jobs)), np.float32))
 
     def embed_passages(self, passages: Sequence[tuple[str, str]]) -> list[Vectors]:
         """A passage longer than the model's 256 tokens gets a vector per window (see :func:`windows`)."""
-        if not self.windows:
-            return super().embed_passages(passages)
+        if not self.windows:  # each passage's first window only: what windows=False always read
+            texts = [self.document_prefix + embed_text(h, t) for h, t in passages]
+            return [row[None, :] for row in self._embed_cut(texts, self.max_tokens)]
         if self._session is None:
             self.load()
         if not passages:
@@ -387,6 +422,11 @@ class MiniLMEmbedder(Embedder):
             out.append(vectors[at : at + n])
             at += n
         return out
+
+
+def _cut(ids: list[int], limit: int) -> list[int]:
+    """An encoded text (``[CLS] ... [SEP]``) truncated to ``limit`` tokens as the tokenizer would."""
+    return ids if len(ids) <= limit else [*ids[: limit - 1], ids[-1]]
 
 
 #: Tokens each window shares with the one before, so a sentence cut at a window's end is whole in the next.
