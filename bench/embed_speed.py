@@ -6,7 +6,7 @@
 
 For each set (the quality bench's names, materialised as it does), the passages an index run would embed
 (`Store.missing_embeddings` of a fresh lexical-only index: one per distinct text) are sampled by hash, and every
-candidate embeds the same sample as the semantic pass does (`kenning.engine.index._embed`: prose and markup in
+candidate embeds the same sample as the semantic pass does (`kenning.engine.index.embed_batch`: prose and markup in
 windows, code from its start only, in commit batches of 64). CPU seconds are `resource.getrusage` of this
 process and its children (the embedder's thread pool included), over rounds that alternate the candidates' order;
 figures are medians. Model loading is outside the timed part.
@@ -42,7 +42,7 @@ from kenning.embed import Embedder  # noqa: E402
 from kenning.embed.hashing import HashEmbedder  # noqa: E402
 from kenning.embed.minilm import MiniLMEmbedder, windows  # noqa: E402
 from kenning.engine import Engine  # noqa: E402
-from kenning.engine.index import EMBED_COMMIT_BATCH, _embed  # noqa: E402
+from kenning.engine.index import EMBED_COMMIT_BATCH, embed_batch  # noqa: E402
 from kenning.types import embed_text  # noqa: E402
 from sets import resolve  # noqa: E402
 
@@ -109,7 +109,7 @@ def semantic_pass(embedder: Embedder, rows: list[Passage]) -> list[np.ndarray]:
     ordered = sorted(rows, key=lambda r: len(r[1]) + len(r[2]))
     out: list[np.ndarray] = []
     for i in range(0, len(ordered), EMBED_COMMIT_BATCH):
-        out += _embed(embedder, ordered[i : i + EMBED_COMMIT_BATCH])
+        out += embed_batch(embedder, ordered[i : i + EMBED_COMMIT_BATCH])
     back = {r[0]: v for r, v in zip(ordered, out, strict=True)}
     return [back[r[0]] for r in rows]
 
