@@ -267,9 +267,9 @@ def test_a_long_passage_is_read_in_windows_led_by_its_heading(int8: MiniLMEmbedd
     short, long = int8.embed_passages([("", "A short note."), (heading, long_text)])
     # a text that fits is one vector, the same as embedding it whole
     assert short.shape == (1, 384) and float(short[0] @ int8.embed_documents(["A short note."])[0]) > 0.9999
-    # a longer one: its first window is exactly the old truncated vector, then windows to its end
+    # a longer one: its first window is exactly the text truncated at 256 tokens, then windows to its end
     assert long.shape[0] >= 3 and np.allclose(np.linalg.norm(long, axis=1), 1, atol=1e-5)
-    assert float(long[0] @ int8.embed_documents([f"{heading}\n{long_text}"])[0]) > 0.9999
+    assert float(long[0] @ int8.embed_batch([f"{heading}\n{long_text}"])[0]) > 0.9999
     ids = int8._whole.encode(f"{heading}\n{long_text}").ids
     cut = windows(ids, 256, len(int8._whole.encode(heading).ids) - 2)
     assert len(cut) == long.shape[0] and all(len(w) <= 256 for w in cut)
@@ -302,7 +302,7 @@ def test_windows_can_be_turned_off_and_leave_the_vector_space_alone(cache: Path)
     assert isinstance(off, MiniLMEmbedder) and off.windows is False
     on = MiniLMEmbedder(cache, "int8")
     # one vector space either way (an index made before windows stays usable); the index tells them apart
-    assert off.identity == on.identity == "all-MiniLM-L6-v2|dim=384|q=''|d=''|int8"
+    assert off.identity == on.identity == "all-MiniLM-L6-v2|dim=384|q=''|d=''|int8|vectors=2"
     assert (off.windowing, on.windowing) == ("", "windows=32")
     text = " ".join(f"Step {i}: turn the compost and water the seedlings." for i in range(60))
     assert on.over_limit([text, "A short note."]) == [True, False] == off.over_limit([text, "A short note."])
@@ -325,3 +325,48 @@ def test_models_says_whether_the_default_model_is_prepared(
 
     assert "prepared in" in state(cache)  # the fixture built it there
     assert "prepared for this machine on first use" in state(tmp_path)  # weights here, model not built
+
+
+def test_regression_the_session_runs_no_skip_layer_normalization(
+    int8: MiniLMEmbedder, tmp_path: Path
+) -> None:
+    """onnxruntime 1.32's SkipLayerNormalization CPU kernel took 0.34 ms a call where Add, Add and
+    LayerNormalization took 0.06: 27% of a passage's time. The graph is built without it, and the session must
+    not fuse it back (its optimiser does unless told not to): the graph the session runs is checked here."""
+    import onnx
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.optimized_model_filepath = str(tmp_path / "optimised.onnx")
+    ort.InferenceSession(
+        str(int8.model_dir() / "model.onnx"),
+        options,
+        providers=["CPUExecutionProvider"],
+        disabled_optimizers=minilm._UNFUSED,
+    )
+    ran = {node.op_type for node in onnx.load(str(tmp_path / "optimised.onnx")).graph.node}
+    assert "LayerNormalization" in ran and "SkipLayerNormalization" not in ran, sorted(ran)
+    built = {node.op_type for node in onnx.load(str(int8.model_dir() / "model.onnx")).graph.node}
+    assert "SkipLayerNormalization" not in built
+
+
+def test_a_passage_read_from_its_start_is_read_up_to_read_tokens(int8: MiniLMEmbedder, cache: Path) -> None:
+    """Code passages (embed_documents) are cut at 128 tokens, MiniLM's training length; queries and the
+    windows of prose still read 256."""
+    code = (
+        "def upload_file(path, client, retry_count=3):\n" + "    client.put(path, retries=retry_count)\n" * 30
+    )
+    longer = code + "    raise RuntimeError('the upload failed after every retry')\n"
+    assert len(int8._untruncated().encode(code).ids) > 256
+    first, second = int8.embed_documents([code, longer])
+    np.testing.assert_allclose(first, second, atol=2e-6)  # nothing past token 128 is read
+    cut = int8._untruncated().decode(int8._untruncated().encode(code).ids[1:127])
+    assert float(first @ int8.embed_batch([cut])[0]) > 0.999  # the same as the text's first 126 word pieces
+    whole = int8.embed_batch([code])[0]
+    assert float(first @ whole) < 0.9999  # embed_batch reads 256
+    wide = MiniLMEmbedder(cache, "int8", read_tokens=256)
+    assert wide.identity != int8.identity and "|read=256" in wide.identity
+    np.testing.assert_allclose(wide.embed_documents([code])[0], whole, atol=2e-6)
+    for bad in (0, 257, "128"):
+        with pytest.raises(ConfigError, match="read_tokens"):
+            MiniLMEmbedder(cache, "int8", read_tokens=bad)  # type: ignore[arg-type]

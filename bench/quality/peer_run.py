@@ -2,12 +2,13 @@
 
 Environments are created on first use (`<cache>/peers/<name>`, pinned requirements recorded in `.pins`) and reused
 after. semble gets two local Model2Vec folders made here: a tiny random placeholder (for its BM25-plus-ranking
-mode, where the dense arm is weighted zero) and a static model distilled from kenning's MiniLM (for its hybrid
-mode). Nothing is downloaded at run time except the pinned packages on first use.
+mode, where the dense arm is weighted zero) and kenning's own static model (for its hybrid mode). Nothing is
+downloaded at run time except the pinned packages on first use.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -51,7 +52,7 @@ PEERS: dict[str, Peer] = {
         ("semble==0.7.0",),
         "semble_peer.py",
         ("--alpha", "auto", "--model", "{static}"),
-        "alpha auto, static model distilled from kenning's MiniLM",
+        "alpha auto, kenning's own static model (kenning.embed.static, refined)",
     ),
     "ripgrep": Peer("ripgrep", None, (), "rg_peer.py", note="Debian rg 13; distinct query words matched"),
     "bm25s": Peer(
@@ -76,15 +77,17 @@ def ensure_venv(cache: Path, name: str, pins: tuple[str, ...]) -> Path:
 
 
 def semble_models(cache: Path, python: Path) -> dict[str, str]:
-    """Model folders for semble: {"placeholder": DIR, "static": DIR}, built once."""
+    """Model folders for semble: {"placeholder": DIR, "static": DIR}, built once (the static one again for
+    each version of kenning's static model, which names its folder)."""
     models = cache / "models"
-    static_src = distill(models / "minilm-static-src")
+    static_src = distill(models / "kenning-static")
+    version = json.loads((static_src / "config.json").read_text())["kenning"]
+    tag = hashlib.sha256(version.encode()).hexdigest()[:10]
     out = {}
-    for key, args in (
-        ("placeholder", ["--random", "8"]),
-        ("static", ["--vectors", str(static_src / "vectors.npy")]),
+    for key, folder, args in (
+        ("placeholder", models / "semble-placeholder", ["--random", "8"]),
+        ("static", models / f"semble-static-{tag}", ["--from", str(static_src)]),
     ):
-        folder = models / f"semble-{key}"
         if not (folder / "model.safetensors").is_file():
             cmd = [
                 str(python),

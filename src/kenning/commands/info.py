@@ -67,6 +67,13 @@ def install_default_model(config: Config) -> int:
     embedder.notify = lambda message: err(f"kenning: {message}")
     embedder.load()  # fetches the weights when they are not here, then builds the model when it is not built
     err(f"kenning: the default model {embedder.name} is ready ({embedder.model_dir()})")
+    # the static table distilled from the same weights, for an answer before the transformer's vectors exist
+    from kenning.embed.static import StaticEmbedder
+
+    table = StaticEmbedder(cache_dir(config))
+    table.notify = embedder.notify
+    table.load()
+    err(f"kenning: the static model {table.name} is ready ({table.model_dir()})")
     return 0
 
 

