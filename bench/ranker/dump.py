@@ -2,7 +2,7 @@
 feature matrix captured as the search computes it (`kenning.search.rank.CAPTURE`), each candidate labelled from
 the set's judgements.
 
-    python bench/ranker/dump.py --sets scifact,codeset,questions,mined [--state hybrid|lexical] [--out bench/.work/ranker]
+    python bench/ranker/dump.py --sets scifact,codeset,questions,mined [--state hybrid|lexical|first] [--out bench/.work/ranker]
 
 Writes `<out>/<state>/<set>.npz` (X: the features, qid: the query's index, label_file: its file's grade,
 label_span: the grade of a judged span it overlaps, else its file's grade when the file is judged whole, pid,
@@ -30,13 +30,42 @@ from kenning_run import DEFAULT, open_index  # noqa: E402
 
 import gitsets  # noqa: E402
 from codeset_multi import set_names  # noqa: E402
-from kenning.search import rank  # noqa: E402
+from kenning.search import SearchRequest, execute, rank  # noqa: E402
 from kenning.search.features import FEATURES, FEATURES_VERSION, Candidates  # noqa: E402
+from kenning.search.hybrid import Rescore  # noqa: E402
 from sets import EvalSet, resolve  # noqa: E402
 
 WORK = HERE.parent / ".work"
-# the index state a model is trained for, and the search mode that shows it
-MODES = {"hybrid": "hybrid", "lexical": "lexical"}
+# the index state a model is trained for, and the search mode that shows it: `first` is a fresh index's first
+# answer (no passage has a vector yet; the transformer scores the first fusion's leaders on demand), simulated
+# over the finished index by reading the leaders' stored vectors instead of embedding them
+MODES = {"hybrid": "hybrid", "lexical": "lexical", "first": "hybrid"}
+
+
+class Unembedded:
+    """A store that says no passage has a vector yet (what a fresh index's first search sees)."""
+
+    def __init__(self, db: Any) -> None:
+        self._db = db
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._db, name)
+
+    def cached_counts(self) -> dict[str, int]:
+        return {**self._db.cached_counts(), "embedded": 0}
+
+
+def first_answer(engine: Any, text: str) -> None:
+    """One search as a fresh index's first answer runs it: no vector index, the leaders scored by the vectors the
+    transformer would give them (read from the finished index: the same numbers, no time spent)."""
+    db = engine._open()
+    dim = engine.embedder.dim
+    plan = SearchRequest(text, mode="hybrid", limit=10, refresh="off").plan(10)
+    rescore = Rescore(lambda ids: db.vectors_of(np.array(sorted(ids), dtype=np.int64), dim))
+    with db.snapshot():
+        execute(plan, Unembedded(db), None, engine._embed_query, engine.root, rescore=rescore)
+
+
 SPAN = re.compile(r"^(.*?):(\d+)-(\d+)$")
 
 
@@ -105,7 +134,10 @@ def dump(name: str, state: str, out: Path, cache: Path) -> dict[str, Any]:
     try:
         for qi, q in enumerate(queries):
             captured.clear()
-            engine.search(q["text"], mode=MODES[state], limit=10, refresh="off")
+            if state == "first":
+                first_answer(engine, q["text"])
+            else:
+                engine.search(q["text"], mode=MODES[state], limit=10, refresh="off")
             qid = str(q["query_id"])
             rel_files = files.get(qid, {})
             rel_spans = spans.get(qid) if spans is not None else None
