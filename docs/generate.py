@@ -136,7 +136,7 @@ def command_reference() -> str:
                 continue
             names = ", ".join(f"`{o}`" for o in action.option_strings) or _argument(action)
             argument = _argument(action) if action.option_strings else ""
-            rows.append(f"| {names} | {argument} | {_cell(action.help)} |")
+            rows.append(f"| {_cell(names)} | {_cell(argument)} | {_cell(action.help)} |")
         if subs:
             out.append("\n".join(subs) + "\n")
         if rows:
