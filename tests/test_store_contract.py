@@ -337,7 +337,8 @@ def test_document_frequencies_count_the_passages_holding_each_stemmed_term(store
     add_file(store, "a.txt", ["zebras graze the grass", "a zebra alone", "grass plain sky"])
     add_file(store, "b.txt", ["sky blue", "grass"])
     found = store.document_frequencies(["zebra", "grass", "sky", "unicorn"])
-    assert found == {"zebra": 2, "grass": 3, "sky": 2}  # porter's "zebra" holds "zebras"; none holds a unicorn
+    # porter's "zebra" holds "zebras"; none holds a unicorn
+    assert found == {"zebra": 2, "grass": 3, "sky": 2}
 
 
 def test_lexical_bm25_scores_are_okapi_bm25(store: Store) -> None:
@@ -665,8 +666,9 @@ def test_a_writer_that_waits_gets_the_lock_when_the_holder_lets_go(backend: Back
     thread.start()
     try:
         assert holding.wait(10)
-        release.set()
+        # timed from before the release: a waiter descheduled past the holder's 0.2 s measured less
         started = time.monotonic()
+        release.set()
         with backend.lock().hold(wait=10.0, operation="search --refresh"):
             assert 0.1 < time.monotonic() - started < 9  # it waited for the holder, and no longer
     finally:
