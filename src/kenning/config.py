@@ -89,6 +89,45 @@ _SCALARS: dict[str, type] = {
 
 _FOLDERS = ("index_dir", "cache_dir")
 
+# The settings a workspace's `.kenning.toml` cannot set (`_merge` refuses each one): they would send the reader's
+# files to a server, pick which index a run rewrites, decide what searches return, or opt the reader in to a
+# remote embedder. tests/test_docs.py checks this list against what `load_config` refuses.
+USER_ONLY = frozenset({"store", "store_name", "snapshot_source", "allow_remote"})
+
+# What each setting is for, for people: docs/configuration.md's table is generated from this, the types and the
+# defaults above (`python docs/generate.py`), and tests/test_docs.py fails while a setting has no line here.
+SETTING_DOCS: dict[str, str] = {
+    "model": "the embedder: `minilm` (all-MiniLM-L6-v2 on onnxruntime), `hash` (a deterministic stub, for tests), "
+    "`st:<name>` (a sentence-transformers model, `pip install 'kenning[st]'`), or the name of an "
+    "`[embedders.NAME]` table. Each embedder gets an index of its own",
+    "index_dir": "where indexes live, one subfolder per root; unset: `<root>/.kenning`. A relative folder in a "
+    "config file is relative to that file's folder",
+    "cache_dir": "where the model is prepared once (and its weights kept, unless `KENNING_WEIGHTS_DIR`); unset: "
+    "`$XDG_CACHE_HOME/kenning`, else `~/.cache/kenning`. Relative in a config file: to that file's folder",
+    "max_chars": "the largest passage, in characters (at least 100)",
+    "overlap_chars": "how much a passage repeats of the one before it, in whole paragraphs (whole pieces for "
+    "code), up to this many characters (below `max_chars`)",
+    "code_symbols": "cut code along its tree-sitter symbols (false: line windows)",
+    "embed_windows": "read a passage longer than the model's 256 tokens in windows, scoring its best (false: its "
+    "first 256 tokens only, a faster semantic pass on long documents). Switching it re-embeds only the passages "
+    "it changes, at the next `kenning index`; searches meanwhile use the vectors there are",
+    "chunk_workers": "processes that read and chunk changed files: 0 (auto) uses up to 4 of the cores for a run "
+    "with at least 4 MB of changed files, where processes can be forked (Linux); 1: never",
+    "limit": "hits per query group (1-1000)",
+    "preview": "the text a hit shows: `none`, `short` or `full`",
+    "grep_timeout": "seconds a `kenning grep` may take before it stops with partial results (0: no limit; "
+    "`kenning grep --timeout`)",
+    "refresh_timeout": "seconds a search may spend bringing files changed since indexing into the index first "
+    "(0: never; at most 3600)",
+    "allow_remote": "let a remote embedding endpoint (an `openai` provider) receive workspace text",
+    "store": "keep indexes on a PostgreSQL server, `postgresql://[user@]host[:port]/database`; unset: a folder "
+    "beside each root",
+    "store_name": "the index's name on that server; unset: the root folder's name",
+    "snapshot_source": "where a root without an index starts from: a `.kpack` file, a folder of them, an "
+    "http(s) URL of one (`{commit}` stands for the commit id), or a team's index on `postgresql://`",
+    "snapshot_timeout": "seconds a snapshot's download from a URL may take, whole (0: no limit; at most 86400)",
+}
+
 
 def masked_store(text: str) -> str:
     """`text` with the passwords a store setting may hold (`user:password@`, `password=...`) replaced by ***."""

@@ -82,7 +82,7 @@ def check_model_name(name: str, config: Config) -> None:
     if low.startswith("openai:"):
         raise ConfigError(
             f"model '{key}' needs an [embedders.NAME] table with provider = \"openai\", url and dim",
-            hint="see README, Configuration",
+            hint="see docs/configuration.md, Other embedders",
         )
     raise ConfigError(
         f"unknown model '{name}'",
