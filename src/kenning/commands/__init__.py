@@ -10,6 +10,7 @@ when its command runs:
 
     index     `kenning index`: build, refresh, forget, drop
     search    `kenning search`, and its literal fallback when there is no index
+    related   `kenning related PATH:LINE`: the passages most related to a place
     grep      `kenning grep`: where the project is, what the PATHs scope, refusals of what is never searched
     info      `kenning status`, `kenning models`, `kenning symbols`
     agents    `kenning install`/`uninstall`, `kenning gate`
@@ -52,6 +53,7 @@ ROUTABLE = ("search", "index", "status")  # the commands a running daemon answer
 COMMANDS = {
     "index": ("index", "cmd_index"),
     "search": ("search", "cmd_search"),
+    "related": ("related", "cmd_related"),
     "grep": ("grep", "cmd_grep"),
     "status": ("info", "cmd_status"),
     "snapshot": ("snapshot", "cmd_snapshot"),

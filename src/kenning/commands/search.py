@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from kenning.config import Config
     from kenning.render.budget import Packed
     from kenning.search import Filters, SearchRequest
+    from kenning.search.request import Place
     from kenning.types import Mode, Preview, SearchResult
 
 
@@ -117,9 +118,10 @@ def _request(
     level: float | None,
     context: tuple[int, int],
     built: bool,
+    related: Place | None = None,
 ) -> SearchRequest:
     """The search the command line asks for, within the `selected` files; `built` when the index is about to
-    be built from the files as they are, so there is nothing to refresh."""
+    be built from the files as they are, so there is nothing to refresh; `related` for `kenning related`."""
     from kenning.search import SearchRequest, parse_time
 
     mode: Mode = "lexical" if args.lexical else "semantic" if args.semantic else "hybrid"
@@ -144,6 +146,7 @@ def _request(
         before=context[0],
         after=context[1],
         budget=args.budget,
+        related=related,
     )
 
 

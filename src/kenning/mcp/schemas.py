@@ -95,6 +95,13 @@ TEXT_SEARCH_INPUT: Schema = {
             ),
             "minItems": 1,
         },
+        "related": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": MAX_ITEM_CHARS,
+            "description": "path:line or path:start-end instead of a query: code related to it (its tests, "
+            "implementations, docs)",
+        },
         "k": {"type": "integer", "minimum": 1, "maximum": 50, "description": "Hits per query at most"},
         "budget": _budget(),
         "paths": _SEARCH_PATHS,

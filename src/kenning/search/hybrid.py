@@ -86,7 +86,10 @@ def execute(
                 key = (route.query, route.depth)
                 if route.arm == "semantic" and key not in semantic:
                     semantic[key] = pool.submit(
-                        lambda q, d: index.search(embed(q), d, allowed), route.query, route.depth
+                        lambda q, d, v: index.search(embed(q) if v is None else v, d, allowed),
+                        route.query,
+                        route.depth,
+                        route.vector,
                     )
     try:
         flag = expect_vectors and plan.mode != "lexical"
@@ -143,7 +146,7 @@ def _run_groups(
                     db,
                     root,
                     rank.fusion_weights(plan, part.query),
-                    rank.factor_for_tests(part.query),
+                    _tests(plan, part.query),
                     part.query,
                 )
                 if best is not None and best not in leaders:
@@ -158,13 +161,13 @@ def _run_groups(
                     group.query,
                     allowed,
                     loose=plan.prefer_symbol,
-                    tests=rank.factor_for_tests(group.query),
+                    tests=_tests(plan, group.query),
                 )
                 if definitions:
                     ranked["symbol#d"] = definitions
         else:
             ranked = _ranked(plan, db, group, semantic, allowed)
-        weights, tests = rank.fusion_weights(plan, group.query), rank.factor_for_tests(group.query)
+        weights, tests = rank.fusion_weights(plan, group.query), _tests(plan, group.query)
         hits, gone = rank.fuse_hits(
             ranked,
             db,
@@ -248,11 +251,18 @@ def _ranked(
             ranked[key] = found.result() if found is not None else []
     if plan.mode != "semantic":
         definitions = _definitions(
-            db, group.query, allowed, loose=plan.prefer_symbol, tests=rank.factor_for_tests(group.query)
+            db, group.query, allowed, loose=plan.prefer_symbol, tests=_tests(plan, group.query)
         )
         if definitions:
             ranked["symbol#d"] = definitions
+    if plan.exclude:
+        ranked = {key: [c for c in items if c[0] not in plan.exclude] for key, items in ranked.items()}
     return ranked
+
+
+def _tests(plan: Plan, query: str) -> float:
+    """What a test file's score is multiplied by: the plan's factor when it gives one, else the query's."""
+    return plan.tests if plan.tests is not None else rank.factor_for_tests(query)
 
 
 _KIND_ORDER = {"class": 0, "interface": 0, "function": 1, "module": 2, "alias": 3, "value": 4}
