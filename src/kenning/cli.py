@@ -169,7 +169,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
     p = command("search", "Search the index of ROOT (or its nearest indexed ancestor) by meaning and words.")
     p.add_argument("query", nargs="?", metavar="QUERY")
-    p.add_argument("root", nargs="?", default=".", metavar="ROOT")
+    p.add_argument("root", nargs="*", metavar="ROOT", help="one or more roots (default: .); several merge")
     p.add_argument(
         "-q",
         "--query",

@@ -36,6 +36,11 @@ def cmd_search(args: argparse.Namespace) -> int:
 
     started = time.perf_counter()
     queries, root_arg = search_inputs(args)
+    roots = search_roots(args)
+    if len(roots) > 1:  # several roots, each its own index: one ranking (commands/roots.py)
+        from kenning.commands.roots import cmd_search_roots
+
+        return cmd_search_roots(args, queries, roots)
     start = check_root(root_arg)
     flags = {
         "preview": args.preview,
@@ -151,18 +156,34 @@ def _request(
 
 
 def search_inputs(args: argparse.Namespace) -> tuple[list[str], str]:
-    """The query groups and the root, from `search QUERY [ROOT]` or `search -q A -q B [ROOT]`."""
+    """The query groups and the (first) root, from `search QUERY [ROOT...]` or `search -q A -q B [ROOT...]`."""
     queries = list(args.queries or [])
-    root_arg = args.root
+    roots = _given_roots(args)
+    root_arg = roots[0] if roots else "."
     if args.query is not None:
         # `search -q A -q B ROOT` puts the root first; a positional that is no directory is a query
-        if queries and args.root == "." and os.path.isdir(os.path.expanduser(args.query)):
+        if queries and (not roots or roots == ["."]) and os.path.isdir(os.path.expanduser(args.query)):
             root_arg = args.query
+        elif queries and roots and os.path.isdir(os.path.expanduser(args.query)):
+            root_arg = args.query  # `search -q A ROOT1 ROOT2`: the first root came as the query
         else:
             queries.insert(0, args.query)
     if not queries:
         raise UsageError("no query given", hint='kenning search "what you are looking for" [ROOT]')
     return queries, root_arg
+
+
+def _given_roots(args: argparse.Namespace) -> list[str]:
+    # a list from the command line (`search QUERY ROOT...`), a string from a daemon's routed request
+    root = args.root
+    return [root] if isinstance(root, str) else list(root or [])
+
+
+def search_roots(args: argparse.Namespace) -> list[str]:
+    """Every root `search` was given, in order (one: `.` by default)."""
+    _, first = search_inputs(args)
+    rest = _given_roots(args)
+    return list(dict.fromkeys([first, *rest]))
 
 
 def min_score(text: str | None) -> float | None:

@@ -116,8 +116,10 @@ def portable(args: argparse.Namespace) -> dict[str, Any] | None:
     data = dict(vars(args))
     data["mode"] = "direct"
     if args.command == "search":
-        from kenning.commands.search import search_inputs
+        from kenning.commands.search import search_inputs, search_roots
 
+        if len(search_roots(args)) > 1:
+            return None  # several roots are searched here, each index opened as its own (commands/roots.py)
         queries, root_arg = search_inputs(args)
         data.update(queries=queries, query=None)
     else:

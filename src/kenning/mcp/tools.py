@@ -20,6 +20,7 @@ from kenning import walk
 from kenning.commands.report import base_line, pruned_line
 from kenning.engine import Engine
 from kenning.engine.index import Progress
+from kenning.engine.roots import comparable
 from kenning.errors import ArgumentError, IndexMissing, OutsideRoot, UsageError
 from kenning.mcp import schemas
 from kenning.mcp.answers import Answer, GrepPacker, index_json, index_text, next_step, search_answer
@@ -224,7 +225,9 @@ class Workspace:
                     )
                 try:
                     with self._read_lock:
-                        results = engine.search(request.within(rels))
+                        # several roots: each answers with its arm scores, for the merge (engine/roots.py)
+                        asked = replace(request, trace=True) if len(self.engines) > 1 else request
+                        results = engine.search(asked.within(rels))
                 except IndexMissing:
                     results = None  # a first index run has not committed yet: answer literally meanwhile
             if results is None:
@@ -251,6 +254,14 @@ class Workspace:
                 )
             per_root.append((engine, results))
         several = len(self.engines) > 1
+        if several and request is not None:
+            ranked = [(e, r) for e, r in per_root if e.root not in literal]
+            notes = comparable(ranked, dict(request.plan().weights))
+            for _, results in ranked:
+                for result in results:
+                    result.notes += notes
+                    if not request.trace:
+                        result.hits = [replace(h, trace=None) for h in result.hits]
         return search_answer(queries, per_root, k, mode, preview, literal, self._show, several, budget)
 
     def _related(self, args: dict[str, Any]) -> Answer:
