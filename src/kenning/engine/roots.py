@@ -4,9 +4,10 @@ Each root's index is searched as usual (its own filters, refresh, ranking). Its 
 between its own best and its hundredth candidate, so every root's best scores near 1 however poorly it matches, and
 merging by score would interleave a root that holds the answer with one that holds nothing near it. So each root
 answers with its hits' raw arm scores (the trace: BM25 and cosine) and the merge fuses them again over the
-candidates of every root together, with the ranking's own fusion (`rank.fuse_scores`, the plan's weights): a hit's
-score is multiplied by its fused value over all roots divided by its fused value within its own. Whatever the
-ranking added or scaled after fusion (definitions, test files, file evidence) is kept in that proportion.
+candidates of every root together, with the ranking's own fusion (`rank.fuse_scores`, the plan's weights). Each
+root's scores are then multiplied by one factor: its leading candidate's fused value over all roots divided by its
+fused value within its own root. A root's own order (and whatever its ranking added after fusion) is kept; a root
+whose best is far from the query, as every root's candidates together measure it, falls below one that is close.
 
 Cosine similarities are comparable across indexes made with one model, so the semantic arm is pooled exactly.
 BM25 is not: each index scores with its own passage count, average length and term frequencies, so the lexical
@@ -76,20 +77,15 @@ def comparable(per_root: list[tuple[Engine, list[SearchResult]]], weights: dict[
         for i, (_, results) in enumerate(per_root):
             hits += [(i, h) for h in results[group].hits]
         pooled = fuse_scores(_arm_lists(list(enumerate(hits))), arms)
-        own: dict[int, float] = {}
-        for i in range(len(per_root)):
-            own.update(fuse_scores(_arm_lists([(n, nh) for n, nh in enumerate(hits) if nh[0] == i]), arms))
         for i, (_, results) in enumerate(per_root):
-            rescaled = []
-            for n, (root, hit) in enumerate(hits):
-                if root != i:
-                    continue
-                local, merged = own.get(n, 0.0), pooled.get(n, 0.0)
-                rescaled.append(
-                    replace(hit, score=round(hit.score * merged / local, 6)) if local > 0 else hit
-                )
-            rescaled.sort(key=lambda h: -h.score)
-            results[group].hits = rescaled
+            mine = [(n, nh) for n, nh in enumerate(hits) if nh[0] == i]
+            own = fuse_scores(_arm_lists(mine), arms)
+            # one factor a root: its order stays its ranking's, and its place among the others is what its
+            # leading candidate is worth over every root's candidates (a factor per hit reordered within a
+            # root wherever the two scales' floors differ: measured 0.07 nDCG@10 below one index)
+            best = max((n for n, _ in mine), key=lambda n: own.get(n, 0.0), default=None)
+            factor = pooled.get(best, 0.0) / own[best] if best is not None and own.get(best) else 1.0
+            results[group].hits = [replace(h, score=round(h.score * factor, 6)) for h in results[group].hits]
     return []
 
 
