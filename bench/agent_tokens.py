@@ -7,7 +7,8 @@ play it, and every token it reads or writes is counted in o200k_base: the tool l
 apart and added per question), each call's arguments, and each answer.
 
 - kenning: `text_search {"query": Q}` (the default 2,000-token budget); when no relevant file is in the answer, a
-  second call with `budget` 8,000. The answers are `kenning.mcp.tools.Workspace`'s, the server's own code; the
+  second call with `budget` 8,000. Beside it, the same with `budget` 800 on the first call (an agent that asks
+  for less). The answers are `kenning.mcp.tools.Workspace`'s, the server's own code; the
   listing is measured through the MCP SDK's client (bench/mcp_listing.py).
 - semble 0.7.0: `search {"query": Q, "repo": "."}` at its defaults (5 results, 10 lines each), then `top_k` 20; its
   answers are its tool's JSON (bench/quality/peers/semble_answers.py, its own virtual environment, the static
@@ -76,7 +77,7 @@ def load_set(name: str) -> tuple[Path, list[tuple[str, str]], dict[str, set[str]
 
 
 def kenning_play(
-    corpus: Path, queries: list[tuple[str, str]], qrels: dict[str, set[str]]
+    corpus: Path, queries: list[tuple[str, str]], qrels: dict[str, set[str]], first: int | None = None
 ) -> list[tuple[int, bool]]:
     from kenning.mcp.tools import Workspace
 
@@ -85,7 +86,8 @@ def kenning_play(
     out = []
     for qid, text in queries:
         spent, reached = 0, False
-        for args in ({"query": text}, {"query": text, "budget": 8000}):
+        opening = {"query": text} if first is None else {"query": text, "budget": first}
+        for args in (opening, {"query": text, "budget": 8000}):
             answer = ws.text_search(args)
             spent += count(compact({"name": "text_search", "arguments": args})) + count(answer.text)
             if {h["path"] for h in answer.structured["hits"]} & qrels[qid]:
@@ -190,6 +192,7 @@ def listing_tokens() -> dict[str, int]:
 
     sizes["semble"] = anyio.run(semble_listing)
     sizes["grep and read"] = 0
+    sizes["kenning, budget 800 first"] = sizes["kenning"]
     return sizes
 
 
@@ -210,6 +213,7 @@ def main() -> None:
         corpus, queries, qrels = load_set(name)
         plays = {
             "kenning": kenning_play(corpus, queries, qrels),
+            "kenning, budget 800 first": kenning_play(corpus, queries, qrels, 800),
             "semble": semble_play(corpus, queries, qrels),
             "grep and read": grep_play(corpus, queries, qrels),
         }
