@@ -12,12 +12,13 @@ where the judgements have lines). `source.json`:
 `split` is `train` (the ranker learns from it), `dev` (tune and report) or `test` (report only; never looked at
 per query while tuning). `include` (optional) keeps only those paths of the tree.
 
-Materialising writes `bench/.work/sets/<family>-<name>/corpus/` from `git archive` of the pinned commit (the
-whole tree as a checkout has it, minus files over MAX_FILE bytes), plus the query files. The repository is read
-from a local mirror: `$KENNING_MIRRORS/<owner>+<name>/repo` (a bare git directory, as the session tool's fetch
-leaves it; default /work/.mirror), else `bench/.work/mirrors/<owner>+<name>.git`, cloned from GitHub when missing.
-A marker records the commit, so a second run leaves the corpus alone. Nothing fetched is committed: only the
-scripts, the pins and the judgements are.
+Materialising writes `bench/.work/sets/<family>-<name>/corpus/` from git's objects at the pinned commit (the
+whole tree as a checkout has it, export-ignore or not, minus files over MAX_FILE bytes and blobs the mirror
+lacks), plus the query files. The repository is read from a local mirror: `$KENNING_MIRRORS/<owner>+<name>/repo`
+(a bare git directory, as the session tool's fetch leaves it; default /work/.mirror), else
+`bench/.work/mirrors/<owner>+<name>.git`, cloned from GitHub when missing. A marker records the commit, so a
+second run leaves the corpus alone. Nothing fetched is committed: only the scripts, the pins and the judgements
+are.
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -120,23 +120,45 @@ def git(repo: str, *args: str) -> bytes:
 
 
 def extract(source: Source, corpus: Path) -> int:
-    """Write the pinned tree (or its `include` paths) into `corpus`; the number of files written."""
-    data = git(source.repo, "archive", "--format=tar", source.commit, *source.include)
+    """Write the pinned tree (or its `include` paths) into `corpus`; the number of files written.
+
+    Read from git's objects rather than `git archive`: an archive honours `export-ignore` (Carbon's
+    .gitattributes drops its tests, which a checkout has) and fails whole on one blob a snapshot lacks (a
+    mirror leaves out files of 4 MiB and more). Symlinks and submodules are skipped, as are missing blobs.
+    """
+    listing = git(source.repo, "ls-tree", "-r", "-l", "-z", source.commit, "--", *source.include)
+    wanted: list[tuple[str, str]] = []
+    for entry in listing.split(b"\0"):
+        if not entry:
+            continue
+        meta, _, raw_path = entry.partition(b"\t")
+        mode, kind, oid, size = meta.split()
+        if kind != b"blob" or mode not in (b"100644", b"100755"):
+            continue
+        if not size.isdigit() or int(size) > MAX_FILE:  # ls-tree says BAD for a blob the mirror lacks
+            continue
+        rel = Path(raw_path.decode("utf-8", "surrogateescape"))
+        if rel.is_absolute() or ".." in rel.parts:
+            continue
+        wanted.append((oid.decode(), str(rel)))
+    batch = subprocess.run(
+        ["git", "--git-dir", str(mirror(source.repo)), "cat-file", "--batch"],
+        input=b"".join(oid.encode() + b"\n" for oid, _ in wanted),
+        check=True,
+        capture_output=True,
+    ).stdout
+    stream = io.BytesIO(batch)
     written = 0
-    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-        for member in tar:
-            if not member.isfile() or member.size > MAX_FILE:
-                continue
-            rel = Path(member.name)
-            if rel.is_absolute() or ".." in rel.parts:
-                continue
-            target = corpus / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            fh = tar.extractfile(member)
-            if fh is None:
-                continue
-            target.write_bytes(fh.read())
-            written += 1
+    for _oid, rel_path in wanted:
+        header = stream.readline().split()
+        if len(header) != 3:  # "<oid> missing": the snapshot lacks this blob
+            continue
+        data = stream.read(int(header[2]))
+        stream.read(1)  # the newline after each object
+        target = corpus / rel_path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+        written += 1
     return written
 
 

@@ -1119,3 +1119,231 @@ def test_fuzz_known_bug(report: Report, bug: str) -> None:
     met = [f for f in report.findings if f.known == bug]
     if met:
         pytest.xfail(f"{bug}: {len(met)} cases, e.g. {met[0].case} -> {met[0].why[:300]}")
+
+
+# -- snapshot packs ---------------------------------------------------------------------------------------------
+# A pack is input from elsewhere (issue 32): a real pack of a real repository, mutated by hypothesis the ways a
+# damaged file or a forger would (bytes flipped, cut or added; tar members of another type or size; header fields
+# of another type or value; database rows changed with the digest made to match), is imported into a clone that
+# has an index of its own. Each import is refused with one line (a KenningError, exit 2) and leaves that index
+# byte for byte, or it is taken, and then every passage the index serves is text of the file it names.
+PACK_CASES = int(os.environ.get("KENNING_FUZZ_PACKS", "60"))
+PACK_FILES = {
+    "src/upload.py": 'def upload_file(path, client):\n    """Retry failed uploads with backoff."""\n'
+    "    return client.put(path)\n\n\nclass Uploader:\n    def run(self):\n        return upload_file('a', 1)\n",
+    "docs/guide.md": "# Guide\n\n## Tokens\n\nRefresh the session token before it expires.\n",
+    "README.md": "# Demo\n\nA small repository whose index is shipped as a snapshot.\n",
+}
+PACK_COLUMNS = {
+    "files": ("path", "size", "sha256", "blob_id", "kind", "skip_reason"),
+    "passages": ("file_id", "start_line", "end_line", "heading", "text", "parts", "ehash", "sym_name", "grp"),
+    "definitions": ("passage_id", "kind", "name"),
+    "embeddings": ("ehash", "vec"),
+    "meta": ("key", "value"),
+    "migrations": ("version",),
+    "fts_data": ("block",),
+}
+
+
+def _pack_files(home: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(home)): p.read_bytes()
+        for p in sorted(home.rglob("*"))
+        if p.is_file() and p.name not in ("writer.lock", "writer.json")
+    }
+
+
+@pytest.fixture(scope="module")
+def pack_world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    import subprocess as sp
+
+    from kenning.config import Config
+    from kenning.embed.hashing import HashEmbedder
+    from kenning.engine import Engine
+    from kenning.engine.snapshot import export
+
+    base = tmp_path_factory.mktemp("packs")
+    origin = base / "origin"
+    for rel, text in PACK_FILES.items():
+        (origin / rel).parent.mkdir(parents=True, exist_ok=True)
+        (origin / rel).write_text(text)
+    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t")
+    env.update(GIT_COMMITTER_EMAIL="t@t", GIT_CONFIG_GLOBAL=os.devnull, GIT_CONFIG_NOSYSTEM="1")
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-qm", "first"]):
+        sp.run(["git", "-C", str(origin), *args], check=True, env=env, capture_output=True)
+    with Engine(origin, config=Config(model="hash"), embedder=HashEmbedder()) as ci:
+        export(ci, base / "a.kpack", commit="HEAD")
+    clone = base / "clone"
+    sp.run(["git", "clone", "-q", str(origin), str(clone)], check=True, env=env, capture_output=True)
+    (clone / "mine.md").write_text("# Mine\n\nA note only this clone has.\n")
+    engine = Engine(clone, config=Config(model="hash"), embedder=HashEmbedder())
+    engine.index()
+    engine.close()
+    return {
+        "pack": base / "a.kpack",
+        "engine": engine,
+        "home": engine.home,
+        "saved": _pack_files(engine.home),
+    }
+
+
+def _mutated(data: Any, pack: bytes, work: Path) -> tuple[str, bytes]:
+    """A mutation of `pack`, drawn by hypothesis: (what was done, the new bytes)."""
+    import hashlib
+    import io
+    import sqlite3
+    import tarfile
+
+    from hypothesis import strategies as st
+
+    kind = data.draw(st.sampled_from(["bytes", "cut", "member", "header", "rows"]))
+    if kind == "bytes":
+        buf = bytearray(pack)
+        spots = data.draw(st.lists(st.integers(0, len(buf) - 1), min_size=1, max_size=8))
+        for at in spots:
+            buf[at] ^= data.draw(st.integers(1, 255))
+        return f"bytes flipped at {spots}", bytes(buf)
+    if kind == "cut":
+        at = data.draw(st.integers(0, len(pack) - 1))
+        tail = data.draw(st.binary(max_size=600))
+        return f"cut at {at}, then {len(tail)} bytes", pack[:at] + tail
+    with tarfile.open(fileobj=io.BytesIO(pack)) as tar:
+        header = json.loads(tar.extractfile("kpack.json").read())  # type: ignore[union-attr]
+        blob = tar.extractfile("index.db").read()  # type: ignore[union-attr]
+    what = kind
+    members: list[tuple[str, bytes, bytes, int | None]] = []  # (name, content, type, size claimed)
+    if kind == "member":
+        which = data.draw(st.sampled_from(["kpack.json", "index.db"]))
+        mtype = data.draw(st.sampled_from([b"0", b"1", b"2", b"5", b"7", b"S", b"x", b"L"]))
+        claimed = data.draw(st.one_of(st.none(), st.integers(0, 1 << 40)))
+        what = f"member {which} of type {mtype!r}, size {claimed}"
+        members = [(which, b"", mtype, claimed)]
+    elif kind == "header":
+        key = data.draw(st.sampled_from([*sorted(header), "selection.extra", "selection.ignore_files"]))
+        value = data.draw(
+            st.recursive(
+                st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=50),
+                lambda inner: (
+                    st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+                ),
+                max_leaves=8,
+            )
+        )
+        if key.startswith("selection."):
+            header["selection"] = {**header["selection"], key.split(".", 1)[1]: value}
+        else:
+            header[key] = value
+        what = f"header {key} = {value!r}"[:300]
+    else:
+        table = data.draw(st.sampled_from(sorted(PACK_COLUMNS)))
+        column = data.draw(st.sampled_from(PACK_COLUMNS[table]))
+        value = data.draw(
+            st.none()
+            | st.integers(-(1 << 63), (1 << 63) - 1)
+            | st.floats(allow_nan=False)
+            | st.text(max_size=80)
+            | st.binary(max_size=80)
+            | st.sampled_from(["[]", "5", "{}", "not json", "../../etc/passwd", "hunter2 forged text"])
+        )
+        delete = data.draw(st.booleans())
+        db = work / "mutated.db"
+        db.write_bytes(blob)
+        conn = sqlite3.connect(db)
+        try:
+            if delete:
+                conn.execute(f"DELETE FROM {table} WHERE rowid = (SELECT min(rowid) FROM {table})")
+            else:
+                conn.execute(
+                    f"UPDATE {table} SET {column} = ? WHERE rowid = (SELECT max(rowid) FROM {table})",
+                    (value,),
+                )
+            conn.commit()
+        except sqlite3.DatabaseError:
+            pass  # a constraint the change broke: the pack stays as it was
+        finally:
+            conn.close()
+        blob = db.read_bytes()
+        header.update(db_sha256=hashlib.sha256(blob).hexdigest(), db_bytes=len(blob))
+        what = f"{'delete from' if delete else 'set'} {table}.{column} = {value!r}"[:300]
+    head = json.dumps(header).encode()
+    contents = {"kpack.json": head, "index.db": blob}
+    out = io.BytesIO()
+    for name in ("kpack.json", "index.db"):
+        info = tarfile.TarInfo(name)
+        info.size = len(contents[name])
+        change = next((m for m in members if m[0] == name), None)
+        if change is not None:
+            info.type = change[2]
+            if change[3] is not None:
+                info.size = change[3]
+        out.write(info.tobuf(tarfile.PAX_FORMAT, "utf-8", "surrogateescape"))
+        out.write(contents[name] + b"\0" * (-len(contents[name]) % 512))
+    out.write(b"\0" * 1024)
+    return what, out.getvalue()
+
+
+def test_fuzz_crafted_packs_are_refused_in_one_line_or_serve_only_their_files_text(
+    pack_world: dict[str, Any], tmp_path: Path
+) -> None:
+    import shutil
+    import sqlite3
+
+    from hypothesis import HealthCheck, given, seed, settings
+    from hypothesis import strategies as st
+
+    from kenning import walk
+    from kenning.engine.snapshot import Candidate, import_snapshot
+    from kenning.errors import KenningError
+    from kenning.pack import read_info
+
+    engine, home, saved = pack_world["engine"], pack_world["home"], pack_world["saved"]
+    pack = pack_world["pack"].read_bytes()
+    outcomes: Counter[str] = Counter()
+
+    def restore() -> None:
+        engine.close()
+        if _pack_files(home) != saved:
+            for child in home.iterdir():
+                if child.name not in ("writer.lock", "writer.json"):
+                    shutil.rmtree(child) if child.is_dir() else child.unlink()
+            for rel, content in saved.items():
+                (home / rel).parent.mkdir(parents=True, exist_ok=True)
+                (home / rel).write_bytes(content)
+        engine.reload_manifest()
+
+    @seed(SEED)
+    @settings(max_examples=PACK_CASES, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @given(st.data())
+    def case(data: Any) -> None:
+        what, crafted = _mutated(data, pack, tmp_path)
+        path = tmp_path / "crafted.kpack"
+        path.write_bytes(crafted)
+        restore()
+        try:
+            import_snapshot(engine, Candidate(read_info(path), path, str(path)))
+        except KenningError as exc:
+            outcomes["refused"] += 1
+            assert exc.exit_code == 2 and "\n" not in str(exc), (what, str(exc))
+            engine.close()
+            assert _pack_files(home) == saved, f"{what}: refused ({exc}), but the index it found changed"
+        else:
+            outcomes["taken"] += 1
+            engine.close()
+            conn = sqlite3.connect(engine.db_path)
+            try:
+                rows = conn.execute(
+                    "SELECT f.path, p.text FROM passages p JOIN files f ON f.id = p.file_id"
+                ).fetchall()
+            finally:
+                conn.close()
+            for rel, text in rows:
+                shown = walk.screen((engine.root / rel).read_bytes())
+                assert isinstance(shown, str) and text in shown, f"{what}: {rel} serves {text[:80]!r}"
+        assert not [p for p in home.iterdir() if p.name.startswith(".import-")], what
+
+    try:
+        case()
+    finally:
+        restore()
+    print(f"crafted packs: {dict(outcomes)}")
+    assert outcomes["refused"] and sum(outcomes.values()) == PACK_CASES

@@ -13,14 +13,15 @@ import sys
 import tarfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from conftest import git, make_tree, run_cli
 from kenning.engine import Engine
-from kenning.engine.snapshot import Candidate, export, find_snapshot, import_snapshot, prune
+from kenning.engine.snapshot import Candidate, export, find_snapshot, import_snapshot
 from kenning.errors import IndexCorrupt, IndexMismatch, UsageError
-from kenning.store.pack import read_info
+from kenning.pack import prune, read_info
 
 TOPICS = [
     ("upload", "retry failed uploads with exponential backoff and jitter"),
@@ -559,3 +560,35 @@ def test_a_postgres_snapshot_source_is_searched_where_it_is(
     (result,) = reader.search("zebra crossing", mode="lexical")
     assert [h.path for h in result.hits] == ["mine.md"] and result.base and result.base["overlaid"] == 1
     assert not list((clone / ".kenning").glob("*/index.db"))  # no local copy of the team's index
+
+
+def test_a_newer_snapshot_is_vouched_for_by_the_index_it_replaces(
+    repo: Path, tmp_path: Path, engine_factory: Callable[..., Engine], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every file of a pack is cut again from git's blob before its passages are served (issue 32); moving a
+    clone to a newer snapshot cuts only the files its own index does not already hold as the pack does."""
+    import kenning.engine.vouch as vouch
+
+    cut: list[int] = []
+    real = vouch.prepare_all
+
+    def counting(jobs: Any, *args: Any, **kwargs: Any) -> Any:
+        jobs = list(jobs)
+        cut.append(len(jobs))
+        return real(jobs, *args, **kwargs)
+
+    monkeypatch.setattr(vouch, "prepare_all", counting)
+    first = _pack(engine_factory, repo, tmp_path / "packs" / "a.kpack")
+    clone = _clone(repo, tmp_path / "clone")
+    engine = engine_factory(clone)
+    import_snapshot(engine, Candidate(read_info(first), first, str(first)))
+    assert cut == [read_info(first).files]  # a fresh clone vouches for every file by cutting it again
+    (repo / "src/cache_2.py").write_text("def cache_step_2():\n    '''evict nothing at all'''\n")
+    git(repo, "commit", "-qam", "second")
+    second = _pack(engine_factory, repo, tmp_path / "packs" / "b.kpack")
+    git(clone, "pull", "-q")
+    cut.clear()
+    import_snapshot(engine, Candidate(read_info(second), second, str(second)))
+    assert cut == [1]  # the changed file; the rest its own index held as the pack does
+    (hit,) = engine.search("evict nothing at all", mode="lexical", refresh="off")
+    assert [h.path for h in hit.hits][:1] == ["src/cache_2.py"]

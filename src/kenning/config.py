@@ -53,6 +53,7 @@ class Config:
     # where commit snapshots come from (kenning.engine.snapshot): a .kpack file, a folder of them, or an
     # http(s) URL of one (with {commit} standing for a commit id); a root without an index starts from one
     snapshot_source: str | None = None
+    snapshot_timeout: float = 600.0  # seconds a snapshot's download may take, whole (0 = no limit)
     embedders: dict[str, dict[str, Any]] = field(default_factory=dict)  # [embedders.NAME] tables
     sources: tuple[str, ...] = ()  # which files/layers contributed, for `kenning status`
     explicit: frozenset[str] = frozenset()  # settings given by a file, the environment or a flag
@@ -82,6 +83,7 @@ _SCALARS: dict[str, type] = {
     "store": str,
     "store_name": str,
     "snapshot_source": str,
+    "snapshot_timeout": float,
 }
 
 
@@ -241,6 +243,11 @@ def _validated(config: Config) -> Config:
         raise ConfigError(
             f"refresh_timeout={config.refresh_timeout} must be between 0 and 3600 seconds",
             hint="use 0 to search without refreshing first",
+        )
+    if not 0 <= config.snapshot_timeout <= 86400:
+        raise ConfigError(
+            f"snapshot_timeout={config.snapshot_timeout} must be between 0 and 86400 seconds",
+            hint="use 0 for no limit on a snapshot's download",
         )
     if config.store is not None and urlsplit(config.store).scheme not in ("postgresql", "postgres"):
         raise ConfigError(

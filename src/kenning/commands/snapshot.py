@@ -1,5 +1,6 @@
 """`kenning snapshot`: ship a commit's index (`export`), start from one (`import`), and keep a folder of them
-small (`prune`). See kenning.engine.snapshot for what a snapshot is and how the working tree goes on top."""
+small (`prune`). See kenning.engine.snapshot for what a snapshot is and how the working tree goes on top, and
+kenning.pack for the file."""
 
 from __future__ import annotations
 
@@ -55,7 +56,9 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     from kenning.walk import check_root
 
     if args.action == "prune":
-        gone = snapshot.prune(Path(args.folder).expanduser(), args.keep)
+        from kenning.pack import prune
+
+        gone = prune(Path(args.folder).expanduser(), args.keep)
         if args.json:
             out([json.dumps({"type": "prune", "deleted": [str(p) for p in gone]})])
         else:

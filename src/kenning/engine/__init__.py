@@ -28,6 +28,7 @@ import numpy as np
 from kenning import walk
 from kenning.config import Config, load_config
 from kenning.embed import Embedder, create_embedder
+from kenning.engine import ondemand
 from kenning.engine.base_commit import base_of
 from kenning.engine.index import IndexReport, Progress, index_settings, publish, run_index
 from kenning.engine.refresh import (
@@ -120,6 +121,8 @@ class Engine:
         self._segments: dict[str, Segment] = {}  # the snapshot's segments loaded so far, by name
         # a shared index's overlay: the combined statistics of the state last searched (kenning.store.overlay)
         self.overlay_cache: dict[object, Any] = {}
+        # vectors a search embedded on demand and could not store yet (kenning.engine.ondemand)
+        self.on_demand: dict[bytes, np.ndarray] = {}
 
     # -- paths -----------------------------------------------------------------------------------------------
     @property
@@ -392,6 +395,8 @@ class Engine:
         if request.mode != "lexical" and not (self.manifest and self.manifest.lexical_only):
             load_beside(self.embedder.load)  # the model loads while the refresh and the snapshot run
         notes: list[str] = []
+        # the refresh and the vectors embedded on demand share the refresh's time bound
+        deadline = time.monotonic() + (self.config.refresh_timeout if request.refresh == "wait" else 0.0)
         if request.refresh == "wait":
             notes = self.refresh().notes
         elif request.refresh == "background":
@@ -422,7 +427,12 @@ class Engine:
                 self.root,
                 level,
                 expect_vectors=expect_vectors,
+                rescore=ondemand.rescore(self.embedder, db, self.on_demand, deadline)
+                if semantic and expect_vectors
+                else None,
             )
+        if self.on_demand and db is self._db and self._writable():
+            ondemand.keep(self.writer, self._connect, self.on_demand)
         base = base_of(db.get_meta)
         if db is not self._db:
             masked: frozenset[str] = getattr(db, "masked", frozenset())

@@ -409,7 +409,7 @@ def _unchanged(row: FileRow, report: IndexReport) -> None:
         report.unchanged += 1
 
 
-def _embed(embedder: Embedder, batch: list[tuple[bytes, str, str, bool]]) -> list[np.ndarray]:
+def embed_batch(embedder: Embedder, batch: list[tuple[bytes, str, str, bool]]) -> list[np.ndarray]:
     """Prose and markup passages are read whole (in windows when longer than the model reads); code passages
     by their first window only. A code passage is cut along one symbol and led by its signature and doc, which
     is what a question in words matches, while the rest of its body costs the most tokens (code packs about
@@ -429,14 +429,14 @@ def _embedded(
     if embedder.concurrency <= 1:
         for batch in batches:
             _check(cancel)
-            yield _embed(embedder, batch)
+            yield embed_batch(embedder, batch)
         return
     pool = ThreadPoolExecutor(embedder.concurrency, thread_name_prefix="kenning-embed")
     pending: deque[Future[list[np.ndarray]]] = deque()
     ahead = iter(batches)
     try:
         for batch in ahead:
-            pending.append(pool.submit(_embed, embedder, batch))
+            pending.append(pool.submit(embed_batch, embedder, batch))
             if len(pending) == embedder.concurrency:
                 break
         while pending:
@@ -444,7 +444,7 @@ def _embedded(
             vectors = pending.popleft().result()
             following = next(ahead, None)
             if following is not None:
-                pending.append(pool.submit(_embed, embedder, following))
+                pending.append(pool.submit(embed_batch, embedder, following))
             yield vectors
     finally:
         # on an error or an interruption, batches not yet sent are dropped; those in flight end on their own
@@ -539,7 +539,7 @@ def _budgeted_semantic_pass(
         if now >= end or (done and now + spent / done * len(batch) > end):
             break
         started = time.monotonic()
-        vectors = _embed(embedder, batch)
+        vectors = embed_batch(embedder, batch)
         spent += time.monotonic() - started
         db.begin()
         db.add_embeddings([m[0] for m in batch], vectors)

@@ -2,7 +2,7 @@
 working tree's edits laid on top where it is searched.
 
 CI runs `kenning snapshot export --commit HEAD -o X.kpack .`: the index is brought to that commit's files
-(read from git's objects, `Engine.index(commit=...)`) and packed (`kenning.store.pack`). A machine that has no
+(read from git's objects, `Engine.index(commit=...)`) and packed (`kenning.pack`). A machine that has no
 index of a root yet, and a `snapshot_source`, starts from the newest snapshot whose commit is an ancestor of
 HEAD (the merge-base side of the history, so the overlay is small): the pack's database becomes the local
 index, and an ordinary index run then brings in every file that differs from that commit (committed since,
@@ -18,6 +18,7 @@ On PostgreSQL the commit's index is simply there for every reader; packing is fo
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -25,17 +26,19 @@ import sqlite3
 import subprocess
 import tempfile
 import time
-import urllib.error
-import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kenning.engine.base_commit import BASE, base_of
 from kenning.engine.index import IndexReport, Progress, publish
-from kenning.errors import IndexCorrupt, IndexError_, IndexMismatch, KenningError, UsageError
-from kenning.store.layout import Manifest, selection_from_json
-from kenning.store.pack import PACK_SUFFIX, PackInfo, base_chain, read_info, unpack_chain, write_pack
+from kenning.engine.vouch import check_meta, check_selection, vouch_passages
+from kenning.errors import IndexError_, IndexMismatch, KenningError, UsageError
+from kenning.pack import PACK_SUFFIX, PackInfo, base_chain, read_info, unpack_chain, write_pack
+from kenning.pack.check import check_database, db_uri
+from kenning.pack.fetch import download, is_url
+from kenning.store.layout import Manifest
 from kenning.store.sqlite import SqliteStore
 from kenning.store.sqlite.schema import SCHEMA_VERSION
 from kenning.version import version
@@ -44,13 +47,13 @@ from kenning.walk.commit import resolve_commit
 
 if TYPE_CHECKING:
     from kenning.engine import Engine
-    from kenning.types import Selection
 
-__all__ = ["Candidate", "export", "find_snapshot", "import_snapshot", "prune", "seed"]
+__all__ = ["Candidate", "export", "find_snapshot", "import_snapshot", "seed"]
 
 URL_HISTORY = 50  # commits of HEAD's first-parent history a {commit} URL is tried for, newest first
-URL_TIMEOUT = 30.0
 DOWNLOADS = "downloads"  # in the index home: where a snapshot fetched from a URL waits for its import
+STAGING = ".import-"  # in the index home: the temporary folder a pack is unpacked and checked in
+STALE_DOWNLOAD = 3600.0  # seconds without a write after which a file in DOWNLOADS is a dead download's
 
 
 @dataclass(frozen=True)
@@ -145,10 +148,6 @@ def export(
 
 
 # -- finding one --------------------------------------------------------------------------------------------
-def _is_url(source: str) -> bool:
-    return source.startswith(("http://", "https://"))
-
-
 def find_snapshot(engine: Engine, source: str) -> tuple[Candidate | None, list[str]]:
     """The snapshot `source` offers for this root: the newest whose commit is an ancestor of HEAD (or HEAD
     itself). Notes say what was passed over and why."""
@@ -158,7 +157,7 @@ def find_snapshot(engine: Engine, source: str) -> tuple[Candidate | None, list[s
             "a team's index on PostgreSQL is not imported: it is searched where it is, with your edits on top",
             hint="set snapshot_source (or store) to that URL in your config and search; import takes .kpack files",
         )
-    if _is_url(source):
+    if is_url(source):
         return _from_url(engine, source, notes), notes
     path = Path(os.path.expanduser(source)).resolve()  # a relative one is the command line's: the cwd's
     if path.is_dir():
@@ -208,31 +207,6 @@ def _usable(engine: Engine, cand: Candidate, notes: list[str]) -> bool:
     return True
 
 
-def _download(answer: Any, out: Any, url: str, folder: Path) -> None:
-    """Stream a snapshot to `out`, refusing one the disk cannot hold: an import needs room for the pack and for
-    the index unpacked from it, so a download may take at most half the free space (a server that announces
-    more is refused before a byte is written, one that sends more is cut off)."""
-    room = shutil.disk_usage(folder).free // 2
-    announced = answer.headers.get("Content-Length", "")
-    if announced.isdigit() and int(announced) > room:
-        _too_big(url, int(announced), folder)
-    written = 0
-    while chunk := answer.read(1 << 20):
-        written += len(chunk)
-        if written > room:
-            _too_big(url, written, folder)
-        out.write(chunk)
-
-
-def _too_big(url: str, size: int, folder: Path) -> None:
-    free = shutil.disk_usage(folder).free
-    raise UsageError(
-        f"snapshot {url} is {size / 1e9:.1f} GB or more, over half the {free / 1e9:.1f} GB free at {folder} "
-        "(an import needs room for the pack and the index unpacked from it)",
-        hint="free some disk space, or unset snapshot_source to index locally",
-    )
-
-
 def _from_url(engine: Engine, source: str, notes: list[str]) -> Candidate | None:
     if "{commit}" not in source:
         urls = [source]
@@ -248,68 +222,104 @@ def _from_url(engine: Engine, source: str, notes: list[str]) -> Candidate | None
             ) from None
         urls = [source.replace("{commit}", sha) for sha in history]
     downloads = engine.home / DOWNLOADS
-    for url in urls:
-        downloads.mkdir(parents=True, exist_ok=True)
-        fd, name = tempfile.mkstemp(dir=downloads, suffix=PACK_SUFFIX)
-        target = Path(name)
-        try:
-            # only http(s) URLs reach here (_is_url); urllib follows redirects to http(s) only
-            with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=URL_TIMEOUT) as answer:
-                _download(answer, out, url, downloads)
-        except UsageError:
-            target.unlink(missing_ok=True)
-            raise
-        except urllib.error.HTTPError as exc:
-            target.unlink(missing_ok=True)
-            if exc.code == 404:
+    _sweep(downloads)
+    limit = engine.config.snapshot_timeout
+    end = time.monotonic() + limit
+    try:
+        for url in urls:
+            # one deadline for the whole look-up: each URL gets what is left of it
+            left = max(end - time.monotonic(), 1e-3) if limit else 0.0
+            target = download(url, downloads, deadline=left)
+            if target is None:
                 continue
-            raise UsageError(
-                f"snapshot source {url} answered HTTP {exc.code} ({exc.reason})",
-                hint="check snapshot_source's URL, and that its server serves the .kpack files",
-            ) from None
-        except (urllib.error.URLError, OSError, TimeoutError) as exc:
-            target.unlink(missing_ok=True)
-            raise UsageError(
-                f"cannot fetch snapshot {url} ({getattr(exc, 'reason', exc)})",
-                hint="check snapshot_source's URL and that the server is up, or unset it to index locally",
-            ) from None
-        cand = Candidate(read_info(target), target, url)
-        if cand.info.delta:
-            notes.append(f"passed over {url}: a delta, which needs its base beside it (serve whole packs)")
-        elif _usable(engine, cand, notes):
-            return cand
-        target.unlink(missing_ok=True)
-    notes.append(f"no snapshot at {source} for the last {len(urls)} commits of HEAD")
-    return None
+            kept = False
+            try:
+                with _named(target, url):
+                    cand = Candidate(read_info(target), target, url)
+                if cand.info.delta:
+                    notes.append(
+                        f"passed over {url}: a delta, which needs its base beside it (serve whole packs)"
+                    )
+                elif _usable(engine, cand, notes):
+                    kept = True
+                    return cand
+            finally:
+                if not kept:
+                    target.unlink(missing_ok=True)
+        notes.append(f"no snapshot at {source} for the last {len(urls)} commits of HEAD")
+        return None
+    finally:
+        _tidy(downloads)
+
+
+def _sweep(downloads: Path) -> None:
+    """Remove what a download killed before its end left (a live one writes at least every URL_TIMEOUT)."""
+    if not downloads.is_dir():
+        return
+    old = time.time() - STALE_DOWNLOAD
+    for leftover in downloads.glob(f"*{PACK_SUFFIX}"):
+        with contextlib.suppress(OSError):
+            if leftover.stat().st_mtime < old:
+                leftover.unlink()
+
+
+def _tidy(folder: Path) -> None:
+    with contextlib.suppress(OSError):
+        folder.rmdir()  # only when empty: a download waiting for its import stays
 
 
 # -- importing ----------------------------------------------------------------------------------------------
 def import_snapshot(engine: Engine, cand: Candidate, *, progress: Progress | None = None) -> IndexReport:
-    """Make `cand` the base of this root's index, then index the working tree's differences on top."""
+    """Make `cand` the base of this root's index, then index the working tree's differences on top.
+
+    The pack is unpacked and checked whole in a temporary folder of the index home (`kenning.pack.check`, then
+    `kenning.engine.vouch`) before anything else is written: a pack refused at any step leaves the index the
+    root had byte for byte, and no file behind. A pack fetched from a URL is removed either way."""
+    try:
+        with _named(cand.path, cand.where):
+            where, again = _import(engine, cand)
+    finally:
+        if cand.path.parent == engine.home / DOWNLOADS:
+            cand.path.unlink(missing_ok=True)  # fetched for this import: in the index now, or refused
+            _tidy(cand.path.parent)
+    report = engine.index(progress=progress)  # the overlay: the working tree's differences
+    report.snapshot = where
+    if again:
+        report.notes.append(
+            f"{again} file(s) of the snapshot were cut into passages otherwise than this kenning cuts them "
+            "(another version's chunker or grammars), and were read again here"
+        )
+    return report
+
+
+def _import(engine: Engine, cand: Candidate) -> tuple[str, int]:
+    """Check the pack in a temporary folder, then move it into place as the index; (where it came from, how many
+    of its files were taken out to be read again)."""
     info = cand.info
     if engine.location.shared:
         raise UsageError(
             "a snapshot is imported into the local SQLite index, not into a PostgreSQL store",
             hint="leave out --store (and unset KENNING_STORE) to import it",
         )
-    if info.identity != engine.embedder.identity:
-        raise IndexMismatch(
-            f"snapshot {cand.where} was made with model {info.model!r} ({info.identity}); this index uses "
-            f"{engine.model_name!r} ({engine.embedder.identity}): vectors of one model mean nothing to another",
-            hint=f"search with that model (--model {info.model}, or model = {info.model!r} in your config)",
-        )
-    slug = engine.embedder.slug
-    with engine.writer.hold(wait=30.0, operation="import"):
+    _same_model(engine, info, cand.where)
+    with engine.writer.hold(wait=30.0, operation="import"), _staging(engine.home) as staging:
+        incoming = staging / "index.db"
+        info = unpack_chain(cand.path, incoming)  # read again: the file may have changed since it was found
+        _same_model(engine, info, cand.where)
+        check_database(incoming, cand.where, identity=engine.embedder.identity, dim=engine.embedder.dim)
+        selection = check_selection(info.selection, engine.root, cand.where)
+        check_meta(incoming, info, cand.where)
+        again = vouch_passages(engine, incoming, info, cand.where)
+        # checked: from here on the index is replaced
         engine.close()
-        engine.location.prepare(slug, rebuild=False, repair_manifest=engine.manifest_error is not None)
-        incoming = engine.directory / "index.db.import"
-        unpack_chain(cand.path, incoming)
+        engine.location.prepare(
+            engine.embedder.slug, rebuild=False, repair_manifest=engine.manifest_error is not None
+        )
         _carry_vectors(engine.db_path, incoming, engine.embedder.identity)
         for old in engine.directory.iterdir():
             if old.name.startswith(("index.db-", "vectors-", "lexicon-")) or old.name == "index.db":
                 old.unlink()
         os.replace(incoming, engine.db_path)
-        selection = _selection(info.selection, cand.where)
         created = engine.manifest.created if engine.manifest else time.time()
         engine.location.write_manifest(
             Manifest(str(engine.root), engine.model_name, selection, created, lexical_only=info.lexical_only)
@@ -323,18 +333,40 @@ def import_snapshot(engine: Engine, cand: Candidate, *, progress: Progress | Non
             publish(engine.directory, db, engine.embedder.dim)
         finally:
             db.close()
-    if cand.path.parent == engine.home / DOWNLOADS:
-        cand.path.unlink(missing_ok=True)  # fetched for this import: it is in the index now
-    report = engine.index(progress=progress)  # the overlay: the working tree's differences
-    report.snapshot = cand.where
-    return report
+    return cand.where, again
 
 
-def _selection(raw: dict[str, Any], where: str) -> Selection:
+@contextlib.contextmanager
+def _named(path: Path, where: str) -> Iterator[None]:
+    """Errors about a downloaded pack name the URL it came from, not the temporary file it waits in."""
     try:
-        return selection_from_json(raw)
-    except (TypeError, ValueError) as exc:
-        raise IndexCorrupt(f"{where} is damaged: its file selection is malformed ({exc})") from None
+        yield
+    except KenningError as exc:
+        if where == str(path) or str(path) not in exc.message:
+            raise
+        raise type(exc)(exc.message.replace(str(path), where), hint=exc.hint) from None
+
+
+def _same_model(engine: Engine, info: PackInfo, where: str) -> None:
+    if info.identity != engine.embedder.identity:
+        raise IndexMismatch(
+            f"snapshot {where} was made with model {info.model!r} ({info.identity}); this index uses "
+            f"{engine.model_name!r} ({engine.embedder.identity}): vectors of one model mean nothing to another",
+            hint=f"search with that model (--model {info.model}, or model = {info.model!r} in your config)",
+        )
+
+
+@contextlib.contextmanager
+def _staging(home: Path) -> Iterator[Path]:
+    """A temporary folder in the index home (so its database is renamed into place, not copied), removed
+    whatever happens; those of an import killed before its end are removed first (the writer lock is held)."""
+    for leftover in home.glob(f"{STAGING}*"):
+        shutil.rmtree(leftover, ignore_errors=True)
+    folder = Path(tempfile.mkdtemp(dir=home, prefix=STAGING))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _carry_vectors(old: Path, new: Path, identity: str) -> None:
@@ -348,7 +380,7 @@ def _carry_vectors(old: Path, new: Path, identity: str) -> None:
         return  # an old index that cannot be opened has nothing to give
     conn = sqlite3.connect(new)
     try:
-        conn.execute("ATTACH DATABASE ? AS old", (f"file:{old}?mode=ro",))
+        conn.execute("ATTACH DATABASE ? AS old", (db_uri(old),))
     except sqlite3.DatabaseError:
         conn.close()
         return  # an old index that cannot be read has nothing to give
@@ -375,32 +407,3 @@ def seed(engine: Engine, *, progress: Progress | None = None) -> tuple[IndexRepo
     if cand is None:
         return None, notes
     return import_snapshot(engine, cand, progress=progress), notes
-
-
-# -- pruning ------------------------------------------------------------------------------------------------
-def prune(folder: Path, keep: int) -> list[Path]:
-    """Delete all but the `keep` newest snapshots (by commit time) of a folder of them, keeping also the packs
-    those deltas are read against; what was deleted."""
-    if keep < 1:
-        raise UsageError(f"--keep {keep} would delete every snapshot", hint="keep at least 1")
-    if not folder.is_dir():
-        raise UsageError(
-            f"{folder} is not a folder of snapshots", hint="name the folder the .kpack files are in"
-        )
-    dated = []
-    for file in folder.glob(f"*{PACK_SUFFIX}"):
-        try:
-            dated.append(((read_info(file).committed, file.stat().st_mtime), file))
-        except IndexError_:
-            continue  # not ours to judge: a damaged file is left for its owner
-    dated.sort(reverse=True)
-    needed: set[Path] = set()
-    for _, file in dated[:keep]:  # a kept delta keeps the packs it is read against
-        try:
-            needed.update(base_chain(file))
-        except IndexError_:
-            needed.add(file)  # its base is gone already: it is kept, and says so when read
-    gone = [file for _, file in dated if file not in needed]
-    for file in gone:
-        file.unlink()
-    return gone

@@ -13,13 +13,15 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
 from kenning import walk
 from kenning.search import rank
+from kenning.search.model import Model
+from kenning.search.model import shipped as shipped_model
 from kenning.search.request import (
     Filters,
     Group,
@@ -65,18 +67,26 @@ def execute(
     match_level: float | None = None,
     *,
     expect_vectors: bool = True,
+    rescore: Rescore | None = None,
 ) -> list[SearchResult]:
     """Run the plan. `match_level` is the raw cosine similarity from which a passage matches well (see
     `judge`). `expect_vectors` is False for an index built --lexical-only, whose passages lack vectors by
-    choice; otherwise a hit without one says it was found by words only."""
+    choice; otherwise a hit without one says it was found by words only. `rescore` gives the vectors of
+    passages that have none yet, for an index whose semantic pass is not done (see `Rescore`)."""
     counts = db.cached_counts()
     allowed = allowed_passages(db, plan.filters)
     if allowed is not None and any(r.arm == "lexical" for g in plan.groups for r in g.routes):
         db.restrict_lexical(allowed)
     searched = counts["passages"] if allowed is None else int(allowed.size)
     coverage = counts["embedded"] / counts["passages"] if counts["passages"] else 1.0
-    semantic: dict[tuple[str, int], Future[list[tuple[int, float]]]] = {}
-    if vectors is not None and embed_query is not None and (allowed is None or allowed.size > 0):
+    semantic: dict[tuple[str, int], Future[Arm]] = {}
+    if coverage >= 1.0 or plan.mode != "hybrid":
+        rescore = None  # every passage has its vector (a trainer may hand in a store that says otherwise)
+    if (
+        (vectors is not None or rescore is not None)
+        and embed_query is not None
+        and (allowed is None or allowed.size > 0)
+    ):
         # embed each query and search the vectors on another thread while SQLite runs BM25: both release the
         # GIL, so on two cores a hybrid search costs about its slower arm instead of the sum of both
         pool = _embedding_pool()
@@ -86,17 +96,80 @@ def execute(
                 key = (route.query, route.depth)
                 if route.arm == "semantic" and key not in semantic:
                     semantic[key] = pool.submit(
-                        lambda q, d, v: index.search(embed(q) if v is None else v, d, allowed),
-                        route.query,
-                        route.depth,
-                        route.vector,
+                        _semantic_arm, index, embed, route.query, route.depth, allowed, route.vector
                     )
     try:
         flag = expect_vectors and plan.mode != "lexical"
-        return _run_groups(plan, db, semantic, allowed, searched, coverage, root, match_level, flag)
+        return _run_groups(plan, db, semantic, allowed, searched, coverage, root, match_level, flag, rescore)
     finally:
         for future in semantic.values():
             future.cancel()  # an early error leaves no embedding running for nobody
+
+
+#: The first fusion's leading candidates without a vector that the transformer scores on demand, for an index whose
+#: semantic pass is not done: BM25's first hundred hold nearly every passage the semantic arm's first ten would
+#: find (all of them on the code sets; BENCHMARKS.md), so scoring its leaders with the transformer ranks them as
+#: a finished index would, at a second or so of CPU instead of minutes.
+RESCORE_DEPTH = 40
+
+
+@dataclass(frozen=True)
+class Rescore:
+    """Vectors for passages that have none yet: `vectors(ids)` returns (ids, unit vectors), an id repeated on
+    consecutive rows for a passage read in several windows; passages it cannot give are left out."""
+
+    vectors: Callable[[list[int]], tuple[np.ndarray, np.ndarray]]
+    depth: int = RESCORE_DEPTH
+
+
+@dataclass
+class Arm:
+    """The semantic arm of one query: the query's vector and the nearest passages (id, cosine), best first."""
+
+    query: np.ndarray | None
+    found: list[tuple[int, float]]
+
+
+def _semantic_arm(
+    index: VectorIndex | None,
+    embed: Callable[[str], np.ndarray],
+    query: str,
+    depth: int,
+    allowed: np.ndarray | None,
+    given: np.ndarray | None = None,
+) -> Arm:
+    vector = embed(query) if given is None else given  # a route may carry its vector (related code)
+    return Arm(vector, index.search(vector, depth, allowed) if index is not None else [])
+
+
+def _rescored(
+    ranked: dict[str, list[tuple[int, float]]],
+    key: str,
+    arm: Arm,
+    rescore: Rescore,
+    weights: dict[str, float],
+) -> None:
+    """The semantic route `key` with the first fusion's `rescore.depth` leaders it lacks scored by their
+    vectors (each by its best window), in place."""
+    if arm.query is None:
+        return
+    have = {pid for pid, _ in ranked.get(key, ())}
+    fused = rank.fuse_scores(ranked, weights)
+    leaders = sorted(fused, key=lambda pid: (-fused[pid], pid))
+    wanted = [pid for pid in leaders if pid not in have][: rescore.depth]
+    if not wanted:
+        return
+    ids, vectors = rescore.vectors(wanted)
+    if not len(ids):
+        return
+    scores = vectors @ arm.query
+    best: dict[int, float] = {}
+    for pid, score in zip(ids.tolist(), scores.tolist(), strict=True):
+        if score > best.get(pid, -2.0):
+            best[pid] = score
+    merged = ranked.get(key, []) + [(pid, round(score, 6)) for pid, score in best.items() if score > 0.0]
+    merged.sort(key=lambda item: (-item[1], item[0]))
+    ranked[key] = merged
 
 
 _POOL: ThreadPoolExecutor | None = None
@@ -123,21 +196,23 @@ def load_beside(load: Callable[[], None]) -> None:
 def _run_groups(
     plan: Plan,
     db: Store,
-    semantic: dict[tuple[str, int], Future[list[tuple[int, float]]]],
+    semantic: dict[tuple[str, int], Future[Arm]],
     allowed: np.ndarray | None,
     searched: int,
     coverage: float,
     root: Path,
     match_level: float | None,
     flag_unembedded: bool,
+    rescore: Rescore | None = None,
 ) -> list[SearchResult]:
     results = []
+    model = ranker(plan.mode, coverage, rescore is not None)
     for group in plan.groups:
         leaders: list[int] = []
         if group.parts:
             ranked: dict[str, list[tuple[int, float]]] = {}
             for part in group.parts:
-                alone = _ranked(plan, db, part, semantic, allowed)
+                alone = _ranked(plan, db, part, semantic, allowed, rescore)
                 # each query's best, as that query alone ranks it, is given a place before the merged ranking
                 # fills the rest: summed over every query, passages that match all of them a little crowded out
                 # the one each query matches best
@@ -148,6 +223,7 @@ def _run_groups(
                     rank.fusion_weights(plan, part.query),
                     _tests(plan, part.query),
                     part.query,
+                    model,
                 )
                 if best is not None and best not in leaders:
                     leaders.append(best)
@@ -166,7 +242,7 @@ def _run_groups(
                 if definitions:
                     ranked["symbol#d"] = definitions
         else:
-            ranked = _ranked(plan, db, group, semantic, allowed)
+            ranked = _ranked(plan, db, group, semantic, allowed, rescore)
         weights, tests = rank.fusion_weights(plan, group.query), _tests(plan, group.query)
         hits, gone = rank.fuse_hits(
             ranked,
@@ -179,6 +255,7 @@ def _run_groups(
             first=leaders,
             flag_unembedded=flag_unembedded,
             query=group.query,
+            model=model,
         )
         if plan.filters.symbol_types:
             hits = [_own_span(h, plan.filters.symbol_types, root, group.query) for h in hits]
@@ -194,6 +271,20 @@ def _run_groups(
             )
         results.append(result)
     return results
+
+
+def ranker(mode: str, coverage: float, rescored: bool = False) -> Model | None:
+    """The learned model that orders a search's candidates: the lexical one for a search by words alone (or
+    with no vector to search), the hybrid one when every passage has its vector, the first-answer one when the
+    transformer scored only the leading candidates (`Rescore`); none for a search by meaning alone (its contract
+    is the semantic arm's own order). None too when kenning ships no such model."""
+    if mode == "semantic":
+        return None
+    if rescored:
+        return shipped_model("first") or shipped_model("hybrid")
+    if mode == "lexical" or coverage <= 0.0:
+        return shipped_model("lexical")
+    return shipped_model("hybrid")
 
 
 def judge(
@@ -232,8 +323,9 @@ def _ranked(
     plan: Plan,
     db: Store,
     group: Group,
-    semantic: dict[tuple[str, int], Future[list[tuple[int, float]]]],
+    semantic: dict[tuple[str, int], Future[Arm]],
     allowed: np.ndarray | None,
+    rescore: Rescore | None = None,
 ) -> dict[str, list[tuple[int, float]]]:
     """Each route's ranked candidates, keyed `arm#n`, and the definitions the group's query names."""
     ranked: dict[str, list[tuple[int, float]]] = {}
@@ -248,13 +340,19 @@ def _ranked(
             )
         else:
             found = semantic.get((route.query, route.depth))
-            ranked[key] = found.result() if found is not None else []
+            ranked[key] = found.result().found if found is not None else []
     if plan.mode != "semantic":
         definitions = _definitions(
             db, group.query, allowed, loose=plan.prefer_symbol, tests=_tests(plan, group.query)
         )
         if definitions:
             ranked["symbol#d"] = definitions
+    if rescore is not None:
+        weights = rank.fusion_weights(plan, group.query)
+        for n, route in enumerate(group.routes):
+            found = semantic.get((route.query, route.depth))
+            if route.arm == "semantic" and found is not None:
+                _rescored(ranked, f"semantic#{n}", found.result(), rescore, weights)
     if plan.exclude:
         ranked = {key: [c for c in items if c[0] not in plan.exclude] for key, items in ranked.items()}
     return ranked

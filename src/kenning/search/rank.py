@@ -16,8 +16,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import numpy as np
+
 from kenning import walk
 from kenning.search import shape
+from kenning.search.features import ArmList, Candidates, features
+from kenning.search.model import Model
 from kenning.search.request import MIN_DEPTH, SYMBOL_FIRST, Plan
 from kenning.store import PassageRow, Store
 from kenning.store.terms import informative_terms, is_identifier_query
@@ -106,6 +110,37 @@ def fuse_scores(ranked: dict[str, list[tuple[int, float]]], weights: dict[str, f
     return fused
 
 
+# The learned ranker re-orders this many leading candidates of the first fusion; the rest follow in its order.
+RERANK_DEPTH = 100
+
+#: Called with each query's candidates and their feature matrix when set: how the trainer (bench/ranker/) sees
+#: exactly what the ranking computes.
+CAPTURE: Callable[[Candidates, np.ndarray], None] | None = None
+
+
+def candidates(
+    ranked: dict[str, list[tuple[int, float]]],
+    query: str,
+    head: list[int],
+    fused: dict[int, float],
+    rows: dict[int, PassageRow],
+) -> Candidates:
+    """The leading candidates of the first fusion and what each arm said of them."""
+    by_arm: dict[str, list[list[tuple[int, float]]]] = {}
+    for key, items in ranked.items():
+        by_arm.setdefault(key.partition("#")[0], []).append(items)
+    named = {pid: rank for rank, (pid, _) in enumerate(ranked.get("symbol#d", ()), 1)}
+    return Candidates(
+        query,
+        head,
+        fused,
+        rows,
+        ArmList.of(by_arm.get("lexical", []), NORM_DEPTH),
+        ArmList.of(by_arm.get("semantic", []), NORM_DEPTH),
+        named,
+    )
+
+
 @dataclass
 class _Order:
     fused: dict[int, float]
@@ -123,6 +158,7 @@ def _order(
     factor: float,
     query: str = "",
     root: Path | str = "",
+    model: Model | None = None,
 ) -> _Order:
     fused = fuse_scores(ranked, weights)
     arm_rank: dict[int, dict[str, tuple[int, float]]] = {}
@@ -144,6 +180,10 @@ def _order(
     want = max(limit * 4, 40)
     demoted: dict[int, float] = {}
     rows: dict[int, PassageRow] = {}
+    if model is not None or CAPTURE is not None:
+        if order:
+            return _learned(ranked, db, limit, query, model, fused, arm_rank, order)
+        return _Order(fused, arm_rank, order, {}, {})
     if order:
         rows = db.passages_by_id(order[:want])
         # the file evidence weighs the leading candidates that score at all (a zero, past NORM_DEPTH in every
@@ -199,6 +239,67 @@ def _order(
     return _Order(fused, arm_rank, order, rows, demoted)
 
 
+def _learned(
+    ranked: dict[str, list[tuple[int, float]]],
+    db: Store,
+    limit: int,
+    query: str,
+    model: Model | None,
+    first: dict[int, float],
+    arm_rank: dict[int, dict[str, tuple[int, float]]],
+    order: list[int],
+) -> _Order:
+    """The first fusion's leading candidates re-ordered by the model: each one's score, less the model's
+    `diversity` for every passage of its file scored above it (the judge of a code question reads files, and five
+    windows of one file tell it less than the next files do). The rest follow in the first fusion's order."""
+    head = order[:RERANK_DEPTH]
+    rows = db.passages_by_id(head)
+    found = candidates(ranked, query, head, first, rows)
+    x = features(found)
+    if CAPTURE is not None:
+        CAPTURE(found, x)
+    # without a model (the trainer capturing), the first fusion's order
+    scores = np.array([first[pid] for pid in head], np.float32) if model is None else model.score(x)
+    ranked_head, shown = diversify(
+        head,
+        scores,
+        [rows[pid].path if pid in rows else "" for pid in head],
+        float(model.meta.get("diversity", 0.0)) if model else 0.0,
+    )
+    fused = dict(first)
+    for pid, value in zip(ranked_head, shown, strict=True):
+        fused[pid] = value
+    rest = order[RERANK_DEPTH:]
+    if rest:
+        # the tail keeps its order below the least of the head
+        floor = min(shown) if len(shown) else 1.0
+        scale = floor / (first[rest[0]] or 1.0)
+        for pid in rest:
+            fused[pid] = min(first[pid] * scale, floor)
+    new_order = ranked_head + rest
+    _fetch_leading(db, new_order, max(limit * 4, 40), rows)
+    return _Order(fused, arm_rank, new_order, rows, {})
+
+
+def diversify(
+    ids: list[int], scores: np.ndarray, paths: list[str], diversity: float
+) -> tuple[list[int], list[float]]:
+    """`ids` by score less `diversity` times the passages of the same file that score above them, best first,
+    and the score each shows: exp of the gap to the best, so the best is 1 and each scores in (0, 1]."""
+    order = np.argsort(-scores, kind="stable")
+    adjusted = scores[order].astype(np.float64)
+    if diversity > 0.0 and len(ids) > 1:
+        seen: dict[str, int] = {}
+        for i, j in enumerate(order.tolist()):
+            k = seen.get(paths[j], 0)
+            adjusted[i] -= diversity * k
+            seen[paths[j]] = k + 1
+        again = np.argsort(-adjusted, kind="stable")
+        order, adjusted = order[again], adjusted[again]
+    shown = np.exp(adjusted - adjusted[0]) if len(adjusted) else adjusted
+    return [ids[j] for j in order.tolist()], [round(float(v), 6) for v in shown]
+
+
 def _line(rows: dict[int, PassageRow], pid: int) -> int:
     row = rows.get(pid)
     return row.start_line if row else 0
@@ -217,9 +318,10 @@ def best_passage(
     weights: dict[str, float],
     factor: float,
     query: str = "",
+    model: Model | None = None,
 ) -> int | None:
     """The passage a search of these lists alone would show first (one whose file is still there)."""
-    ordered = _order(ranked, db, 1, weights, factor, query, root)
+    ordered = _order(ranked, db, 1, weights, factor, query, root, model)
     for pid in ordered.order:
         row = ordered.rows.get(pid)
         if row is not None and os.path.lexists(os.path.join(root, row.path)):
@@ -239,10 +341,11 @@ def fuse_hits(
     first: Sequence[int] = (),
     flag_unembedded: bool = False,
     query: str = "",
+    model: Model | None = None,
 ) -> tuple[list[Hit], int]:
     """The hits, and in how many files hits were left out because the file no longer exists (no one could
     open them). Passages in `first` come first, in their order of score, then the rest."""
-    ordered = _order(ranked, db, limit, weights, factor, query, root)
+    ordered = _order(ranked, db, limit, weights, factor, query, root, model)
     fused, arm_rank, order, rows, demoted = (
         ordered.fused,
         ordered.arm_rank,

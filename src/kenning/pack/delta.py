@@ -14,6 +14,8 @@ import json
 import sqlite3
 from pathlib import Path
 
+from kenning.errors import IndexCorrupt
+from kenning.pack.check import db_uri
 from kenning.store.sqlite import schema
 
 __all__ = ["apply_delta", "write_delta"]
@@ -28,8 +30,8 @@ def write_delta(full: Path, base: Path, out: Path) -> tuple[int, int]:
     conn = sqlite3.connect(out, isolation_level=None)
     try:
         schema.migrate(conn, out)
-        conn.execute("ATTACH DATABASE ? AS full", (f"file:{full}?mode=ro",))
-        conn.execute("ATTACH DATABASE ? AS base", (f"file:{base}?mode=ro",))
+        conn.execute("ATTACH DATABASE ? AS full", (db_uri(full),))
+        conn.execute("ATTACH DATABASE ? AS base", (db_uri(base),))
         conn.execute("BEGIN")
         # a file is carried when the base lacks it or holds other bytes, or another verdict on them
         conn.execute(
@@ -69,16 +71,16 @@ def write_delta(full: Path, base: Path, out: Path) -> tuple[int, int]:
     return int(carried), len(removed)
 
 
-def apply_delta(db: Path, delta: Path) -> None:
+def apply_delta(db: Path, delta: Path, label: str) -> None:
     """Turn the database at `db` (a copy of the delta's base) into the delta's commit's index, in one
-    transaction."""
+    transaction; IndexCorrupt naming `label` (the delta's pack) when the delta cannot be applied."""
     conn = sqlite3.connect(db, isolation_level=None)
     try:
-        conn.execute("ATTACH DATABASE ? AS d", (f"file:{delta}?mode=ro",))
+        conn.execute("ATTACH DATABASE ? AS d", (db_uri(delta),))
         conn.execute("BEGIN IMMEDIATE")
         raw = conn.execute("SELECT value FROM d.meta WHERE key = ?", (REMOVED,)).fetchone()
         gone = [
-            *json.loads(raw[0] if raw else "[]"),
+            *_removed(raw[0] if raw else "[]", label),
             *(r[0] for r in conn.execute("SELECT path FROM d.files")),
         ]
         conn.execute("CREATE TEMP TABLE gone(path TEXT PRIMARY KEY)")
@@ -111,5 +113,18 @@ def apply_delta(db: Path, delta: Path) -> None:
         )
         conn.execute("COMMIT")
         conn.execute("DETACH DATABASE d")
+    except sqlite3.DatabaseError as exc:  # rows that collide or do not fit: a delta made by hand
+        raise IndexCorrupt(f"{label} is damaged: its delta cannot be applied ({exc})") from None
     finally:
         conn.close()
+
+
+def _removed(raw: object, label: str) -> list[str]:
+    """The paths a delta removes: a JSON list of strings, or the delta is damaged."""
+    try:
+        paths = json.loads(raw) if isinstance(raw, str) else None
+    except (ValueError, RecursionError):
+        paths = None
+    if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
+        raise IndexCorrupt(f"{label} is damaged: its delta's list of removed paths ({REMOVED}) is malformed")
+    return paths

@@ -1,0 +1,399 @@
+"""Train kenning's ranker on dumped candidates (bench/ranker/dump.py), evaluate it, and export the model file.
+
+    python bench/ranker/train.py --train mined:train,questions:dev --eval questions,codeset,scifact,...
+        [--state hybrid] [--model trees|linear] [--out src/kenning/search/models/hybrid.json] [--folds 0]
+
+Needs LightGBM (`pip install lightgbm`: training only, never a kenning dependency). The model is LambdaMART
+(LightGBM's lambdarank) over the features of `kenning.search.features`, labels from the judgements: a candidate
+overlapping a judged span counts twice its grade, one elsewhere in a judged file its file's grade. It is exported
+to kenning's JSON form (`kenning.search.model`), and the export is checked against LightGBM's own predictions.
+
+The per-file diversity of the final order (each further passage of one file pays `diversity` x its rank there
+in score units) is chosen on the training queries, from a grid, by the judge's measure of the first ten hits.
+
+Evaluation, per set, of the first fusion's order, the model's order, and (with `--folds K`, over the training
+sets) the model trained on the other folds: nDCG@10 by file (files deduplicated, as score.py), over the first ten
+hits (each relevant file credited once, its later passages count nothing: the code judge's way) and by span where
+spans are judged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE)]
+
+from dump import SPAN, WORK, expand  # noqa: E402
+
+from kenning.search.features import FEATURES, FEATURES_VERSION  # noqa: E402
+from kenning.search.model import Model, parse  # noqa: E402
+
+DIVERSITY_GRID = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 0.8, 1.2, 2.0)
+
+
+@dataclass
+class Data:
+    name: str
+    split: str
+    spans: bool
+    x: np.ndarray
+    qid: np.ndarray
+    label: np.ndarray
+    path: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    paths: list[str]
+    queries: list[dict[str, Any]]
+
+    def groups(self) -> list[np.ndarray]:
+        """Row indices of each query that has candidates, in the first fusion's order."""
+        if not len(self.qid):
+            return []
+        cut = np.flatnonzero(np.diff(self.qid)) + 1
+        return np.split(np.arange(len(self.qid)), cut)
+
+    def judged(self) -> list[tuple[dict[str, Any], np.ndarray]]:
+        """Every query with a relevant file, and its rows (none when nothing matched it: it scores 0)."""
+        rows = {int(self.qid[g[0]]): g for g in self.groups()}
+        empty = np.zeros(0, np.int64)
+        return [
+            (q, rows.get(q["index"], empty)) for q in self.queries if any(v > 0 for v in q["files"].values())
+        ]
+
+
+def load(name: str, state: str, root: Path) -> Data:
+    folder = root / state
+    info = json.loads((folder / f"{name}.json").read_text())
+    if info["features"] != list(FEATURES):
+        raise SystemExit(f"{name}: dumped with other features; run bench/ranker/dump.py again")
+    z = np.load(folder / f"{name}.npz")
+    label = np.maximum(2 * z["label_span"].astype(np.int32), z["label_file"].astype(np.int32))
+    qid = z["qid"]
+    return Data(
+        name,
+        info["split"],
+        info["judged_by_span"],
+        z["X"],
+        qid,
+        label,
+        z["path"],
+        z["start"],
+        z["end"],
+        info["paths"],
+        info["queries"],
+    )
+
+
+# -- the judge ------------------------------------------------------------------------------------------------
+def _dcg(gains: list[int], ideal: list[int]) -> float:
+    idcg = sum(g / math.log2(i + 2) for i, g in enumerate(sorted(ideal, reverse=True)[:10]))
+    return sum(g / math.log2(i + 2) for i, g in enumerate(gains[:10])) / idcg if idcg else 0.0
+
+
+def judge(d: Data, rows: np.ndarray, q: dict[str, Any]) -> dict[str, float]:
+    """nDCG@10 of one query's ranked rows: by file, over the first ten hits, and by span."""
+    files = {k.removeprefix("corpus/"): g for k, g in q["files"].items() if g > 0}
+    ideal = list(files.values())
+    by_file, first10 = [], []
+    seen: set[str] = set()
+    for n, r in enumerate(rows):
+        p = d.paths[d.path[r]]
+        if n < 10:
+            first10.append(files.get(p, 0) if p not in seen else 0)
+        if p not in seen:
+            seen.add(p)
+            by_file.append(files.get(p, 0))
+    out = {"file": _dcg(by_file, ideal), "hits": _dcg(first10, ideal)}
+    if q.get("spans"):
+        spans = []
+        for key, g in q["spans"].items():
+            m = SPAN.match(key)
+            spans.append(
+                (m.group(1).removeprefix("corpus/"), int(m.group(2)), int(m.group(3)), g)
+                if m
+                else (key.removeprefix("corpus/"), 0, 1 << 30, g)
+            )
+        used: set[int] = set()
+        gains = []
+        for r in rows[:10]:
+            p, s, e = d.paths[d.path[r]], int(d.start[r]), int(d.end[r])
+            best = None
+            for i, (sp, a, b, g) in enumerate(spans):
+                if (
+                    i not in used
+                    and sp == p
+                    and s <= b
+                    and a <= e
+                    and g > 0
+                    and (best is None or g > best[1])
+                ):
+                    best = (i, g)
+            if best:
+                used.add(best[0])
+            gains.append(best[1] if best else 0)
+        out["span"] = _dcg(gains, [g for *_, g in spans if g > 0])
+    return out
+
+
+def diversify(rows: np.ndarray, scores: np.ndarray, paths: np.ndarray, diversity: float) -> np.ndarray:
+    """Rows by score less `diversity` times the passages of the same file that score above them (as
+    `kenning.search.rank` orders them)."""
+    order = np.argsort(-scores, kind="stable")
+    if diversity <= 0.0 or len(rows) < 2:
+        return rows[order]
+    files = paths[rows[order]]
+    seen: dict[int, int] = {}
+    rank_in_file = np.empty(len(order), np.float32)
+    for i, f in enumerate(files.tolist()):
+        rank_in_file[i] = seen.get(f, 0)
+        seen[f] = seen.get(f, 0) + 1
+    adjusted = scores[order] - diversity * rank_in_file
+    return rows[order[np.argsort(-adjusted, kind="stable")]]
+
+
+def evaluate(sets: list[Data], score: Any, diversity: float) -> dict[str, dict[str, float]]:
+    """Mean nDCG@10 per set (and per measure) of the order `score(x)` gives each query's rows."""
+    out: dict[str, dict[str, float]] = {}
+    for d in sets:
+        totals: dict[str, list[float]] = {}
+        for q, rows in d.judged():
+            if score is not None and len(rows):
+                ordered = diversify(rows, score(d.x[rows]), d.path, diversity)
+            else:
+                ordered = rows
+            for k, v in judge(d, ordered, q).items():
+                totals.setdefault(k, []).append(v)
+        out[d.name] = {k: sum(v) / len(v) for k, v in totals.items()}
+    return out
+
+
+# -- training -------------------------------------------------------------------------------------------------
+def stack(sets: list[Data]) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    xs, ys, groups = [], [], []
+    for d in sets:
+        for rows in d.groups():
+            xs.append(d.x[rows])
+            ys.append(d.label[rows])
+            groups.append(len(rows))
+    return np.concatenate(xs), np.concatenate(ys), groups
+
+
+def fit_trees(sets: list[Data], params: dict[str, Any]) -> Any:
+    import lightgbm as lgb
+
+    x, y, groups = stack(sets)
+    config = {
+        "objective": "lambdarank",
+        "metric": "ndcg",
+        "ndcg_eval_at": [10],
+        "label_gain": [0, 1, 3, 7, 15],
+        "learning_rate": 0.05,
+        "num_leaves": 15,
+        "max_depth": 6,
+        "min_data_in_leaf": 50,
+        "feature_fraction": 0.8,
+        "bagging_fraction": 0.8,
+        "bagging_freq": 1,
+        "lambdarank_truncation_level": 20,
+        "verbosity": -1,
+        "seed": 7,
+        "num_threads": 2,
+        **params,
+    }
+    rounds = int(config.pop("rounds", 300))
+    train = lgb.Dataset(x, y, group=groups, feature_name=list(FEATURES), free_raw_data=False)
+    return lgb.train(config, train, num_boost_round=rounds)
+
+
+def _flatten(root: dict[str, Any]) -> tuple[dict[str, list[Any]], int]:
+    """One LightGBM tree as kenning's arrays (a negative child c is leaf ~c), and its depth."""
+    t: dict[str, list[Any]] = {
+        k: [] for k in ("feature", "threshold", "left", "right", "missing_left", "value")
+    }
+    depth = 0
+
+    def walk(node: dict[str, Any], level: int) -> int:
+        nonlocal depth
+        if "split_index" not in node:
+            t["value"].append(float(node.get("leaf_value", 0.0)))
+            depth = max(depth, level)
+            return ~(len(t["value"]) - 1)
+        i = len(t["feature"])
+        thr = float(node["threshold"])
+        t["feature"].append(int(node["split_feature"]))
+        t["threshold"].append(thr)
+        # where LightGBM saw missing values, default_left says where a NaN goes; where it saw none, it reads a
+        # NaN as 0
+        nan_left = bool(node["default_left"]) if node.get("missing_type") == "NaN" else thr >= 0.0
+        t["missing_left"].append(nan_left)
+        t["left"].append(0)
+        t["right"].append(0)
+        t["left"][i] = walk(node["left_child"], level + 1)
+        t["right"][i] = walk(node["right_child"], level + 1)
+        return i
+
+    walk(root, 0)
+    return t, depth
+
+
+def export_trees(booster: Any, meta: dict[str, Any]) -> dict[str, Any]:
+    """LightGBM's trees in kenning's JSON form (`kenning.search.model`)."""
+    dump = booster.dump_model()
+    flat = [_flatten(info["tree_structure"]) for info in dump["tree_info"]]
+    return {
+        "kind": "trees",
+        "features_version": FEATURES_VERSION,
+        "features": dump["feature_names"],
+        "depth": max((d for _, d in flat), default=1),
+        "trees": [t for t, _ in flat],
+        "meta": meta,
+    }
+
+
+def fit_linear(sets: list[Data]) -> dict[str, Any]:
+    """A pairwise logistic model (RankNet with one layer) fitted by gradient descent in numpy."""
+    x, y, groups = stack(sets)
+    fill = np.nanmedian(x, axis=0)
+    fill = np.where(np.isnan(fill), 0.0, fill)
+    xf = np.where(np.isnan(x), fill, x)
+    mean, scale = xf.mean(axis=0), xf.std(axis=0) + 1e-6
+    z = (xf - mean) / scale
+    rng = np.random.default_rng(7)
+    pairs_a, pairs_b = [], []
+    at = 0
+    for g in groups:
+        idx = np.arange(at, at + g)
+        at += g
+        pos = idx[y[idx] > 0]
+        neg = idx[y[idx] == 0]
+        if not len(pos) or not len(neg):
+            continue
+        for p in pos:
+            better = idx[y[idx] < y[p]]
+            pick = rng.choice(better, size=min(20, len(better)), replace=False)
+            pairs_a += [p] * len(pick)
+            pairs_b += list(pick)
+    a, b = np.array(pairs_a), np.array(pairs_b)
+    w = np.zeros(z.shape[1], np.float64)
+    diff = z[a] - z[b]
+    for _ in range(400):
+        m = diff @ w
+        grad = -(diff * (1.0 / (1.0 + np.exp(m)))[:, None]).mean(axis=0) + 1e-3 * w
+        w -= 0.5 * grad
+    return {
+        "kind": "linear",
+        "features_version": FEATURES_VERSION,
+        "features": list(FEATURES),
+        "weights": w.tolist(),
+        "bias": 0.0,
+        "fill": fill.tolist(),
+        "mean": mean.tolist(),
+        "scale": scale.tolist(),
+    }
+
+
+def choose_diversity(sets: list[Data], model: Model) -> float:
+    best, best_v = 0.0, -1.0
+    for div in DIVERSITY_GRID:
+        scores = evaluate(sets, model.score, div)
+        v = float(np.mean([s["hits"] for s in scores.values()]))
+        if v > best_v + 1e-4:
+            best, best_v = div, v
+    return best
+
+
+def train(sets: list[Data], kind: str, params: dict[str, Any]) -> tuple[Model, dict[str, Any]]:
+    if kind == "linear":
+        raw = fit_linear(sets)
+    else:
+        booster = fit_trees(sets, params)
+        raw = export_trees(booster, {})
+        x, _, _ = stack(sets)
+        model = parse(raw, "check")
+        ours, theirs = model.score(x), booster.predict(x)
+        worst = float(np.max(np.abs(ours - theirs)))
+        if worst > 1e-3:
+            raise SystemExit(f"export check failed: kenning's scores differ from LightGBM's by {worst}")
+    model = parse(raw, "trained")
+    raw.setdefault("meta", {})["diversity"] = choose_diversity(sets, model)
+    return parse(raw, "trained"), raw
+
+
+def table(rows: dict[str, dict[str, dict[str, float]]], measure: str) -> str:
+    names = sorted({s for r in rows.values() for s in r})
+    head = "| system | " + " | ".join(names) + " |"
+    lines = [head, "|" + "---|" * (len(names) + 1)]
+    for system, r in rows.items():
+        lines.append(
+            f"| {system} | "
+            + " | ".join(f"{r[s][measure]:.4f}" if measure in r.get(s, {}) else "" for s in names)
+            + " |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--train", required=True, help="sets to learn from (names, families, family:split)")
+    parser.add_argument("--eval", default="", help="sets to score (the trained ones are scored too)")
+    parser.add_argument("--state", default="hybrid")
+    parser.add_argument("--model", default="trees", choices=("trees", "linear"))
+    parser.add_argument("--params", default="{}", help="LightGBM parameters as JSON (and 'rounds')")
+    parser.add_argument("--folds", type=int, default=0, help="K-fold over the training queries' sets")
+    parser.add_argument("--data", default=str(WORK / "ranker"))
+    parser.add_argument("--out", default="", help="write the model file here")
+    args = parser.parse_args(argv)
+    root = Path(args.data)
+    params = json.loads(args.params)
+
+    def sets(spec: str) -> list[Data]:
+        out = []
+        for name in [n for s in spec.split(",") if s for n in expand(s)]:
+            if (root / args.state / f"{name}.npz").is_file():
+                out.append(load(name, args.state, root))
+            else:
+                print(f"[{name}] not dumped: left out", file=sys.stderr)
+        return out
+
+    learn, score_on = sets(args.train), sets(args.eval)
+    t = time.perf_counter()
+    model, raw = train(learn, args.model, params)
+    print(
+        f"trained on {len(learn)} sets in {time.perf_counter() - t:.0f} s; diversity {raw['meta']['diversity']}"
+    )
+    shown = {d.name: d for d in [*learn, *score_on]}.values()
+    rows = {
+        "first fusion": evaluate(list(shown), None, 0.0),
+        f"model ({args.model})": evaluate(list(shown), model.score, raw["meta"]["diversity"]),
+    }
+    if args.folds > 1:
+        folds: dict[str, dict[str, float]] = {}
+        for k in range(args.folds):
+            held = [d for i, d in enumerate(learn) if i % args.folds == k]
+            rest = [d for i, d in enumerate(learn) if i % args.folds != k]
+            m, r = train(rest, args.model, params)
+            folds.update(evaluate(held, m.score, r["meta"]["diversity"]))
+        rows[f"model, {args.folds}-fold (sets held out)"] = folds
+    for measure in ("hits", "file", "span"):
+        print(f"\nnDCG@10 {measure}\n" + table(rows, measure))
+    if args.out:
+        raw["meta"].update(
+            {"trained_on": [d.name for d in learn], "state": args.state, "date": time.strftime("%Y-%m-%d")}
+        )
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(raw, separators=(",", ":")) + "\n")
+        print(f"wrote {args.out} ({Path(args.out).stat().st_size:,} bytes)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,160 @@
+"""A learned ranker's model: the file that ships in the package, how it is read, and how it scores a feature matrix.
+
+A model is a JSON file (`kenning/search/models/*.json`) written by the trainer (`bench/ranker/train.py`): the
+feature names and version it was trained on, and either a linear model (`weights`, `bias`, the value each feature
+takes when missing) or an ensemble of regression trees (LambdaMART, as LightGBM grows them). Reading it needs
+numpy only. Trees are kept as flat arrays, one row a tree, and a matrix is scored level by level over all trees at
+once: each step gathers every (row, tree) pair's current node, compares, and moves on, so the cost is the depth of
+the deepest tree in numpy operations, not one Python step per node.
+
+A model trained on another version of the features is refused (`ModelMismatch`), never applied to columns that
+mean something else.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kenning.errors import IndexError_
+from kenning.search.features import FEATURES, FEATURES_VERSION
+
+
+class ModelMismatch(IndexError_):
+    """A ranking model whose features are not the ones this kenning computes."""
+
+
+@dataclass(frozen=True)
+class Trees:
+    feature: np.ndarray  # int32 (trees, nodes): the column each internal node splits on
+    threshold: np.ndarray  # float32 (trees, nodes): go left when value <= threshold
+    left: np.ndarray  # int32 (trees, nodes): child; a negative child c is leaf ~c
+    right: np.ndarray  # int32 (trees, nodes)
+    missing_left: np.ndarray  # bool (trees, nodes): where a NaN goes
+    value: np.ndarray  # float32 (trees, leaves)
+    depth: int  # the deepest path, in internal nodes
+
+    def score(self, x: np.ndarray) -> np.ndarray:
+        n, trees = x.shape[0], self.feature.shape[0]
+        if not n:
+            return np.zeros(0, np.float32)
+        tree = np.broadcast_to(np.arange(trees), (n, trees))
+        rows = np.broadcast_to(np.arange(n)[:, None], (n, trees))
+        node = np.zeros((n, trees), np.int32)  # >= 0: an internal node; < 0: ~leaf, arrived
+        for _ in range(self.depth):
+            inside = node >= 0
+            if not inside.any():
+                break
+            at = np.where(inside, node, 0)
+            value = x[rows, self.feature[tree, at]]
+            go_left = np.where(
+                np.isnan(value), self.missing_left[tree, at], value <= self.threshold[tree, at]
+            )
+            step = np.where(go_left, self.left[tree, at], self.right[tree, at])
+            node = np.where(inside, step, node)
+        out: np.ndarray = self.value[tree, ~node].sum(axis=1, dtype=np.float32)
+        return out
+
+
+@dataclass(frozen=True)
+class Linear:
+    weights: np.ndarray  # float32 (features,)
+    bias: float
+    fill: np.ndarray  # float32 (features,): a missing value's stand-in
+    mean: np.ndarray  # standardisation the weights were fitted on
+    scale: np.ndarray
+
+    def score(self, x: np.ndarray) -> np.ndarray:
+        filled = np.where(np.isnan(x), self.fill, x)
+        out: np.ndarray = ((filled - self.mean) / self.scale) @ self.weights + self.bias
+        return out.astype(np.float32)
+
+
+@dataclass(frozen=True)
+class Model:
+    name: str
+    columns: np.ndarray  # the model's features as columns of FEATURES
+    scorer: Trees | Linear
+    meta: dict[str, Any]
+
+    def score(self, x: np.ndarray) -> np.ndarray:
+        """One score per row of a FEATURES matrix; higher ranks first."""
+        return self.scorer.score(x[:, self.columns])
+
+
+def _trees(raw: dict[str, Any]) -> Trees:
+    trees = raw["trees"]
+    nodes = max(1, max(len(t["feature"]) for t in trees))
+    leaves = max(len(t["value"]) for t in trees)
+
+    def pad(key: str, width: int, dtype: Any, fill: Any = 0) -> np.ndarray:
+        out = np.full((len(trees), width), fill, dtype=dtype)
+        for i, t in enumerate(trees):
+            out[i, : len(t[key])] = t[key]
+        return out
+
+    left = pad("left", nodes, np.int32, -1)
+    right = pad("right", nodes, np.int32, -1)
+    # a tree that is one leaf has no internal node: its root "node" 0 must lead straight to leaf 0
+    for i, t in enumerate(trees):
+        if not t["feature"]:
+            left[i, 0] = right[i, 0] = ~0
+    return Trees(
+        pad("feature", nodes, np.int32),
+        pad("threshold", nodes, np.float32, np.inf),
+        left,
+        right,
+        pad("missing_left", nodes, np.bool_, True),
+        pad("value", leaves, np.float32),
+        max(1, int(raw["depth"])),
+    )
+
+
+def parse(raw: dict[str, Any], name: str) -> Model:
+    """A model from its JSON form; ModelMismatch when its features are not this kenning's."""
+    names = raw.get("features", [])
+    if raw.get("features_version") != FEATURES_VERSION or any(f not in FEATURES for f in names):
+        raise ModelMismatch(
+            f"the ranking model {name} was trained on features version {raw.get('features_version')}, "
+            f"this kenning computes version {FEATURES_VERSION}",
+            hint="retrain it with bench/ranker/train.py, or reinstall kenning",
+        )
+    columns = np.array([FEATURES.index(f) for f in names], dtype=np.int64)
+    kind = raw.get("kind")
+    scorer: Trees | Linear
+    if kind == "trees":
+        scorer = _trees(raw)
+    elif kind == "linear":
+        k = len(names)
+        scorer = Linear(
+            np.asarray(raw["weights"], np.float32),
+            float(raw["bias"]),
+            np.asarray(raw.get("fill", [0.0] * k), np.float32),
+            np.asarray(raw.get("mean", [0.0] * k), np.float32),
+            np.asarray(raw.get("scale", [1.0] * k), np.float32),
+        )
+    else:
+        raise ModelMismatch(f"the ranking model {name} is of an unknown kind {kind!r}", hint="retrain it")
+    return Model(name, columns, scorer, raw.get("meta", {}))
+
+
+def load_file(path: Path) -> Model:
+    return parse(json.loads(path.read_text(encoding="utf-8")), path.name)
+
+
+@cache
+def shipped(name: str) -> Model | None:
+    """The model of that name shipped with kenning (`kenning/search/models/<name>.json`), None when there is none."""
+    try:
+        text = (
+            resources.files("kenning.search").joinpath("models", f"{name}.json").read_text(encoding="utf-8")
+        )
+    except (FileNotFoundError, OSError):
+        return None
+    return parse(json.loads(text), name)

@@ -1,0 +1,139 @@
+"""The learned ranker's parts: the features of a query's candidates (`kenning.search.features`) and the model file
+that scores them (`kenning.search.model`), against values worked out by hand."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kenning.search.features import FEATURES, FEATURES_VERSION, ArmList, Candidates, features
+from kenning.search.model import ModelMismatch, load_file, parse
+from kenning.store import PassageRow
+from kenning.types import Symbol
+
+F = {name: i for i, name in enumerate(FEATURES)}
+
+
+def _row(pid: int, path: str, text: str, start: int = 1, symbol: Symbol | None = None) -> PassageRow:
+    lines = text.count("\n") + 1
+    return PassageRow(pid, path, start, start + lines - 1, "", text, 4000, 0, symbol)
+
+
+def _candidates(semantic: bool = True) -> Candidates:
+    rows = {
+        1: _row(
+            1,
+            "src/retry/backoff.py",
+            "def backoff(attempt):\n    return 2 ** attempt  # retry delay\n",
+            10,
+            Symbol("function", "backoff", "backoff"),
+        ),
+        2: _row(2, "src/retry/__init__.py", "from .backoff import backoff\nfrom .policy import Policy\n"),
+        3: _row(
+            3, "v3/retry/backoff.py", "def backoff(attempt):\n    return 2 ** attempt  # retry delay\n", 10
+        ),
+        4: _row(4, "tests/test_backoff.py", "def test_backoff():\n    assert backoff(1) == 2\n", 5),
+        5: _row(5, "src/retry/backoff.py", "# the retry delay doubles with each attempt\nMAX = 60\n", 30),
+    }
+    ids = [1, 3, 2, 4, 5]
+    first = {1: 0.9, 3: 0.85, 2: 0.5, 4: 0.4, 5: 0.3}
+    lexical = ArmList.of([[(1, 8.0), (3, 8.0), (5, 4.0), (4, 2.0)]], 100)
+    sem = ArmList.of([[(3, 0.62), (1, 0.61), (2, 0.40)]], 100) if semantic else None
+    return Candidates("retry backoff delay", ids, first, rows, lexical, sem, {1: 1})
+
+
+def test_features_of_a_query_s_candidates_worked_out_by_hand() -> None:
+    x = features(_candidates())
+    assert x.shape == (5, len(FEATURES)) and x.dtype == np.float32
+    one, copy, barrel, test, comment = x  # rows in the candidates' order: 1, 3, 2, 4, 5
+    assert one[F["q_words"]] == 3 and one[F["q_where"]] == 0
+    # the lexical arm: its best is 8, its floor the last returned (2)
+    assert one[F["lex_in"]] == 1 and one[F["lex_rel"]] == 1 and one[F["lex_norm"]] == 1
+    assert comment[F["lex_norm"]] == pytest.approx((4 - 2) / (8 - 2))
+    assert barrel[F["lex_in"]] == 0 and barrel[F["lex_norm"]] == 0 and barrel[F["lex_rrank"]] == 0
+    # the semantic arm: a candidate it did not return gets its floor, and says so
+    assert copy[F["sem_cos"]] == pytest.approx(0.62) and one[F["sem_gap"]] == pytest.approx(0.01)
+    assert test[F["sem_in"]] == 0 and test[F["sem_cos"]] == pytest.approx(0.40)
+    assert one[F["sym_rrank"]] == 1 and copy[F["sym_rrank"]] == 0
+    # the passage and its file
+    assert barrel[F["p_imports"]] == 1 and one[F["p_imports"]] == 0
+    assert comment[F["p_comments"]] == pytest.approx(0.5)
+    assert one[F["p_callable"]] == 1 and one[F["p_in_symbol"]] == 1 and copy[F["p_in_symbol"]] == 0
+    assert one[F["p_dup"]] == pytest.approx(math.log(2))  # the v3 copy holds the same text
+    assert one[F["f_n"]] == pytest.approx(math.log(2)) and one[F["f_rank"]] == 0 and comment[F["f_rank"]] == 1
+    assert one[F["f_siblings"]] == 1 and one[F["f_sib_rank"]] == 0 and copy[F["f_sib_rank"]] == 1
+    assert copy[F["f_legacy"]] == 1 and one[F["f_legacy"]] == 0
+    assert barrel[F["f_barrel"]] == 1 and test[F["f_test"]] == 1
+    # "retri" and "backoff" are in backoff.py's path, the only file of the four holding "backoff" in its name
+    assert one[F["f_name_cov"]] == 1 and test[F["f_name_cov"]] == 1
+    assert one[F["p_cov"]] == pytest.approx(1.0)  # retri, backoff, delay all in its text
+
+
+def test_features_without_a_semantic_arm_leave_its_columns_unknown() -> None:
+    x = features(_candidates(semantic=False))
+    for name in ("sem_in", "sem_cos", "sem_gap", "sem_norm", "sem_rrank"):
+        assert np.isnan(x[:, F[name]]).all(), name
+    assert not np.isnan(x[:, F["lex_norm"]]).any()
+
+
+def _tree_model() -> dict[str, object]:
+    # tree 1: lex_norm <= 0.5 ? (sem_cos <= 0.3, a NaN going right ? -1 : 1) : 2
+    # tree 2: a single leaf, 0.25
+    return {
+        "kind": "trees",
+        "features_version": FEATURES_VERSION,
+        "features": ["lex_norm", "sem_cos"],
+        "depth": 2,
+        "trees": [
+            {
+                "feature": [0, 1],
+                "threshold": [0.5, 0.3],
+                "left": [1, ~0],
+                "right": [~2, ~1],
+                "missing_left": [True, False],
+                "value": [-1.0, 1.0, 2.0],
+            },
+            {"feature": [], "threshold": [], "left": [], "right": [], "missing_left": [], "value": [0.25]},
+        ],
+    }
+
+
+def test_a_tree_model_scores_by_hand_and_sends_a_missing_value_its_learned_way() -> None:
+    model = parse(_tree_model(), "t")
+    x = np.full((4, len(FEATURES)), 7.0, np.float32)
+    x[:, F["lex_norm"]] = [0.2, 0.2, 0.9, 0.2]
+    x[:, F["sem_cos"]] = [0.1, 0.8, 0.0, np.nan]
+    assert model.score(x).tolist() == [-0.75, 1.25, 2.25, 1.25]
+
+
+def test_a_linear_model_fills_a_missing_value_before_it_weighs_it() -> None:
+    raw = {
+        "kind": "linear",
+        "features_version": FEATURES_VERSION,
+        "features": ["lex_norm", "sem_cos"],
+        "weights": [2.0, 1.0],
+        "bias": 0.5,
+        "fill": [0.0, 0.25],
+    }
+    model = parse(raw, "l")
+    x = np.zeros((2, len(FEATURES)), np.float32)
+    x[:, F["lex_norm"]] = [1.0, 0.5]
+    x[:, F["sem_cos"]] = [0.5, np.nan]
+    assert model.score(x).tolist() == pytest.approx([3.0, 1.75])
+
+
+def test_a_model_of_other_features_is_refused(tmp_path: Path) -> None:
+    raw = _tree_model()
+    raw["features_version"] = FEATURES_VERSION + 1
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(raw))
+    with pytest.raises(ModelMismatch, match="features version"):
+        load_file(path)
+    raw["features_version"] = FEATURES_VERSION
+    raw["features"] = ["lex_norm", "no_such_feature"]
+    with pytest.raises(ModelMismatch):
+        parse(raw, "unknown")
