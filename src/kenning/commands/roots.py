@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 
 from kenning.commands import make_engine, out
 from kenning.commands.options import context_lines
-from kenning.commands.search import _pack, _request, found_code, min_score
+from kenning.commands.search import _pack, _request, found_code, min_score, search_inputs, search_roots
+from kenning.commands.search import cmd_search as search_one
 from kenning.errors import UsageError
 
 if TYPE_CHECKING:
@@ -24,6 +25,14 @@ if TYPE_CHECKING:
 
     from kenning.engine import Engine
     from kenning.types import SearchResult
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    """`kenning search`: over several roots here, over one by `kenning.commands.search`."""
+    roots = search_roots(args)
+    if len(roots) > 1:
+        return cmd_search_roots(args, search_inputs(args)[0], roots)
+    return search_one(args)
 
 
 def cmd_search_roots(args: argparse.Namespace, queries: list[str], roots: list[str]) -> int:

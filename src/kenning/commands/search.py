@@ -36,11 +36,6 @@ def cmd_search(args: argparse.Namespace) -> int:
 
     started = time.perf_counter()
     queries, root_arg = search_inputs(args)
-    roots = search_roots(args)
-    if len(roots) > 1:  # several roots, each its own index: one ranking (commands/roots.py)
-        from kenning.commands.roots import cmd_search_roots
-
-        return cmd_search_roots(args, queries, roots)
     start = check_root(root_arg)
     flags = {
         "preview": args.preview,
