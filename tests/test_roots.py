@@ -87,3 +87,10 @@ def test_mcp_over_two_served_roots_merges_on_one_scale(
     weak = [h["score"] for h in data["hits"] if h["root"] == str(roots[1])]
     assert weak and max(weak) < 0.5 * first["score"]
     assert all("trace" not in h for h in data["hits"])
+
+
+def test_several_roots_are_searched_here_never_by_the_daemon(roots: tuple[Path, Path]) -> None:
+    a, b = roots
+    out = run_cli("search", "--mode", "server", "retry", str(a), str(b), cwd=a.parent)
+    assert out.returncode == 2 and "several roots runs in this process" in out.stderr, out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
