@@ -2,7 +2,7 @@
 
     nice -n 10 python bench/budget.py [--sets scifact,cosqa,...] [--budgets 500,1000,2000,4000]
                                       [--systems kenning,today,ripgrep,semble-bm25] [--mode hybrid]
-                                      [--max-queries N] [--out BENCHMARKS.md]
+                                      [--max-queries N] [--out FILE]
 
 On each development set, for every query, each system's answer is read as an agent reads it, first item first:
 - `kenning B`: the MCP `text_search` answer at budget B (the real `search_answer`, 50 hits ranked, packed), each
@@ -18,8 +18,8 @@ relevant documents (or judged spans) within 500 / 1,000 / 2,000 / 4,000 tokens, 
 answers list (../shared/eval/score.py) at the default budget against today's k=10 answer.
 
 Indexes are the quality harness's cached ones (bench/quality/kenning_run.open_index, same cache key): a set whose
-index is not cached is skipped unless --build. The results replace the block between `<!-- budget:start -->` and
-`<!-- budget:end -->` in BENCHMARKS.md.
+index is not cached is skipped unless --build. The results go to --out (bench/.work/budget/block.md by default),
+between `<!-- budget:start -->` and `<!-- budget:end -->`, to be carried into a dated file of bench/history/.
 """
 
 from __future__ import annotations
@@ -336,7 +336,7 @@ def render(results: dict[str, Any], machine: str, command: str) -> str:
 
 
 def write_block(path: Path, block: str) -> None:
-    text = path.read_text()
+    text = path.read_text() if path.exists() else ""
     if START in text and END in text:
         text = text[: text.index(START)] + block + text[text.index(END) + len(END) :]
     else:
@@ -354,7 +354,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--build", action="store_true", help="build an index that is not cached (slow)")
     parser.add_argument("--cache", default=str(Path.home() / ".cache" / "kenning-bench"))
     parser.add_argument("--work", default=str(WORK), help="where the quality harness built the sets")
-    parser.add_argument("--out", default=str(HERE.parent / "BENCHMARKS.md"))
+    parser.add_argument("--out", default=str(HERE / ".work" / "budget" / "block.md"))
     parser.add_argument("--results", default=str(HERE / ".work" / "budget" / "results.json"))
     parser.add_argument(
         "--merge", action="append", default=[], help="add another run's rows (a results file)"
@@ -424,6 +424,7 @@ def main(argv: list[str] | None = None) -> None:
         results_path.write_text(json.dumps(results, indent=2))
         print(render({name: results[name]}, platform.node(), command), file=sys.stderr)
     results_path.write_text(json.dumps(results, indent=2))
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     write_block(Path(args.out), render(results, f"{platform.machine()} Linux", command))
 
 

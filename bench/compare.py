@@ -12,7 +12,7 @@ deterministic hash embedder (no model load, so the figures are the engine's own)
 - `kenning search`, `kenning grep` and `kenning status` as new processes (wall time, process start included),
   and `import kenning.cli` alone.
 
-It prints the medians and the ratio of each figure as a Markdown table for BENCHMARKS.md. The corpus defaults to
+It prints the medians and the ratio of each figure as a Markdown table for a dated file of bench/history/. The corpus defaults to
 the speed bench's 5,000-file tree (`bench/.work/tree5k`, made by `python bench/run.py`). `bench/compare_index.py`
 is the one to use for the semantic pass with the real model.
 """

@@ -5,7 +5,7 @@
 REV is checked out into a worktree under bench/.work/compare/ (the project's own history, nothing fetched).
 Each repeat indexes a fresh copy of the corpus once with each tree, in a subprocess with that tree's `src` first
 on the path, sharing one model cache, the two in turn so that a noisy machine weighs on both alike. It prints the
-medians of the lexical and semantic passes and the ratio, as JSON and as a Markdown row for BENCHMARKS.md. The
+medians of the lexical and semantic passes and the ratio, as JSON and as a Markdown row for bench/history/. The
 corpus defaults to the quality bench's copy of rich (`bench/.work/sets/rich/corpus`): code, whose passages are
 the longest in tokens.
 """

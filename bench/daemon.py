@@ -1,4 +1,4 @@
-"""The daemon's speed, measured side by side in one run; writes its section of BENCHMARKS.md.
+"""The daemon's speed, measured side by side in one run; records its rows of BENCHMARKS.md (bench/results.py).
 
     python bench/daemon.py [--quick]
     python bench/daemon.py --tree PATH --edit-glob 'c000/txt/d00/*.txt'   # freshness only, over an index built
@@ -31,6 +31,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+from results import record, row, write_section  # noqa: E402
 from run import WORK, machine, make_tree  # noqa: E402
 
 KENNING = str(Path(sys.executable).with_name("kenning"))
@@ -44,7 +45,6 @@ QUERIES = [
     "effect of exercise on insulin sensitivity",
     "remove duplicates from a list",
 ]
-MARK = "daemon"
 
 
 class Daemon:
@@ -163,18 +163,6 @@ def bench_fresh(d: Daemon, edits: int, pattern: str = "copy0/d0*/*.txt") -> dict
     }
 
 
-def write_section(text: str) -> None:
-    path = HERE.parent / "BENCHMARKS.md"
-    doc = path.read_text() if path.exists() else "# Benchmarks\n"
-    start, end = f"<!-- {MARK}:start -->", f"<!-- {MARK}:end -->"
-    block = f"{start}\n{text.rstrip()}\n{end}"
-    if start in doc and end in doc:
-        doc = doc[: doc.index(start)] + block + doc[doc.index(end) + len(end) :]
-    else:
-        doc = doc.rstrip() + "\n\n" + block + "\n"
-    path.write_text(doc)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repeats")
@@ -231,8 +219,23 @@ queries ({search["n"]} runs each).
 
 Every daemon answer was checked to be byte-identical to the in-process one.
 """
-    write_section(text)
+    write_section("daemon", text)
     print(text)
+    command = f"python bench/daemon.py{' --quick' if args.quick else ''}"
+    tree_size = f"{status['files']:,}-file tree"
+    record(
+        "daemon",
+        [
+            row("search", f"`kenning search` through the daemon, process start included, {tree_size}: p50 (p90)",
+                f"{search['server_p50'] * 1000:.0f} ms ({search['server_p90'] * 1000:.0f} ms)",
+                target="p50 < 100 ms", command=command),
+            row("ratio", "the same search in-process (`--mode direct`) against through the daemon",
+                f"{search['direct_p50'] * 1000:.0f} ms, {ratio:.1f}x", target="≥ 5x", command=command),
+            row("fresh", f"a saved file found by a search started right after the save, {tree_size}: p50 / max",
+                f"{fresh['query_p50'] * 1000:.0f} / {fresh['query_max'] * 1000:.0f} ms", target="< 2 s",
+                command=command),
+        ],
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -20,7 +20,8 @@ alternated, medians of `--repeats`:
 - `concurrency 1 / 2 / 4 / 8`, requests of 32 (the provider's defaults are 4 and 32);
 - `concurrency 4, 5% 503 + 2% 429`: the same with failures injected (`Retry-After: 0` on the 429s), to show
   the retries finish the run and what they cost.
-`--write` puts the table in BENCHMARKS.md between its markers.
+`--write` records the default's rate in bench/results/speed.json (BENCHMARKS.md: `python bench/report.py`) and
+the table in bench/.work/sections/embed-http.md.
 """
 
 from __future__ import annotations
@@ -48,7 +49,6 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 EVAL = ROOT.parent / "shared" / "eval"
-START, END = "<!-- embed-http:start -->", "<!-- embed-http:end -->"
 DIM = 384
 
 
@@ -260,7 +260,11 @@ def main() -> None:
     parser.add_argument("--fixed-ms", type=float, default=12.0)
     parser.add_argument("--per-text-ms", type=float, default=0.25)
     parser.add_argument("--rtt-ms", type=float, default=2.0)
-    parser.add_argument("--write", action="store_true", help="write the table into BENCHMARKS.md")
+    parser.add_argument(
+        "--write",
+        action="store_true",
+        help="record the figures (bench/results/) and the table (bench/.work/)",
+    )
     args = parser.parse_args()
     if args.serve:
         serve(args)
@@ -302,10 +306,23 @@ def main() -> None:
     table = render(args, results)
     print(table)
     if args.write:
-        sys.path.insert(0, str(HERE / "quality"))
-        from report import write_block
+        from results import record, row, write_section
 
-        write_block(ROOT / "BENCHMARKS.md", table, START, END)
+        write_section("embed-http", table)
+        default = statistics.median(r["per_second"] for r in results["concurrency 4 (default)"])
+        first = statistics.median(r["per_second"] for r in results[ROWS[0].label])
+        record(
+            "speed",
+            [
+                row(
+                    "embed_http",
+                    "an embedding server kept busy: concurrency 4 (default) against one request at a time with "
+                    "JSON lists",
+                    f"{default:,.0f} passages/s, {default / first:.2f}x",
+                    command="python bench/embed_http.py --write",
+                )
+            ],
+        )
 
 
 def render(args: argparse.Namespace, results: dict[str, list[dict[str, float]]]) -> str:
@@ -315,7 +332,6 @@ def render(args: argparse.Namespace, results: dict[str, list[dict[str, float]]])
     first = ROWS[0].label
     embedded = int(results[first][0]["embedded"])
     lines = [
-        START,
         "## Keeping an embedding server busy (issue 21: `python bench/embed_http.py --write`)",
         "",
         f"{time.strftime('%Y-%m-%d')}, {platform.machine()}, {os.cpu_count()} cores (shared with other work), "
@@ -333,7 +349,7 @@ def render(args: argparse.Namespace, results: dict[str, list[dict[str, float]]])
             f"| {row.label} | {speed:,.0f} | {med(row.label, 'busy'):.0%} | {med(row.label, 'texts_per_pass'):.0f} "
             f"| {med(row.label, 'failed'):.0f} | {speed / med(first, 'per_second'):.2f}x |"
         )
-    lines += ["", END, ""]
+    lines += [""]
     return "\n".join(lines)
 
 

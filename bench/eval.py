@@ -4,7 +4,7 @@
 
 For each set: index its corpus (the index goes under --out, never into shared/), run every query in three modes
 (lexical, semantic, hybrid), write one run file per mode, and score it with shared/eval/score.py. Prints a Markdown
-table; `bench/run.py` folds it into BENCHMARKS.md.
+table; `bench/run.py` folds it into its report (bench/.work/sections/speed.md).
 
 The code sets (cosqa; rich, a pinned release of the `rich` package with questions written for kenning, see
 bench/sets/rich/) are scored twice in the same run: code cut along tree-sitter symbols, and in line windows.

@@ -317,7 +317,7 @@ def main() -> None:
     ]
     print("\n".join(lines))
     if not wanted and [s.name for s in sets] == list(DEV_SETS):
-        # the full table, for bench/run.py to place in BENCHMARKS.md
+        # the full table, for bench/run.py to place in its report
         (HERE / ".work" / "fusion.md").write_text(
             f"Measured {time.strftime('%Y-%m-%d %H:%M')} by `python bench/fusion.py`.\n\n"
             + "\n".join(lines)

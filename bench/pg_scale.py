@@ -1,7 +1,7 @@
 """The PostgreSQL store at scale, side by side with the SQLite store on the same corpus (issue 21 part 2).
 
     python bench/pg_scale.py [--sizes 100000] [--clients 1,8] [--url postgresql://...] [--json PATH]
-    python bench/pg_scale.py --write RESULTS.jsonl [...]       # the BENCHMARKS.md table of saved runs
+    python bench/pg_scale.py --write RESULTS.jsonl [...]       # the Markdown table of saved runs
 
 The corpus is `bench/scale.py`'s (real text replicated with variation, the same tree for both stores). Each store
 gets the same lexical pass (the real `kenning index --lexical-only`, into its own SQLite folder or into its own

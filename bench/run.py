@@ -1,4 +1,4 @@
-"""kenning's speed benchmarks, measured side by side in one run; writes BENCHMARKS.md.
+"""kenning's speed benchmarks, measured side by side in one run.
 
     python bench/run.py [--quick] [--no-eval]
 
@@ -6,8 +6,8 @@ Corpora are real text: files of the SciFact (prose) and CoSQA (Python) developme
 copied into bench/.work. Figures are medians of repeated runs. The retrieval-quality table comes from
 bench/eval.py (run it first, or this script runs it unless --no-eval).
 
-BENCHMARKS.md is rewritten from scratch, except for blocks marked `<!-- NAME:start -->` ... `<!-- NAME:end -->`
-(the quality side-by-side of bench/quality/run.py, other harnesses' sections): those are kept verbatim.
+The figures go to bench/results/speed.json (the "Speed" table of BENCHMARKS.md: `python bench/report.py`), and the
+whole report of the run to bench/.work/sections/speed.md.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import argparse
 import json
 import os
 import platform
-import re
 import shutil
 import sqlite3
 import statistics
@@ -30,6 +29,7 @@ import numpy as np
 from kenning.config import Config
 from kenning.embed import create_embedder
 from kenning.engine import Engine
+from results import record, row, write_section
 
 HERE = Path(__file__).resolve().parent
 WORK = HERE / ".work"
@@ -277,8 +277,8 @@ def main() -> None:
     quality = (
         (WORK / "eval.md").read_text()
         if (WORK / "eval.md").exists()
-        else "Not run here (`--no-eval`): the side-by-side section below (`python bench/quality/run.py`) has every "
-        "mode on every development set.\n"
+        else "Not run here (`--no-eval`): `python bench/quality/run.py` measures every mode on every development "
+        "set, side by side with the peers.\n"
     )
     write_report(started, lexical, semantic, query, peak, chunking, quality, args)
 
@@ -299,13 +299,11 @@ def write_report(
     args: argparse.Namespace,
 ) -> None:
     cmd = "python bench/run.py" + (" --quick" if args.quick else "") + (" --no-eval" if args.no_eval else "")
-    text = f"""# Benchmarks
+    text = f"""# Speed (`{cmd}`)
 
-Command: `{cmd}` (retrieval quality: `python bench/quality/run.py`, below). Date: {started}. Machine: {machine()}.
+Date: {started}. Machine: {machine()}. Retrieval quality side by side with the peers: `python bench/quality/run.py`.
 Medians of {2 if args.quick else 3} runs unless noted; figures measured side by side in one run. These machines are
 noisy: compare ratios within one run, not absolute numbers across runs.
-
-## Speed
 
 | what | measured | target |
 |---|---|---|
@@ -335,29 +333,33 @@ the semantic pass does not grow with corpus size (fixed batches; vectors go to S
 {_extra("vectors.md", "## Vector index: exact vs turbovec (`python bench/vectors.py`)")}
 {_extra("fusion.md", "## Fusion methods on the same arm outputs, nDCG@10 (`python bench/fusion.py`)")}
 """
-    target = HERE.parent / "BENCHMARKS.md"
-    text = keep_marked_blocks(target.read_text() if target.exists() else "", text)
-    target.write_text(text)
+    write_section("speed", text)
+    record("speed", speed_rows(cmd, lex, sem, q, peak, ch))
     print(text)
 
 
-MARKED = re.compile(r"<!-- ([\w.-]+):start -->.*?<!-- \1:end -->\n?", re.S)
-
-
-def keep_marked_blocks(old: str, new: str) -> str:
-    """Carry every `<!-- NAME:start -->...<!-- NAME:end -->` block of the old file over verbatim: it replaces the
-    block of the same name in the new text, or is appended at the end, in its old order. Other harnesses (the
-    quality side-by-side, a daemon benchmark, hand-written readings) own those blocks; this script never writes
-    them."""
-    for match in MARKED.finditer(old):
-        block = match.group(0).rstrip("\n") + "\n"
-        name = match.group(1)
-        mine = re.compile(f"<!-- {re.escape(name)}:start -->.*?<!-- {re.escape(name)}:end -->\n?", re.S)
-        found = mine.search(new)
-        new = (
-            new[: found.start()] + block + new[found.end() :] if found else new.rstrip("\n") + "\n\n" + block
-        )
-    return new
+def speed_rows(cmd: str, lex: dict, sem: dict, q: dict, peak: float, ch: dict) -> list[dict[str, str]]:
+    """The run's rows of BENCHMARKS.md's "Speed" table (bench/results.py)."""
+    return [
+        row("lexical_pass", f"lexical pass, {lex['files']:,} real files ({lex['passages']:,} passages)",
+            f"{lex['lexical_pps']:,.0f} passages/s", target="≥ 10,000", command=cmd),
+        row("semantic_ratio", f"semantic pass against the model called directly ({sem['passages']} passages)",
+            f"{sem['ratio']:.2f}x ({sem['pipeline_pps']:.1f} vs {sem['raw_pps']:.1f} passages/s)", target="≤ 1.3x",
+            command=cmd),
+        row("noop_reindex", f"re-index of the unchanged {lex['files']:,}-file tree: in process / `kenning index` as a "
+            "new process", f"{lex['noop_reindex_s']:.2f} / {lex['noop_reindex_cli_s']:.2f} s", target="< 1 s",
+            command=cmd),
+        row("warm_query", f"warm hybrid query at {q['passages']:,} passages, p50 / p95 (lexical-only p50 "
+            f"{q['lexical_p50_ms']:.1f} ms)", f"{q['p50_ms']:.1f} / {q['p95_ms']:.1f} ms", target="p50 < 20 ms",
+            command=cmd),
+        row("search_wall", f"`kenning search` as a new process at {q['passages']:,} passages: refresh first "
+            "(default) / `--refresh off`", f"{q['cli_wall_s']:.2f} / {q['cli_wall_off_s']:.2f} s", target="< 1 s",
+            command=cmd),
+        row("peak_memory", f"peak memory: lexical pass over {q['passages']:,} passages / full index of 600 files "
+            "with the model", f"{q['lexical_peak_mb']:.0f} / {peak:.0f} MB", target="< 600 MB", command=cmd),
+        row("chunking", f"chunking a repository (`rich`, {ch['repo_mb']:.1f} MB of Python) along symbols, one "
+            "process", f"{ch['repo_symbols_mbps']:.2f} MB/s", target="≥ 2 MB/s", command=cmd),
+    ]  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -1,7 +1,10 @@
 """The scale bench: an index of 100k / 300k / 1M passages of real text, and what each path costs at that size.
 
     python bench/scale.py [--quick] [--sizes 100000,300000,1000000] [--label NAME] [--json PATH]
-    python bench/scale.py --write RESULTS.json [RESULTS.json ...]   # the BENCHMARKS.md block from saved runs
+    python bench/scale.py --write RESULTS.json [RESULTS.json ...]   # the Markdown table of saved runs
+
+Each size's figures are recorded in bench/results/scale.json (BENCHMARKS.md's scale table: `python bench/report.py`)
+unless `--no-record` (a side-by-side run of another kenning, e.g. main's, records nothing).
 
 The corpus is real text replicated with variation: the SciFact abstracts (prose) and CoSQA functions (Python)
 of ../shared/eval, eight source files to an output file (a repository's files hold more than one function),
@@ -36,6 +39,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from results import record, row
 
 HERE = Path(__file__).resolve().parent
 WORK = HERE / ".work" / "scale"
@@ -316,6 +321,32 @@ def table(runs: list[dict[str, Any]], rows: tuple[Any, ...] = ROWS, label: str =
     return "\n".join(lines)
 
 
+def scale_rows(f: dict[str, Any], command: str) -> list[dict[str, str]]:
+    """One size's rows of BENCHMARKS.md's scale table (bench/results.py); the targets are issue 21's, at 1M."""
+
+    n = f"{f['size'] // 1_000_000}M" if f["size"] >= 1_000_000 else f"{f['size'] // 1000}k"
+    at_1m = f["size"] >= 1_000_000
+
+    def r(key: str, what: str, figure: str, target: str = "") -> dict[str, str]:
+        return row(
+            f"{n.lower()}:{key}", f"{n}: {what}", figure, target=target if at_1m else "", command=command
+        )
+
+    return [
+        r("build", f"lexical build (`index --lexical-only`, {f['passages']:,} passages in {f['files']:,} files), "
+          "peak memory", f"{f['lexical_build_s']:.0f} s, {f['lexical_build_mb']:.0f} MB"),
+        r("size", "index on disk per passage", f"{f['bytes_per_passage']:,.0f} B", "≤ 3 kB"),
+        r("hybrid", f"warm hybrid query p50 / p95 (lexical {f['lexical_p50_ms']:.0f} / {f['lexical_p95_ms']:.0f} ms)",
+          f"{f['hybrid_p50_ms']:.0f} / {f['hybrid_p95_ms']:.0f} ms", "< 50 / < 150 ms"),
+        r("search", "`kenning search` as a new process (`--refresh off`), peak memory",
+          f"{f['cli_search_s']:.2f} s, {f['cli_search_mb']:.0f} MB", "< 1 s"),
+        r("edit", "one edited file searchable (scoped run and first search)", f"{f['daemon_searchable_s']:.2f} s",
+          "< 2 s"),
+        r("reindex", f"`kenning index` after editing one file, peak memory (nothing changed: {f['noop_index_s']:.1f} s)",
+          f"{f['reindex_one_s']:.1f} s, {f['reindex_one_mb']:.0f} MB", "< 5 s, < 600 MB"),
+    ]  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -327,6 +358,7 @@ def main() -> None:
     parser.add_argument("--fresh", action="store_true", help="build the tree and index again")
     parser.add_argument("--json", type=Path, help="append each size's figures to this JSON Lines file")
     parser.add_argument("--write", nargs="+", type=Path, help="print the table of these JSON Lines files")
+    parser.add_argument("--no-record", action="store_true", help="leave bench/results/scale.json as it is")
     args = parser.parse_args()
     if args.write:
         runs = [json.loads(x) for p in args.write for x in p.read_text().splitlines() if x.strip()]
@@ -338,6 +370,8 @@ def main() -> None:
         figures.update(measure(tree, args.repeats))
         figures.update(label=args.label, size=size, machine=machine(), date=time.strftime("%Y-%m-%d %H:%M"))
         print(json.dumps(figures), flush=True)
+        if not args.no_record:
+            record("scale", scale_rows(figures, "python bench/scale.py " + " ".join(sys.argv[1:])))
         if args.json:
             with args.json.open("a") as fh:
                 fh.write(json.dumps(figures) + "\n")

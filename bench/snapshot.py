@@ -10,7 +10,7 @@
 The repository is the bench's own real text (the quality and code sets under bench/.work/sets, fetched by
 bench/quality), copied with a line naming the copy until it holds FILES files, so every passage is distinct.
 
-    python bench/snapshot.py [--files 5000] [--runs 3]      # writes the `snapshot` section of BENCHMARKS.md
+    python bench/snapshot.py [--files 5000] [--runs 3]      # its report to bench/.work/sections/snapshot.md
 """
 
 from __future__ import annotations

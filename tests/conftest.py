@@ -45,6 +45,21 @@ def minilm_weights() -> Path:
         pytest.skip(f"the default model's weights cannot be fetched here: {exc}")
 
 
+#: modules whose every test takes seconds: real daemons, processes killed mid-run, the fuzzer, a real PostgreSQL,
+#: the browser. With the tests marked `slow` one by one and those of the real model (`model`), they are left out of
+#: the fast set (`python -m pytest -q -m "not slow"`); the README's command and CI run everything.
+SLOW_MODULES = frozenset(
+    {"test_daemon", "test_fuzz", "test_postgres", "test_postgres_lexical", "test_robustness", "test_web"}
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        module = item.module.__name__ if isinstance(item, pytest.Function) else ""
+        if module in SLOW_MODULES or item.get_closest_marker("model") is not None:
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(autouse=True)
 def _model_tests_have_their_weights(request: pytest.FixtureRequest) -> None:
     if request.node.get_closest_marker("model") is not None:

@@ -170,6 +170,7 @@ def _many_files(root: Path) -> Path:
     return make_tree(root, files)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", list(DAMAGE))
 def test_regression_a_damaged_index_says_so_and_rebuild_repairs_it(tmp_path: Path, damage: str) -> None:
     root = _many_files(tmp_path / "ws")
@@ -224,6 +225,7 @@ def _holder_pid(home: Path, proc: subprocess.Popen[str]) -> None:
     raise AssertionError(f"the run never held the lock: {proc.communicate()}")
 
 
+@pytest.mark.slow
 def test_regression_drop_does_not_eject_a_writer_queued_behind_it(tmp_path: Path) -> None:
     root = make_tree(
         tmp_path / "ws", {f"d{i % 10}/f{i}.md": f"# T{i}\n\nretry {i} words\n" for i in range(1500)}

@@ -139,7 +139,7 @@ def test_watcher_follows_edit_create_rename_delete(served: tuple[DaemonHarness, 
     guide.write_text("Guide\n=====\n\nThe quokka is the happiest animal.\n")
     # searched at once after the save: the query waits for the queued refresh
     assert _hits(_search(h, root, "quokka").stdout) == ["docs/guide.rst"]
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < 60  # a few seconds: a CLI call, and at most 1.5 s for the refresh
     assert _search(h, root, "Installation").returncode == 1  # the old text is gone
 
     (root / "src" / "fresh.py").write_text("def narwhal_tusk():\n    return 'spiral'\n")
@@ -300,13 +300,11 @@ def test_a_query_does_not_wait_behind_indexing(harness: DaemonHarness, tmp_path:
     )
     try:
         wait_for(lambda: (big / ".kenning").exists(), 30)
-        started = time.monotonic()
+        # no time bound (5 s raced a loaded machine): a search queued behind the index run would end after it
         out = harness.cli("search", "retry backoff", str(small), KENNING_MODE="server")
-        took = time.monotonic() - started
         assert out.returncode == 0 and indexing.poll() is None, (
             "the search must finish while indexing goes on"
         )
-        assert took < 5
         # a partial index answers too, and says how complete it is
         partial = harness.cli("search", "topic", str(big), "--json", KENNING_MODE="server")
         if indexing.poll() is None:
@@ -757,15 +755,16 @@ def test_stop_signals_a_daemon_it_cannot_ask(served: tuple[DaemonHarness, Path])
     h, _ = served
     assert h.process is not None
     (h.runtime / "daemon.sock").unlink()  # as a cleaner of /tmp does: the stop request cannot be sent
+    # a SIGTERM'd daemon is given --timeout to wind down: a long one, on a loaded machine
     stopping = subprocess.Popen(
-        [sys.executable, "-m", "kenning", "daemon", "stop", "--timeout", "1"],
+        [sys.executable, "-m", "kenning", "daemon", "stop", "--timeout", "300"],
         env=h.env,
         stderr=subprocess.PIPE,
         text=True,
     )
     try:
-        assert h.process.wait(timeout=60) == 0  # SIGTERM: a clean stop; reaped here, it is our child
-        _, err = stopping.communicate(timeout=60)
+        assert h.process.wait(timeout=300) == 0  # SIGTERM: a clean stop; reaped here, it is our child
+        _, err = stopping.communicate(timeout=300)
     finally:
         stopping.kill()
     assert stopping.returncode == 0 and err == "kenning daemon: stopped\n"
@@ -779,19 +778,21 @@ def test_regression_stop_hung_on_a_daemon_that_does_not_answer(served: tuple[Dae
     assert h.process is not None
     h.process.send_signal(signal.SIGSTOP)
     started = time.monotonic()
-    stopping = subprocess.Popen(  # the default --timeout (30 s) is for a daemon that answers and winds down
-        [sys.executable, "-m", "kenning", "daemon", "stop"],
+    # --timeout is for a daemon that answers and winds down: one that does not answer is signalled at once, not
+    # after it; a long one keeps the tell-tale wait far above what a loaded machine adds (20 s of 30 raced it)
+    stopping = subprocess.Popen(
+        [sys.executable, "-m", "kenning", "daemon", "stop", "--timeout", "300"],
         env=h.env,
         stderr=subprocess.PIPE,
         text=True,
     )
     try:
-        assert h.process.wait(timeout=60) == 0  # woken with SIGCONT, it handled SIGTERM and cleaned up
-        _, err = stopping.communicate(timeout=60)
+        assert h.process.wait(timeout=300) == 0  # woken with SIGCONT, it handled SIGTERM and cleaned up
+        _, err = stopping.communicate(timeout=300)
     finally:
         stopping.kill()
     # a daemon that did not answer the request is signalled at once, not after the whole --timeout as well
-    assert time.monotonic() - started < 20
+    assert time.monotonic() - started < 150
     assert stopping.returncode == 0 and err == "kenning daemon: stopped\n"
     assert not (h.runtime / "daemon.json").exists() and not (h.runtime / "daemon.sock").exists()
 
@@ -819,14 +820,14 @@ def test_regression_status_hung_on_a_daemon_that_does_not_answer(served: tuple[D
     h.process.send_signal(signal.SIGSTOP)
     try:
         started = time.monotonic()
-        out = h.cli("daemon", "status", timeout=60)
+        out = h.cli("daemon", "status", timeout=300)
         elapsed = time.monotonic() - started
     finally:
         h.process.send_signal(signal.SIGCONT)
     assert out.returncode == 2 and out.stdout == ""
     [line] = out.stderr.splitlines()
     assert "a daemon is running (it holds its lock) but does not answer on its socket" in line
-    assert elapsed < 30
+    assert elapsed < 120  # its 5 s and a CLI call on a loaded machine: it did not hang
     assert h.cli("daemon", "status").returncode == 0  # awake again, it answers
 
 
@@ -842,9 +843,9 @@ def test_regression_a_search_hung_on_a_daemon_that_does_not_answer(
     h.process.send_signal(signal.SIGSTOP)
     try:
         started = time.monotonic()
-        auto = h.cli("search", "--json", "retry upload", str(root), KENNING_MODE="auto", timeout=60)
+        auto = h.cli("search", "--json", "retry upload", str(root), KENNING_MODE="auto", timeout=300)
         elapsed = time.monotonic() - started
-        server = h.cli("search", "--json", "retry upload", str(root), KENNING_MODE="server", timeout=60)
+        server = h.cli("search", "--json", "retry upload", str(root), KENNING_MODE="server", timeout=300)
     finally:
         h.process.send_signal(signal.SIGCONT)
     assert auto.returncode == 0, auto.stderr
@@ -852,7 +853,7 @@ def test_regression_a_search_hung_on_a_daemon_that_does_not_answer(
     assert hits[0]["type"] == "hit" and hits[-1]["type"] == "summary"  # answered in-process
     [warning] = auto.stderr.splitlines()
     assert warning.startswith("kenning: warning: the running daemon did not answer within 10 s")
-    assert 9 < elapsed < 50
+    assert 9 < elapsed < 200  # its 10 s of silence, then the search in-process: it did not hang
     assert server.returncode == 2 and server.stdout == ""
     [line] = server.stderr.splitlines()
     assert "the daemon stopped answering for 10 s" in line
@@ -868,14 +869,14 @@ def test_regression_start_hung_attaching_to_a_daemon_that_does_not_answer(
     h.process.send_signal(signal.SIGSTOP)
     try:
         started = time.monotonic()
-        out = h.cli("daemon", "start", str(other), "--timeout", "2", timeout=60)
+        out = h.cli("daemon", "start", str(other), "--timeout", "2", timeout=300)
         elapsed = time.monotonic() - started
     finally:
         h.process.send_signal(signal.SIGCONT)
     assert out.returncode == 2, out.stderr
     [line] = out.stderr.splitlines()
     assert line.startswith("kenning: error: the daemon did not answer")
-    assert elapsed < 30
+    assert elapsed < 120  # its --timeout 2 and a CLI call on a loaded machine: it did not hang
 
 
 def test_a_quiet_command_through_the_daemon_keeps_saying_it_lives(
@@ -899,20 +900,27 @@ def test_a_quiet_command_through_the_daemon_keeps_saying_it_lives(
     request = {"op": "run", "command": "index", "args": args, "env": client.relevant_env()}
     request["code"] = client.code_identity()
     heard: list[dict[str, object]] = []
-    released = threading.Event()
+    held, released = threading.Event(), threading.Event()
 
     def hold() -> None:
         with writer_lock(root / ".kenning", operation="index"):
-            released.wait(5.0)
+            held.set()
+            released.wait(120)  # let go once the client has heard the daemon say it lives
+
+    def hear(message: dict[str, object]) -> bool:
+        heard.append(message)
+        if message == {"alive": True}:
+            released.set()
+        return "exit" in message or "fallback" in message
 
     holder = threading.Thread(target=hold)
     holder.start()
     try:
-        time.sleep(0.3)
+        assert held.wait(30)
         sock = client.connect()
         assert sock is not None
         sock.settimeout(client.SILENCE)
-        client.exchange(sock, request, lambda m: bool(heard.append(m)) or "exit" in m or "fallback" in m)
+        client.exchange(sock, request, hear)
     finally:
         released.set()
         holder.join()
@@ -1063,3 +1071,47 @@ def test_regression_deep_json_or_an_unknown_home_was_a_500(served: tuple[DaemonH
     code, body = h.http("/api/search?q=retry&root=~nosuchuser/x")
     assert code == 400 and "not attached" in body["error"]
     assert "Traceback" not in _daemon_log(h)
+
+
+def test_regression_stop_killed_a_daemon_still_winding_down(harness: DaemonHarness, tmp_path: Path) -> None:
+    """`daemon stop` gave a daemon it signalled 5 s to be gone, then SIGKILL: on a loaded machine a daemon still
+    closing its roots was killed (exit -9). Here the wind-down is held longer than that on purpose: the root's
+    writer is in an embedding request the test answers only later."""
+    from embed_server import Behaviour, embedding_server
+
+    behaviour = Behaviour()
+    with embedding_server(behaviour) as url:
+        config = Path(harness.env["XDG_CONFIG_HOME"]) / "kenning" / "config.toml"
+        config.parent.mkdir(parents=True)
+        config.write_text(
+            f'allow_remote = true\n[embedders.remote]\nprovider = "openai"\nurl = "{url}"\ndim = 64\n'
+        )
+        harness.env["KENNING_MODEL"] = "remote"
+        root = make_tree(tmp_path / "ws", dict(CORPUS))
+        assert harness.cli("index", str(root), KENNING_MODE="direct").returncode == 0
+        harness.start(root)
+        assert harness.process is not None
+        wait_for(lambda: harness.root_status(root).get("watcher"), 30, "the watcher")
+        behaviour.hold_after(0)
+        try:
+            (root / "late.md").write_text("# Late\n\nAn okapi in the forest.\n")
+            wait_for(lambda: behaviour.in_flight > 0, 30, "the watcher's refresh to ask for vectors")
+            (harness.runtime / "daemon.sock").unlink()  # not asked: signalled
+            stopping = subprocess.Popen(
+                [sys.executable, "-m", "kenning", "daemon", "stop", "--timeout", "300"],
+                env=harness.env,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            # it has taken the signal and is winding down, waiting for its writer; hold it there past 5 s
+            wait_for(lambda: not (harness.runtime / "daemon.json").exists(), 30, "the wind-down to begin")
+            time.sleep(6)
+            assert stopping.poll() is None and harness.process.poll() is None
+        finally:
+            behaviour.release()
+        try:
+            assert harness.process.wait(timeout=300) == 0
+            _, err = stopping.communicate(timeout=300)
+        finally:
+            stopping.kill()
+        assert stopping.returncode == 0 and err == "kenning daemon: stopped\n"

@@ -204,7 +204,8 @@ def test_regression_the_ranking_looks_up_the_files_of_a_bounded_number_of_candid
 
     monkeypatch.setattr(store_class, "paths_by_id", counting)
     # the path evidence looks up every scoring candidate's file once (a question naming a file's words may find it
-    # only deep in both arms: about 0.1 ms for 120 candidates, BENCHMARKS.md rank3); this is the file evidence's
+    # only deep in both arms: about 0.1 ms for 120 candidates, bench/history/2026-12-04-rust-path-evidence.md);
+    # this is the file evidence's
     monkeypatch.setattr(shape, "PATH_EVIDENCE", 0.0)
     [result] = engine.search("parse the config file", mode="lexical", limit=10)
     assert len(result.hits) == 10

@@ -137,3 +137,45 @@ def test_a_model_of_other_features_is_refused(tmp_path: Path) -> None:
     raw["features"] = ["lex_norm", "no_such_feature"]
     with pytest.raises(ModelMismatch):
         parse(raw, "unknown")
+
+
+def test_a_long_query_is_searched_by_its_rarest_words_and_finds_the_passage_only_they_name(
+    tmp_path: Path, engine_factory
+) -> None:
+    from conftest import make_tree
+    from kenning.search.query import LONG_QUERY_TERMS, searched_terms
+
+    common = [f"word{i}" for i in range(80)]
+    files = {
+        f"src/mod{i}.py": "# " + " ".join(common[i % 40 : i % 40 + 40]) + "\nvalue = 1\n" for i in range(30)
+    }
+    files["src/widget.py"] = "def frobnicate_widget(w):\n    # word1 word2\n    return w\n"
+    root = make_tree(tmp_path / "ws", files)
+    engine = engine_factory(root)
+    engine.index()
+    report = "Traceback: " + " ".join(common) + " in frobnicate_widget(w) " + " ".join(reversed(common))
+    terms = searched_terms(engine._open(), report)
+    assert len(terms) <= LONG_QUERY_TERMS and "frobnicate_widget" in terms
+    [result] = engine.search(report, mode="lexical", limit=3)
+    assert result.hits[0].path == "src/widget.py"
+
+
+def test_regression_a_threshold_between_two_floats_is_compared_in_double_as_lightgbm_does() -> None:
+    """LightGBM writes thresholds in double and compares a float value against them: 0.9999999701976777 lies
+    between two floats and rounded onto 1.0 in single precision, sending a value of 1.0 left (`<=`), where
+    LightGBM sends it right; the export check found scores 0.37 apart."""
+    raw = _tree_model()
+    raw["trees"] = [
+        {
+            "feature": [0],
+            "threshold": [0.9999999701976777],
+            "left": [~0],
+            "right": [~1],
+            "missing_left": [True],
+            "value": [-1.0, 1.0],
+        }
+    ]
+    raw["depth"] = 1
+    x = np.zeros((2, len(FEATURES)), np.float32)
+    x[:, F["lex_norm"]] = [1.0, 0.99999994]
+    assert parse(raw, "t").score(x).tolist() == [1.0, -1.0]

@@ -145,8 +145,10 @@ class SlowEmbedder(HashEmbedder):
     def __init__(self, delay: float) -> None:
         super().__init__()
         self.delay = delay
+        self.started: list[tuple[float, list[str]]] = []  # when each call began, and its texts
 
     def embed_batch(self, texts: Sequence[str]) -> Vectors:
+        self.started.append((time.monotonic(), list(texts)))
         time.sleep(self.delay * len(texts))
         return super().embed_batch(texts)
 
@@ -163,8 +165,12 @@ def test_the_refresh_keeps_to_its_time_bound_and_says_what_it_left(tmp_path: Pat
     with Engine(root, config=config, embedder=slow) as engine:
         started = time.monotonic()
         [result] = engine.search("capybara dives", limit=30)
-        took = time.monotonic() - started
-        assert took < 1.5 + 0.2 + 0.5, took  # the bound, one passage's overrun, the search itself
+        # no embedding began past the bound, the refresh's nor the on-demand vectors' of the search's leaders (which
+        # go a batch of 8 at a time while time is left). The whole search was held to the bound plus 0.7 s, which
+        # raced a loaded machine: the commit and the search after the last embedding are CPU work (at load 25-30
+        # the search took 2.25 and 2.7 s), and a batch begun just inside the bound ends after it.
+        began = [when - started for when, texts in slow.started if texts]
+        assert began and max(began) < 1.5, began
         assert 0 < slow.calls - 1 < 30  # some passages embedded, then the budget ran out (and one query)
         # the text is all in: every file, at its new text, none stale
         assert len(result.hits) == 30 and all("dives" in h.text and not h.stale for h in result.hits)
@@ -190,7 +196,7 @@ def test_a_lock_held_by_another_writer_is_not_waited_for(edited: Path) -> None:
             "-c",
             "import sys, time\nfrom pathlib import Path\nfrom kenning.store.layout import writer_lock\n"
             "with writer_lock(Path(sys.argv[1]), operation='index'):\n    print('held', flush=True)\n"
-            "    time.sleep(60)\n",
+            "    time.sleep(600)\n",
             str(edited / ".kenning"),
         ],
         stdout=subprocess.PIPE,
@@ -198,9 +204,19 @@ def test_a_lock_held_by_another_writer_is_not_waited_for(edited: Path) -> None:
     )
     try:
         assert held.stdout is not None and held.stdout.readline().strip() == "held"
+        # a refresh bound of 300 s: a search that waited for the lock would take that long, far above what a CLI
+        # call takes on a loaded machine (5 s against the default bound raced one, where the call alone took 16 s)
         started = time.monotonic()
-        out = run_cli("search", "--json", "-k", "1", "zanzibar handler", str(edited))
-        assert time.monotonic() - started < 5
+        out = run_cli(
+            "search",
+            "--json",
+            "-k",
+            "1",
+            "zanzibar handler",
+            str(edited),
+            env={"KENNING_REFRESH_TIMEOUT": "300"},
+        )
+        assert time.monotonic() - started < 150
         [hit], summary = _json_hits(out)
         assert hit["stale"] is True  # what is there, flagged
         [note] = summary["groups"][0]["notes"]

@@ -75,6 +75,7 @@ def test_max_filesize_zero_or_negative_is_refused(corpus: Path) -> None:
         assert out.returncode == 2 and "Traceback" not in out.stderr, size
 
 
+@pytest.mark.slow
 def test_interrupted_first_run_resumes_without_rechunking(tmp_path: Path) -> None:
     files = {f"d{i % 30}/f{i}.md": f"# Note {i}\n\nbody text number {i}\n" for i in range(10000)}
     root = make_tree(tmp_path / "ws", files)

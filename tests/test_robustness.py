@@ -109,7 +109,13 @@ def test_two_concurrent_index_processes_leave_one_consistent_index(tmp_path: Pat
 def test_second_writer_waits_with_wait_flag(tmp_path: Path) -> None:
     root = _big_tree(tmp_path / "ws", 1500)
     first = spawn_index(root)
-    time.sleep(0.8)
+    # the first run holds the lock before the second asks (a fixed 0.8 s raced a loaded machine, where the first
+    # had not started yet and, asked second without --wait, failed): writer.json names the holder once it is in
+    holder = root / ".kenning" / "writer.json"
+    deadline = time.monotonic() + 120
+    while not (holder.exists() and json.loads(holder.read_text()).get("pid") == first.pid):
+        assert first.poll() is None and time.monotonic() < deadline, "the first run never took the lock"
+        time.sleep(0.02)
     second = run_cli("index", "--wait", "300", str(root), cwd=tmp_path)
     first.wait(timeout=300)
     assert first.returncode == 0 and second.returncode == 0, second.stderr

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
 from mcp import Client
 
 from conftest import KEY_BODY, armor, make_tree, run_cli
@@ -65,6 +66,7 @@ def _umask(mask: int) -> Iterator[None]:
         os.umask(old)
 
 
+@pytest.mark.slow
 def test_regression_the_index_was_readable_by_other_users(tmp_path: Path) -> None:
     """index.db was 0644 in 0755 folders, so another local user read the text of a 0600 file out of it. Under a
     umask that closes nothing, every folder of the index must come out 0700 and every file 0600."""
@@ -145,6 +147,7 @@ def _lines_with(tree: dict[str, str], word: str) -> set[tuple[str, int]]:
     }
 
 
+@pytest.mark.slow
 def test_regression_token_shaped_secrets_were_indexed_and_handed_to_agents(tmp_path: Path) -> None:
     """AWS keys in config.json, GitHub and Stripe tokens and a JWT in settings.py and a netrc line were stored,
     embedded and printed whole by search, grep, symbols and MCP. The value is redacted; the file stays

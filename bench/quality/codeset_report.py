@@ -2,11 +2,12 @@
 
     python bench/quality/run.py --sets codeset --configs none --work-name codeset \\
         --out bench/.work/quality/codeset/quality-block.md
-    python bench/quality/codeset_report.py [--out BENCHMARKS.md] [--print]
+    python bench/quality/codeset_report.py [--out FILE] [--print]
 
 run.py scores each repository (`cs-<name>`) on its own, by file and by line span, and leaves per-query figures next
-to each run file. This script pools the queries of all repositories (every query weighs the same) and writes the
-block between `<!-- codeset:start -->` and `<!-- codeset:end -->` in BENCHMARKS.md: nDCG@10 by file and by span,
+to each run file. This script pools the queries of all repositories (every query weighs the same), records kenning
+hybrid's pooled figures in bench/results/quality.json (BENCHMARKS.md's quality table: `python bench/report.py`), and
+writes the report to bench/.work/quality/codeset/report.md (or --out): nDCG@10 by file and by span,
 overall and on the dev and held-out splits, per language and per question category, plus the mean number of
 distinct files in each system's top 10 results (issue 18, item 1).
 """
@@ -26,8 +27,8 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
 
 import report  # noqa: E402
-
 from codeset_multi import REPOS, repo_of, set_names  # noqa: E402
+from results import record, row  # noqa: E402
 
 ROOT = HERE.parent.parent
 WORK = HERE.parent / ".work" / "quality" / "codeset"
@@ -223,7 +224,7 @@ def main(argv: list[str] | None = None) -> None:
 
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--results", default=str(WORK / "results.json"))
-    parser.add_argument("--out", default=str(ROOT / "BENCHMARKS.md"))
+    parser.add_argument("--out", default=str(WORK / "report.md"))
     parser.add_argument("--print", action="store_true", help="print the block, write nothing")
     args = parser.parse_args(argv)
     results = json.loads(Path(args.results).read_text())
@@ -231,7 +232,40 @@ def main(argv: list[str] | None = None) -> None:
     block = render(results, machine(), " / ".join(commands))
     if not args.print:
         write_block(Path(args.out), block)
+        record("quality", result_rows(results, " / ".join(commands)))
     print(block)
+
+
+def result_rows(results: dict[str, Any], command: str) -> list[dict[str, str]]:
+    """BENCHMARKS.md's code-set rows: kenning hybrid's nDCG@10 by file and by span, pooled over every question, with
+    the held-out split's beside it and the best peer's as the mark to beat."""
+    records, _ = collect(results)
+    date = max(d["measured"] for n, d in results.items() if n in set_names())[:10]
+    command += " && python bench/quality/codeset_report.py"
+    rows = []
+    for metric, what in (("file", "by file"), ("span", "by line span")):
+
+        def pooled(system: str, split: str | None = None, metric: str = metric) -> float | None:
+            return mean([r[metric] for r in records if r["system"] == system and split in (None, r["split"])])
+
+        hybrid, held = pooled("kenning hybrid"), pooled("kenning hybrid", "heldout")
+        if hybrid is None:
+            continue
+        peers = [(v, s) for s in {r["system"] for r in records} if not s.startswith("kenning")
+                 if (v := pooled(s)) is not None]  # fmt: skip
+        target = f"> best peer, {max(peers)[1]} {max(peers)[0]:.4f}" if peers else ""
+        rows.append(
+            row(
+                f"codeset:{metric}",
+                f"code set ({len(records) // max(1, len({r['system'] for r in records}))} questions), nDCG@10 "
+                f"{what}, hybrid",
+                f"{hybrid:.4f}" + (f" (held-out {held:.4f})" if held is not None else ""),
+                target=target,
+                command=command,
+                date=date,
+            )
+        )
+    return rows
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ Exports the passages of the set's cached kenning index (`bench/quality/run.py` b
 runs `peers/bm25_ablation.py` in the bm25s peer environment: a BM25 of its own over those passages, starting
 from bm25s's settings and switching one at a time to kenning's (columns, k1, IDF, stemmer, tokens, query
 splitting, stop list), then kenning's settings with each of its extra stop words kept. The last step reproduces
-kenning's arm, which checks the model. Prints a Markdown table; BENCHMARKS.md quotes it.
+kenning's arm, which checks the model. Prints a Markdown table; bench/history/2026-12-01-quality-side-by-side.md quotes it.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Tables for BENCHMARKS.md: one per set, plus the issue's targets, between `<!-- quality:start/end -->` markers."""
+"""The side-by-side run's report: one table per set, plus issue 4's targets, between `<!-- quality:start/end -->`
+markers; and the rows it gives BENCHMARKS.md's quality table (bench/results.py)."""
 
 from __future__ import annotations
 
@@ -167,3 +168,42 @@ def write_block(path: Path, block: str, start: str = START, end: str = END) -> N
     else:
         text = text.rstrip("\n") + "\n\n" + block
     path.write_text(text)
+
+
+def result_rows(results: dict[str, Any]) -> list[dict[str, str]]:
+    """BENCHMARKS.md's quality rows for these sets: kenning hybrid's nDCG@10 (default settings), against issue 4's
+    floor and the best peer of the same results (a run of kenning alone keeps the peer its row named before, with
+    that peer's date)."""
+    from results import load, row
+
+    before = {r["key"]: r.get("target", "") for r in load("quality")["rows"]}
+
+    rows = []
+    for name in _sets(results):
+        data = results[name]
+        systems = data["systems"]
+        hybrid = systems.get("kenning hybrid", {}).get("nDCG@10")
+        if hybrid is None or data.get("quick"):
+            continue
+        peers = [
+            (s["nDCG@10"], n) for n, s in systems.items() if not n.startswith("kenning") and "nDCG@10" in s
+        ]
+        floor = FLOORS.get(name)
+        targets = [f"≥ {floor:.2f}" if floor == round(floor, 2) else f"≥ {floor:.3f}"] if floor else []
+        if peers:
+            value, peer = max(peers)
+            when = systems[peer].get("measured", data["measured"])[:10]
+            targets.append(f"> best peer, {peer} {value:.4f} ({when})")
+        else:
+            targets += [t for t in before.get(f"set:{name}", "").split("; ") if t.startswith("> best peer")]
+        rows.append(
+            row(
+                f"set:{name}",
+                f"{name} ({data['queries']} queries, by {data['judged']}), nDCG@10, hybrid",
+                f"{hybrid:.4f}",
+                target="; ".join(targets),
+                command=systems["kenning hybrid"].get("command", data["command"]),
+                date=systems["kenning hybrid"].get("measured", data["measured"])[:10],
+            )
+        )
+    return rows

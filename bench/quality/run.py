@@ -9,9 +9,10 @@ code sets `cs-*`, all of them as `--sets codeset`, scored by file and by line sp
 the corpus with kenning (`kenning.Engine`, default settings unless a configuration names others), run every query
 in every mode, write one run file per system, and score it with ../shared/eval/score.py; then run the peers
 (semble, ripgrep, bm25s) on the same corpus and queries, each in its own virtual environment under --cache. The
-full run merges its figures into bench/.work/quality/results.json and rewrites the block between
-`<!-- quality:start -->` and `<!-- quality:end -->` in BENCHMARKS.md. `--quick` subsamples queries and corpus for
-a smoke run and writes bench/.work/quality/quick.md instead.
+full run merges its figures into bench/.work/quality/<work-name>/results.json, writes its tables to block.md beside
+it (or --out), and records kenning hybrid's nDCG@10 on each development set it ran in bench/results/quality.json,
+from which `python bench/report.py` writes BENCHMARKS.md's quality table. `--quick` subsamples queries and corpus
+for a smoke run and writes bench/.work/quality/quick.md instead.
 
 Systems: kenning, semble-bm25, semble-hybrid, ripgrep, bm25s (or `peers`, `all`).
 Configurations (kenning_run.CONFIGS): prefer-symbol, windows (code sets only), chunk-500, chunk-2000; or your own,
@@ -36,11 +37,12 @@ sys.path[:0] = [str(HERE), str(HERE.parent)]  # bench/quality, then bench/ (eval
 
 from kenning_run import CONFIGS, DEFAULT, DEFAULT_CONFIGS, KConfig, parse_config, run_config  # noqa: E402
 from peer_run import PEERS, run_peer  # noqa: E402
-from report import render, write_block  # noqa: E402
 
 import gitsets  # noqa: E402
 from codeset_multi import set_names  # noqa: E402
 from eval import score, subset  # noqa: E402
+from report import render, result_rows, write_block  # noqa: E402
+from results import record  # noqa: E402
 from sets import CODE_SETS, DEV_SETS, EvalSet, quick, resolve  # noqa: E402
 
 ROOT = HERE.parent.parent
@@ -138,9 +140,11 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--fresh", action="store_true", help="rebuild kenning's cached indexes")
     parser.add_argument("--cache", default=str(Path.home() / ".cache" / "kenning-bench"))
-    parser.add_argument("--out", default=str(ROOT / "BENCHMARKS.md"))
+    parser.add_argument("--out", help="where the tables go (default: block.md beside results.json)")
     parser.add_argument(
-        "--report-only", action="store_true", help="rewrite the block from results.json, run nothing"
+        "--report-only",
+        action="store_true",
+        help="write the tables and record the rows from results.json, run nothing",
     )
     args = parser.parse_args(argv)
 
@@ -189,8 +193,12 @@ def main(argv: list[str] | None = None) -> None:
         (work / "quick.md").write_text(block)
         print(block)
         return
-    write_block(Path(args.out), block)
+    write_block(Path(args.out) if args.out else work / "block.md", block)
     print(block)
+    # with --report-only, the runs recorded in results.json for these sets
+    ran = [n for n in specs if n in DEV_SETS and n in results]
+    if ran and "kenning" in systems:
+        record("quality", result_rows({n: results[n] for n in ran}))
 
 
 if __name__ == "__main__":

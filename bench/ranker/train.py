@@ -77,7 +77,12 @@ def load(name: str, state: str, root: Path) -> Data:
     if info["features"] != list(FEATURES):
         raise SystemExit(f"{name}: dumped with other features; run bench/ranker/dump.py again")
     z = np.load(folder / f"{name}.npz")
-    label = np.maximum(2 * z["label_span"].astype(np.int32), z["label_file"].astype(np.int32))
+    # grades above 2 (a set graded 1 to 4) count as 2: one scale for every set
+    span, files = (
+        np.minimum(z["label_span"], 2).astype(np.int32),
+        np.minimum(z["label_file"], 2).astype(np.int32),
+    )
+    label = np.maximum(2 * span, files)
     qid = z["qid"]
     return Data(
         name,

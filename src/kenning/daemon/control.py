@@ -3,8 +3,9 @@
 `start` launches `kenning serve` in a new session, detached from the terminal, and waits until it answers on its
 socket (or says why it could not start: its first lines of output are kept in `<state>/daemon/start.log`). When one
 already runs, `start ROOT...` attaches the roots to it. `stop` asks it over the socket (waiting at most 5 s for the
-answer), then waits, then signals the recorded pid, and says so when the daemon outlives all of it. `status` waits
-at most 5 s for an answer. Nothing here ever starts a daemon by itself: only `start` does.
+answer); a daemon that cannot be asked is sent SIGTERM. Either way it then waits up to `--timeout` for the daemon
+to finish its wind-down and let go of its lock, kills one that has not, and says so when the daemon outlives all
+of it. `status` waits at most 5 s for an answer. Nothing here ever starts a daemon by itself: only `start` does.
 """
 
 from __future__ import annotations
@@ -91,21 +92,25 @@ def stop(*, timeout: float) -> int:
     try:
         client.call("stop", timeout=min(max(timeout, 0.5), 5.0))  # a healthy daemon answers at once
     except client.DaemonUnavailable:
-        pass  # no answer (no socket, stopped, stuck): nothing to wait for, the signals come next
+        asked = False  # no answer (no socket, stopped, stuck): nothing to wait for, the signals come next
     else:
-        deadline = time.monotonic() + timeout
-        while _running(runtime) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        asked = True
+        _wait_released(runtime, timeout)
     if _running(runtime) and pid is not None:
         # it holds the lock but does not stop: the pid it recorded is the daemon's. SIGCONT as a shell's `kill`
         # does: a daemon stopped with Ctrl-Z then handles its SIGTERM and cleans up
         with contextlib.suppress(ProcessLookupError):  # it ended after all
             os.kill(pid, signal.SIGTERM)
             os.kill(pid, signal.SIGCONT)
-        if not _wait_gone(pid, 5.0):
+        # SIGTERM starts the wind-down the request would have (a running index stops at its next batch, the
+        # engines close), done when the lock is let go; a daemon that was not asked gets as long for it as the
+        # request would have. Waiting for the pid to go instead, 5 s at most, killed a daemon still cleaning up
+        # on a loaded machine, or one already past its cleanup and only leaving the interpreter.
+        if not _wait_released(runtime, 5.0 if asked else timeout):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            _wait_gone(pid, 5.0)
+            # the kernel lets go of a killed process's lock, unless the process is stuck in it
+            _wait_released(runtime, 5.0)
     if _running(runtime):
         # never say it stopped while it holds its lock
         if pid is None:
@@ -215,20 +220,12 @@ def _last_line(path: str) -> str:
     return lines[-1] if lines else ""
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _wait_gone(pid: int, timeout: float) -> bool:
+def _wait_released(runtime: str, timeout: float) -> bool:
+    """Wait until no daemon holds the runtime folder's lock (the daemon lets it go last, once its socket and
+    daemon.json are removed); False if one still does after `timeout` seconds."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not _alive(pid):
-            return True
+    while _running(runtime):
+        if time.monotonic() >= deadline:
+            return False
         time.sleep(0.05)
-    return not _alive(pid)
+    return True

@@ -186,7 +186,8 @@ class MiniLMEmbedder(Embedder):
     # bench/confidence.py, five development sets: their own queries' best passages are at 0.32 (scifact; 0.42 the
     # others) or more, a median of 0.65-0.72; nonsense and another field's queries at 0.43 at most, medians
     # 0.19-0.27. This level tells the two apart best by similarity alone (mean balanced accuracy 0.996); it
-    # decides only for queries no passage holds a word of, which every set's own queries had (BENCHMARKS.md).
+    # decides only for queries no passage holds a word of, which every set's own queries had
+    # (bench/history/2026-12-01-confidence.md).
     match_level = 0.41
 
     def __init__(self, cache_dir: Path | None = None, variant: str = "int8", windows: bool = True) -> None:

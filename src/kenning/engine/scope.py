@@ -10,16 +10,13 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from kenning import walk
+from kenning.engine.report import IndexReport
 from kenning.store import Store
 from kenning.types import FileEntry, Selection, Skip, within
 from kenning.walk.changes import GitState, git_state
 from kenning.walk.commit import CommitTree
-
-if TYPE_CHECKING:
-    from kenning.engine.index import IndexReport
 
 WALK_SKIPPED = "walk_skipped"  # meta key: files the last run's walk left out (secrets by name, formats, size)
 WALK_SKIPPED_PATHS = "walk_skipped_paths"  # meta key: their paths (JSON), which a run over some paths updates

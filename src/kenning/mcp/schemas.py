@@ -40,7 +40,7 @@ MAX_PATTERN_CHARS = 1000
 MAX_OUTPUT_CHARS = 40_000  # what one tool answer may put in front of the model
 MAX_SYMBOLS = 1000
 # tokens an answer of text_search or grep takes unless the call gives its own budget: chosen by measurement
-# (BENCHMARKS.md, "Token budget")
+# (bench/history/2026-12-04-token-budget.md)
 DEFAULT_BUDGET = 2000
 MIN_BUDGET = 100
 MAX_BUDGET = 10_000  # about MAX_OUTPUT_CHARS of code

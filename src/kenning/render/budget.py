@@ -161,7 +161,8 @@ def _held(line: str, keys: tuple[tuple[str, str, str], ...]) -> set[str]:
     `kenning.store.tokens` rewrites it).
 
     Not a substring test: on celery-faq "use" was found in "userguide" and "ids" was not found in "id", so the
-    window with the most query words was the answer after the one asked for (BENCHMARKS.md, "Token budget")."""
+    window with the most query words was the answer after the one asked for
+    (bench/history/2026-12-04-token-budget.md)."""
     low = line.lower()
     if low.isascii():
         # Porter changes at most the last letter or two of a word, so a line whose text does not hold a term's
@@ -227,7 +228,7 @@ def _best(numbered: list[tuple[int, str]], terms: Sequence[str], size: int) -> l
     answer; on celery-faq, windows of ten lines of any kind missed the answer in 5 of the 23 passages that hold
     one among the first ten hits, ten lines of text in 1. (Choosing among windows by meaning, the query's
     vector against each window's, was measured and left out: it picks the lines that quote the question, as
-    words do, and costs an embedding per window; BENCHMARKS.md, "Token budget".)"""
+    words do, and costs an embedding per window; bench/history/2026-12-04-token-budget.md.)"""
     keys = _keys(tuple(terms))
     found = [_held(t, keys) for _, t in numbered]
     text = [i for i, (_, t) in enumerate(numbered) if t.strip()]

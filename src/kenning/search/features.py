@@ -34,7 +34,7 @@ import numpy as np
 
 from kenning import walk
 from kenning.store import PassageRow
-from kenning.store.terms import informative_terms, is_identifier_query, query_terms
+from kenning.store.terms import STOPWORDS, informative_terms, is_identifier_query, query_terms
 from kenning.store.tokens import stem
 
 #: Bumped whenever a column changes meaning: a model file names the version it was trained on.
@@ -152,6 +152,7 @@ class Candidates:
     lexical: ArmList | None = None
     semantic: ArmList | None = None
     named: Mapping[int, int] = field(default_factory=dict)  # definitions the query names: pid -> rank
+    terms: Sequence[str] | None = None  # the words the lexical arm searched (None: all of the query's)
 
 
 # -- the query -----------------------------------------------------------------------------------------------
@@ -186,10 +187,11 @@ def query_shape(query: str) -> list[float]:
     ]
 
 
-def query_stems(query: str) -> list[str]:
-    """The query's informative words as the lexical index stems them, each once (short ones left out: `l`, `p`,
-    `up` are in every path and text)."""
-    return list(dict.fromkeys(stem(t) for t in informative_terms(query) if len(t) >= 3))
+def query_stems(query: str, terms: Sequence[str] | None = None) -> list[str]:
+    """The query's informative words (or of `terms`, those searched) as the lexical index stems them, each once
+    (short ones left out: `l`, `p`, `up` are in every path and text)."""
+    words = informative_terms(query) if terms is None else [t for t in terms if t not in STOPWORDS]
+    return list(dict.fromkeys(stem(t) for t in words if len(t) >= 3))
 
 
 def probe(stemmed: str) -> str:
@@ -343,7 +345,7 @@ def features(c: Candidates) -> np.ndarray:
         return out
     col = INDEX
     out[:, : len(QUERY_COLUMNS)] = query_shape(c.query)
-    stems = query_stems(c.query)
+    stems = query_stems(c.query, c.terms)
     probes = [probe(s) for s in stems]
     wanted = set(stems)
     n_stems = float(max(len(stems), 1))

@@ -22,6 +22,7 @@ from kenning import walk
 from kenning.search import rank
 from kenning.search.model import Model
 from kenning.search.model import shipped as shipped_model
+from kenning.search.query import searched_terms
 from kenning.search.request import (
     Filters,
     Group,
@@ -334,7 +335,7 @@ def _ranked(
         if allowed is not None and allowed.size == 0:
             ranked[key] = []
         elif route.arm == "lexical":
-            terms = query_terms(route.query)
+            terms = searched_terms(db, route.query)
             ranked[key] = (
                 db.lexical(fts_query(terms), route.depth, filtered=allowed is not None) if terms else []
             )

@@ -33,7 +33,7 @@ class ModelMismatch(IndexError_):
 @dataclass(frozen=True)
 class Trees:
     feature: np.ndarray  # int32 (trees, nodes): the column each internal node splits on
-    threshold: np.ndarray  # float32 (trees, nodes): go left when value <= threshold
+    threshold: np.ndarray  # float64 (trees, nodes): go left when value <= threshold
     left: np.ndarray  # int32 (trees, nodes): child; a negative child c is leaf ~c
     right: np.ndarray  # int32 (trees, nodes)
     missing_left: np.ndarray  # bool (trees, nodes): where a NaN goes
@@ -44,6 +44,9 @@ class Trees:
         n, trees = x.shape[0], self.feature.shape[0]
         if not n:
             return np.zeros(0, np.float32)
+        # compared in double, as LightGBM compares: a threshold between two floats rounds onto one of them in
+        # single precision (0.99999997 became 1.0, and a value of 1.0 went left where it goes right)
+        x = x.astype(np.float64)
         tree = np.broadcast_to(np.arange(trees), (n, trees))
         rows = np.broadcast_to(np.arange(n)[:, None], (n, trees))
         node = np.zeros((n, trees), np.int32)  # >= 0: an internal node; < 0: ~leaf, arrived
@@ -107,7 +110,7 @@ def _trees(raw: dict[str, Any]) -> Trees:
             left[i, 0] = right[i, 0] = ~0
     return Trees(
         pad("feature", nodes, np.int32),
-        pad("threshold", nodes, np.float32, np.inf),
+        pad("threshold", nodes, np.float64, np.inf),
         left,
         right,
         pad("missing_left", nodes, np.bool_, True),

@@ -22,6 +22,7 @@ from kenning import walk
 from kenning.search import shape
 from kenning.search.features import ArmList, Candidates, features
 from kenning.search.model import Model
+from kenning.search.query import searched_terms
 from kenning.search.request import MIN_DEPTH, SYMBOL_FIRST, Plan
 from kenning.store import PassageRow, Store
 from kenning.store.terms import informative_terms, is_identifier_query
@@ -124,6 +125,7 @@ def candidates(
     head: list[int],
     fused: dict[int, float],
     rows: dict[int, PassageRow],
+    terms: list[str] | None = None,
 ) -> Candidates:
     """The leading candidates of the first fusion and what each arm said of them."""
     by_arm: dict[str, list[list[tuple[int, float]]]] = {}
@@ -138,6 +140,7 @@ def candidates(
         ArmList.of(by_arm.get("lexical", []), NORM_DEPTH),
         ArmList.of(by_arm.get("semantic", []), NORM_DEPTH),
         named,
+        terms,
     )
 
 
@@ -254,7 +257,7 @@ def _learned(
     windows of one file tell it less than the next files do). The rest follow in the first fusion's order."""
     head = order[:RERANK_DEPTH]
     rows = db.passages_by_id(head)
-    found = candidates(ranked, query, head, first, rows)
+    found = candidates(ranked, query, head, first, rows, searched_terms(db, query))
     x = features(found)
     if CAPTURE is not None:
         CAPTURE(found, x)

@@ -116,9 +116,10 @@ class Plan:
     trace: bool = False
     # Weight per arm of its normalised scores, relative to the other arms searched (a one-arm search gives its arm
     # the whole weight). 0.3/0.7 was chosen on CoSQA and SciFact dev and checked on every development set
-    # (BENCHMARKS.md, `bench/fusion.py`): BM25 is the weaker arm on natural-language queries, and the symbol
-    # route restores it where a query names an identifier. "symbol" is not an arm but a bonus for the
-    # definitions of names the query spells, `weight / rank` (0.5 measured best on `rich`); see fusion_weights.
+    # (bench/history/2026-12-01-fusion.md, `bench/fusion.py`): BM25 is the weaker arm on natural-language
+    # queries, and the symbol route restores it where a query names an identifier. "symbol" is not an arm but a
+    # bonus for the definitions of names the query spells, `weight / rank` (0.5 measured best on `rich`); see
+    # fusion_weights.
     weights: tuple[tuple[str, float], ...] = (("lexical", 0.3), ("semantic", 0.7), ("symbol", 0.5))
     prefer_symbol: bool = False
     # passages no route may return (related code leaves out its place)

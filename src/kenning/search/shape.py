@@ -27,7 +27,7 @@ from kenning.store.tokens import stem
 # A changelog's or release notes' fused score is multiplied by this unless the query asks about changes: they name
 # every identifier and feature of a project, once per release, and so matched code questions well without
 # answering any (on the code set, CHANGELOG.rst and upgrading.rst took top-10 places of code questions). 0.5 as for
-# tests; measured with the rest of this module (BENCHMARKS.md, "Issue 18, ranking").
+# tests; measured with the rest of this module (bench/history/2026-12-03-ranking.md).
 NOTES_WEIGHT = 0.5
 
 # A code passage shorter than this (its text stripped) is multiplied by TINY_WEIGHT: a lone `end`, `protected`,
@@ -49,7 +49,8 @@ EVIDENCE_UNIT = 2000.0
 # The evidence weighs this many leading candidates of the fused order (0: every one that scores). Each one past the
 # rows a search fetches anyway costs a lookup of its file, and the deep ones, scaled near 0 in their arms, add
 # next to nothing to a file's support: every one (about 185 at --limit 10) made a hybrid query 1.25x the cost it
-# had before this module; 80 scored as well on the code set (60 lost a Rust repository; BENCHMARKS, rank2).
+# had before this module; 80 scored as well on the code set (60 lost a Rust repository;
+# bench/history/2026-12-03-ranking-targets.md).
 EVIDENCE_DEPTH = 80
 
 # Each passage of a code file after its first in the ranking is multiplied by FILE_DECAY once more than the one
@@ -67,7 +68,7 @@ FILE_DECAY = 0.8
 # EVIDENCE_DEPTH: such a file's best passage is often deep in both arms (property_values.rs past the first 80). One
 # matching word is not enough: `setext_headings.go` then came before the parser a heading question asks about (one
 # word of a question is in many files' names). 0.75 and 1 scored alike on the code set's dev split, 0.75 better on
-# rich (BENCHMARKS.md, rank3).
+# rich (bench/history/2026-12-04-rust-path-evidence.md).
 PATH_EVIDENCE = 0.75
 PATH_WORDS = 2
 
@@ -79,7 +80,7 @@ PATH_WORDS = 2
 # looked up" but the 21st and 24th passages, behind second and third windows of six files. The files' order is
 # unchanged, so a judge that reads files in the first ten hits only gains; what moves down is later windows. A
 # folder names all of its files (`unicode_tables/` 15 of regex-syntax's), so a folder's words alone do not seat a
-# file (BENCHMARKS.md, rust10).
+# file (bench/history/2026-12-04-rust-first-10-hits.md).
 PATH_SEAT = True
 _PATH_TERM_MIN = 3  # a query word shorter than this (`l`, `p`, `up`) is not compared with file names
 

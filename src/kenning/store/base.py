@@ -211,6 +211,12 @@ class Store(ABC):
         `store.terms.any_of_terms` reads it back). A query with no usable term gives []. `filtered` keeps to
         the ids of the last `restrict_lexical`."""
 
+    def document_frequencies(self, terms: Sequence[str]) -> dict[str, int]:
+        """How many passages hold each of `terms` (lexical tokens, as `kenning.store.tokens.query_tokens` gives
+        them); a term no passage holds may be left out. For choosing a long query's rarest words: the cost of a
+        lookup grows with a term's postings. Here nothing is known: {}."""
+        return {}
+
     def lexical_changes(self) -> np.ndarray | None:
         """int64 ids, ascending, of the passages added or removed since `clear_lexical_changes`, for a writer that
         keeps a lexical snapshot (`kenning.store.postings`) up to date by appending only those; None when the

@@ -57,7 +57,8 @@ LEXICON = "lexicon_segments"
 #: "auto" (a snapshot from MIN_PASSAGES passages on), "on" (at any size: tests and benches), "off" (never)
 MODE_ENV = "KENNING_LEXICON"
 #: below this many passages FTS5 meets the latency target by itself, and a whole snapshot (about 0.1 ms a passage
-#: to build) is not worth its cost to a first index or a snapshot import (BENCHMARKS.md, `lex` section)
+#: to build) is not worth its cost to a first index or a snapshot import
+#: (bench/history/2026-12-04-lexical-snapshot.md)
 MIN_PASSAGES = 100_000
 BLOCK = 100_000  # passages per base segment: what one is built from at a time
 MAX_SEGMENTS = 16  # appended segments beyond this are folded into one

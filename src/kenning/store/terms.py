@@ -7,6 +7,7 @@ and stems each term (porter over unicode61).
 
 from __future__ import annotations
 
+import functools
 import re
 
 TERMS_VERSION = 1
@@ -123,12 +124,19 @@ def query_terms(text: str, *, stopwords: frozenset[str] = STOPWORDS, repeat: boo
     Each term once, unless `repeat` keeps a word as often as the query says it (query term frequency: BM25 then
     counts it that many times). The keywords exist for bench/fusion.py's measurements of both.
     """
+    return list(_query_terms(text, stopwords, repeat))
+
+
+@functools.lru_cache(maxsize=256)
+def _query_terms(text: str, stopwords: frozenset[str], repeat: bool) -> tuple[str, ...]:
+    # a search asks for one query's terms several times (each arm, the ranking, the confidence): a pasted bug
+    # report of 4,000 characters took milliseconds each time
     terms: list[str] = []
     for token in _TOKEN.findall(text):
         terms.append(token.lower())
         terms.extend(part.lower() for part in _split(token))
     kept = [t for t in terms if t not in stopwords] or terms
-    return kept if repeat else list(dict.fromkeys(kept))
+    return tuple(kept if repeat else dict.fromkeys(kept))
 
 
 def informative_terms(text: str) -> list[str]:
@@ -162,16 +170,20 @@ def query_identifiers(query: str, *, loose: bool = False) -> list[str]:
     parentheses) or when it is the whole query. `loose` (--prefer-symbol) takes every word that is not a
     stopword, since the user said names matter.
     """
-    text = query.strip()
-    found: list[str] = []
+    return list(_query_identifiers(query.strip(), loose))
+
+
+@functools.lru_cache(maxsize=256)
+def _query_identifiers(text: str, loose: bool) -> tuple[str, ...]:
+    found: dict[str, None] = {}
     for m in _IDENT.finditer(text):
         token = m.group(0)
-        last = re.split(r"\.|::|->|#", token)[-1]
+        last = _SEPARATOR.split(token)[-1]
         called = text[m.end() : m.end() + 1] == "("
         codey = "_" in token or bool(_CAMEL.search(token)) or last != token or called or token == text
         if codey or (loose and len(last) > 2 and last.lower() not in STOPWORDS):
-            found.extend(t for t in (last,) if t not in found)
-    return found
+            found.setdefault(last)
+    return tuple(found)
 
 
 _SEPARATOR = re.compile(r"\.|::|->|#")

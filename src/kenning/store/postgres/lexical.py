@@ -70,6 +70,15 @@ class LexicalPart(Connected):
         return self._bm25(query, limit, filtered, None)
 
     @guarded
+    def document_frequencies(self, terms: Sequence[str]) -> dict[str, int]:
+        if not terms:
+            return {}
+        rows = self.conn.execute(
+            "SELECT term, df FROM term_df WHERE term = ANY(%s)", (list(dict.fromkeys(terms)),)
+        ).fetchall()
+        return {str(r[0]): int(r[1]) for r in rows}
+
+    @guarded
     def lexicon_stats(self, excluded: Sequence[int]) -> tuple[int, int, int]:
         """(passages, their length in terms, the length of the `excluded` ones): what a caller needs to score
         as if those were gone (`lexical_shifted`)."""

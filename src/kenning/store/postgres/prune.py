@@ -20,9 +20,10 @@ than k seeds theta is 0, no term is spare, and the statement reads what the full
 impact, rounded, and doubles added in another order than the exact sums could move a bound by a few ulps: every
 bound carries a relative slack of 1e-5, far above both and far below any gap that matters.
 
-Measured (BENCHMARKS.md, "pglex"): the seeds' exact scores (k x terms key lookups, each a heap fetch) cost more
-than the better theta saved; and the threshold algorithm proper (stop when the k-th exact score beats the sum of
-every list's last impact) needed most lists read nearly to their end for k = 100 and queries of 5-20 terms.
+Measured (bench/history/2026-12-04-postgres-lexical.md): the seeds' exact scores (k x terms key lookups, each a
+heap fetch) cost more than the better theta saved; and the threshold algorithm proper (stop when the k-th exact
+score beats the sum of every list's last impact) needed most lists read nearly to their end for k = 100 and
+queries of 5-20 terms.
 """
 
 from __future__ import annotations

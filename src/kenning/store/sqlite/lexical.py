@@ -73,6 +73,25 @@ class LexicalPart(Connected):
         self._allowed_loaded = False
 
     @guarded
+    def document_frequencies(self, terms: Sequence[str]) -> dict[str, int]:
+        if not terms:
+            return {}
+        # FTS5's own vocabulary, as a temporary view of this connection's index: it counts a term's documents
+        # from its postings, so a lookup costs what the term's postings cost to read
+        self.conn.execute(
+            "CREATE VIRTUAL TABLE IF NOT EXISTS temp.fts_terms USING fts5vocab(main, 'fts', 'row')"
+        )
+        out: dict[str, int] = {}
+        unique = list(dict.fromkeys(terms))
+        for start in range(0, len(unique), 500):
+            part = unique[start : start + 500]
+            rows = self.conn.execute(
+                f"SELECT term, doc FROM temp.fts_terms WHERE term IN ({','.join('?' * len(part))})", part
+            )
+            out.update((str(t), int(d)) for t, d in rows)
+        return out
+
+    @guarded
     def lexical(self, query: str, limit: int, *, filtered: bool = False) -> list[tuple[int, float]]:
         found = self._from_snapshot(query, limit, filtered)
         return found if found is not None else self._fts5(query, limit, filtered)
