@@ -41,7 +41,7 @@ LOCAL_MIRRORS = HERE / ".work" / "mirrors"
 MARKER = ".gitset.json"
 SET_FILES = ("queries.jsonl", "qrels.jsonl", "spans.jsonl")
 MAX_FILE = 2_000_000  # bytes: a generated blob or a data dump is no passage a person asks about
-FAMILIES = ("questions", "mined")
+FAMILIES = ("questions", "mined", "related")
 
 
 @dataclass(frozen=True)

@@ -223,11 +223,85 @@ def test_gate_without_claude_target_says_it_is_claude_only(home: Path) -> None:
 def test_invalid_json_is_refused_and_nothing_is_written(home: Path) -> None:
     write(home, {".claude.json": '{"mcpServers": {,}', ".codex/AGENTS.md": "mine\n"})
     before = tree(home)
-    r = cli(home, "install", "--yes")
+    r = cli(home, "install", "--yes", "--target", "claude")
     assert r.returncode == 2
     assert len(r.stderr.strip().splitlines()) == 1
     assert "~/.claude.json is not valid JSON" in r.stderr and "--target" in r.stderr
     assert tree(home) == before
+
+
+def test_regression_one_bad_config_stopped_every_agent(home: Path) -> None:
+    """Issue 33: a config kenning cannot edit stopped `install` for every agent; now that agent is left out with a
+    note and the others are installed (and uninstalled) as usual."""
+    write(home, {".claude.json": '{"mcpServers": {,}', ".codex/AGENTS.md": "mine\n"})
+    before = tree(home)
+    r = cli(home, "install", "--yes")
+    assert r.returncode == 0, r.stderr
+    assert "note: claude left out: ~/.claude.json is not valid JSON (line 1" in r.stdout
+    assert "kenning install for codex, cursor, opencode:" in r.stdout
+    assert (home / ".claude.json").read_bytes() == before[".claude.json"]
+    assert not (home / ".claude").exists()
+    assert "kenning" in load(home, ".cursor/mcp.json")["mcpServers"]
+    assert "kenning" in load(home, ".config/opencode/opencode.json")["mcp"]
+    assert (home / ".codex/AGENTS.md").read_text().startswith("mine\n\n<!-- kenning:begin")
+    r = cli(home, "uninstall", "--yes")
+    assert r.returncode == 0 and "note: claude left out" in r.stdout
+    assert tree(home) == before
+
+
+JSONC = """{
+  // the user's own notes
+  "$schema": "https://opencode.ai/config.json",
+  "theme": "dark", /* a block comment */
+  "mcp": {
+    "jira": {"type": "remote", "url": "https://j",}, // trailing commas, too
+  },
+}
+"""
+
+
+@pytest.mark.parametrize("name", ["opencode.jsonc", "opencode.json"])
+def test_regression_opencode_jsonc_was_refused(home: Path, name: str) -> None:
+    """Issue 33: opencode reads JSONC (comments, trailing commas) and kenning refused such a config ("cannot keep
+    its comments"). Now its entry is spliced in with every comment kept, and uninstall restores the bytes."""
+    from kenning.agents import jsonedit
+
+    write(home, {f".config/opencode/{name}": JSONC})
+    before = tree(home)
+    r = cli(home, "install", "--yes", "--target", "opencode")
+    assert r.returncode == 0, r.stderr
+    assert f"update ~/.config/opencode/{name}  (+ mcp.kenning)" in r.stdout
+    text = (home / ".config/opencode" / name).read_text()
+    for line in JSONC.splitlines():
+        assert line in text.splitlines(), line  # every line of the user's kept as it was
+    config = jsonedit.loads(text)
+    assert set(config["mcp"]) == {"jira", "kenning"} and config["theme"] == "dark"
+    assert config["mcp"]["kenning"]["command"][-1] == "mcp"
+    assert cli(home, "uninstall", "--yes", "--target", "opencode").returncode == 0
+    assert tree(home) == before
+
+
+def test_a_jsonc_config_edited_after_install_keeps_its_comments_on_uninstall(home: Path) -> None:
+    from kenning.agents import jsonedit
+
+    write(home, {".config/opencode/opencode.jsonc": JSONC})
+    assert cli(home, "install", "--yes", "--target", "opencode").returncode == 0
+    path = home / ".config/opencode/opencode.jsonc"
+    edited = path.read_text().replace('"theme": "dark",', '"theme": "light", // changed since')
+    path.write_text(edited)
+    r = cli(home, "uninstall", "--yes", "--target", "opencode")
+    assert r.returncode == 0 and "update ~/.config/opencode/opencode.jsonc" in r.stdout
+    assert path.read_text() == JSONC.replace('"theme": "dark",', '"theme": "light", // changed since')
+    assert "kenning" not in jsonedit.loads(path.read_text())["mcp"]
+
+
+def test_jsonc_comment_markers_inside_strings_are_text() -> None:
+    from kenning.agents import jsonedit
+
+    text = '{"url": "http://x/*y*/", "b": [1, 2,], /* c */ "c": "a,}",}'
+    assert jsonedit.plain(text).replace(" ", "") == '{"url":"http://x/*y*/","b":[1,2],"c":"a,}"}'
+    assert len(jsonedit.plain(text)) == len(text)
+    assert jsonedit.loads(text) == {"url": "http://x/*y*/", "b": [1, 2], "c": "a,}"}
 
 
 def test_target_codex_touches_only_codex_files(home: Path) -> None:

@@ -14,8 +14,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from kenning import usage
 from kenning.agents.targets import AGENTS
-from kenning.commands import COMMANDS, ROUTABLE, err, exit_code, run_command
-from kenning.commands.snapshot import add_arguments as snapshot_arguments
+from kenning.commands import COMMANDS, ROUTABLE, err, exit_code, related, run_command, snapshot
 from kenning.errors import KenningError, UsageError
 
 if TYPE_CHECKING:
@@ -166,11 +165,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
     p = command("snapshot", usage.SNAPSHOT_DESCRIPTION)
     if not isinstance(p, _Unused):  # its actions are built beside the command
-        snapshot_arguments(p, _flag, _Parser)
+        snapshot.add_arguments(p, _flag, _Parser)
 
     p = command("search", "Search the index of ROOT (or its nearest indexed ancestor) by meaning and words.")
     p.add_argument("query", nargs="?", metavar="QUERY")
-    p.add_argument("root", nargs="?", default=".", metavar="ROOT")
+    p.add_argument("root", nargs="*", metavar="ROOT", help="one or more roots (default: .); several merge")
     p.add_argument(
         "-q",
         "--query",
@@ -224,6 +223,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         "marking their hits stale",
     )
     _mode_arg(p)
+    related.add_arguments(command, _flag, _selection_args)  # its parser is built beside the command
 
     p = command("grep", "Exhaustive regex search, no index needed, over the same file selection.")
     p.add_argument("pattern", nargs="?", metavar="PATTERN")

@@ -53,6 +53,10 @@ EXAMPLES = {
   kenning search --trace --preview full "backoff" .
   kenning search --symbol-type function "parse the config file" .
   kenning search --prefer-symbol "RateLimiter acquire" .""",
+    "related": """examples:
+  kenning related src/upload.py:42 .        code related to line 42: its tests, other implementations, docs
+  kenning related src/upload.py:40-60 -t py --budget 1500 .
+  kenning related --json lib/cache.rb:12 ~/src/project""",
     "grep": """examples:
   kenning grep -i "retry_count" .
   kenning grep -F -C 2 "TODO(" src docs

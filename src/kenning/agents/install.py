@@ -4,8 +4,10 @@ This module owns every change kenning makes to an agent's user-level configurati
 the guidance (a skill file, or a block in an AGENTS.md-style file) and, with ``--gate``, Claude Code's
 PreToolUse hook. Everything it writes is a managed block it can find again: text between
 ``kenning:begin``/``kenning:end`` marker lines (Markdown, TOML), the single entry under kenning's key in a
-JSON file (spliced into its text by kenning.agents.jsonedit, in the indentation the file uses), or a whole file
-carrying kenning's mark (skills). Nothing outside those blocks is touched, byte for byte.
+JSON file (spliced into its text by kenning.agents.jsonedit, in the indentation the file uses; opencode's JSONC with
+its comments and trailing commas kept), or a whole file carrying kenning's mark (skills). Nothing outside those
+blocks is touched, byte for byte. An agent whose files kenning cannot edit (a config that does not parse, a
+block it did not write) is left out with a note naming the file and the fix, and the others are done.
 
 For each file it changes, the bytes from before the first install are kept under
 ``$XDG_STATE_HOME/kenning/install/`` (default ``~/.local/state``); uninstall puts them back exactly while
@@ -57,6 +59,7 @@ class Edit:
     label: str
     value: Any
     keys: tuple[str, ...] = ()
+    jsonc: bool = False  # the file may hold comments and trailing commas (opencode's), kept as they are
 
 
 @dataclass(frozen=True)
@@ -132,7 +135,8 @@ def _targets(
     }  # fmt: skip
     return {
         agent: [
-            Edit(kind, path, _show(path, home), label, value, keys) for kind, path, label, value, keys in row
+            Edit(kind, path, _show(path, home), label, value, keys, jsonc=agent == "opencode")
+            for kind, path, label, value, keys in row
         ]
         for agent, row in rows.items()
     }
@@ -158,14 +162,10 @@ def _load_json(e: Edit, text: str | None) -> dict[str, Any]:
     if text is None or not text.strip():
         return {}
     try:
-        obj = json.loads(text)
+        obj = jsonedit.loads(text) if e.jsonc else json.loads(text)
     except json.JSONDecodeError as exc:
-        fix = (
-            "kenning cannot keep its comments: add the entry by hand"
-            if e.path.suffix == ".jsonc"
-            else "fix it"
-        )
-        raise _refuse(e, f" is not valid JSON (line {exc.lineno}: {exc.msg})", f"{fix}, {_SKIP}") from None
+        what = "JSONC" if e.jsonc else "JSON"
+        raise _refuse(e, f" is not valid {what} (line {exc.lineno}: {exc.msg})", f"fix it, {_SKIP}") from None
     if not isinstance(obj, dict):
         raise _refuse(e, " does not hold a JSON object")
     return obj
@@ -240,13 +240,18 @@ def _edit_json(e: Edit, text: str | None, install: bool) -> str | None:
         return text
     if text is None or not text.strip():
         return json.dumps(obj, indent=2, ensure_ascii=False) + "\n"
-    # the user's file keeps its bytes (indentation, key order, escapes, numbers) outside kenning's entry
+    # the user's file keeps its bytes (indentation, key order, escapes, numbers, comments) outside kenning's entry
     try:
-        out = jsonedit.edited(text, before, obj)
-        if json.dumps(json.loads(out)) == json.dumps(obj):
+        out = jsonedit.edited(text, before, obj, jsonc=e.jsonc)
+        if json.dumps(jsonedit.loads(out)) == json.dumps(obj):
             return out
     except ValueError:
         pass
+    if e.jsonc and jsonedit.plain(text) != text:
+        # written again from its value, the file would lose its comments
+        raise _refuse(
+            e, ": kenning cannot place its entry without losing the comments", f"add it by hand, {_SKIP}"
+        )
     doc = jsonedit.JsonText(text)  # cannot fail: json.loads read it
     end = "\n" if text.endswith("\n") else ""
     return json.dumps(obj, indent=doc.unit, ensure_ascii=False).replace("\n", doc.newline) + end
@@ -405,6 +410,23 @@ def _plan(edits: list[Edit], install: bool, state: _State) -> list[Change]:
     return changes
 
 
+def _plan_agents(
+    names: list[str], table: dict[str, list[Edit]], install: bool, state: _State
+) -> tuple[list[Change], dict[str, ConfigError]]:
+    """The changes for each agent whose files kenning can edit, and the error of each it cannot (left out, so
+    one broken configuration does not stop the others). When no agent can be done, the first error is raised."""
+    changes: list[Change] = []
+    skipped: dict[str, ConfigError] = {}
+    for name in names:
+        try:
+            changes += _plan(table[name], install, state)
+        except ConfigError as exc:
+            skipped[name] = exc
+    if skipped and len(skipped) == len(names):
+        raise next(iter(skipped.values()))
+    return changes, skipped
+
+
 def _install(ch: Change, state: _State) -> None:
     assert ch.new is not None
     path, rec = ch.edit.path, state.load(ch.edit.path)
@@ -462,9 +484,12 @@ def run(
         raise UsageError(f"unknown target {unknown[0]!r}", hint=f"choose from {', '.join(AGENTS)} or all")
     names = [n for n in AGENTS if n in targets or "all" in targets]
     table = _targets(home, env, list(command) if command else server_command(), not uninstall, gate)
-    edits = [e for n in names for e in table[n]]
     state = _State(state_dir(env, home) / "install")
-    changes = _plan(edits, not uninstall, state)
+    changes, skipped = _plan_agents(names, table, not uninstall, state)
+    for name, exc in skipped.items():
+        print(f"note: {name} left out: {exc}", file=out)
+    names = [n for n in names if n not in skipped]
+    edits = [e for n in names for e in table[n]]
     verb = "uninstall" if uninstall else "install"
     if gate and "claude" not in names:
         print(

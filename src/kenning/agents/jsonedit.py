@@ -6,8 +6,11 @@ their numbers. Here the document is scanned for the spans of its values, and an 
 adds or takes out; the new text follows the indentation the document already uses (the unit of its first
 indented line, tabs included; two spaces in a document without one) and its line ends.
 
-Only plain JSON is read (no comments). The caller checks the result parses to the object it meant and keeps a
-re-serialised fallback for anything this cannot place (see `kenning.agents.install`).
+JSONC (opencode's configuration: `//` and `/* */` comments, trailing commas) is read as well: `plain` blanks its
+comments and trailing commas with spaces, so every offset of the plain text is the offset of the same character in
+the original, which is scanned for positions while the splices go into the original, comments and all. The caller
+checks the result parses to the object it meant; for plain JSON it keeps a re-serialised fallback for anything this
+cannot place (see `kenning.agents.install`), for JSONC it refuses, since re-serialising would drop the comments.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["JsonText", "edited"]
+__all__ = ["JsonText", "edited", "loads", "plain"]
 
 _SCALAR = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?|true|false|null")
 
@@ -36,9 +39,62 @@ class _Node:
         return found[-1] if found else None  # as json.loads reads a repeated key
 
 
+def plain(text: str) -> str:
+    """JSONC as JSON of the same length: each comment and trailing comma blanked (a comment's line ends kept, so
+    line numbers hold too). Text without either comes back as it is."""
+    if "/" not in text and "," not in text:
+        return text
+    out = list(text)
+    i, n = 0, len(text)
+    commas: list[int] = []  # the last comma seen outside strings, while only blanks and comments follow it
+    while i < n:
+        c = text[i]
+        if c == '"':
+            try:
+                _, i = json.decoder.scanstring(text, i + 1)  # type: ignore[attr-defined]
+            except ValueError:
+                return "".join(out)  # an unclosed string: the scan that follows says where
+            commas.clear()
+            continue
+        if c == "/" and text.startswith("//", i):
+            end = text.find("\n", i)
+            end = n if end < 0 else end
+            out[i:end] = " " * (end - i)
+            i = end
+            continue
+        if c == "/" and text.startswith("/*", i):
+            end = text.find("*/", i + 2)
+            end = n if end < 0 else end + 2
+            out[i:end] = ["\n" if ch == "\n" else " " for ch in text[i:end]]
+            i = end
+            continue
+        if c == ",":
+            commas[:] = [i]
+        elif c in "}]":
+            for at in commas:
+                out[at] = " "
+            commas.clear()
+        elif c not in " \t\r\n":
+            commas.clear()
+        i += 1
+    return "".join(out)
+
+
+def loads(text: str) -> Any:
+    """A JSONC document's value (plain JSON reads as json.loads reads it)."""
+    return json.loads(plain(text))
+
+
 def _skip(text: str, i: int) -> int:
     """The index of the first non-whitespace character at or after i."""
     while i < len(text) and text[i] in " \t\r\n":
+        i += 1
+    return i
+
+
+def _skip_inline(text: str, i: int) -> int:
+    """The index of the first character at or after i that is not a space or a tab."""
+    while i < len(text) and text[i] in " \t":
         i += 1
     return i
 
@@ -83,17 +139,21 @@ def _scan(text: str, i: int) -> _Node:
 
 
 class JsonText:
-    """A JSON document's text, edited in place; `text` is the result."""
+    """A JSON (or, with `jsonc`, JSONC) document's text, edited in place; `text` is the result."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, *, jsonc: bool = False) -> None:
         self.text = text
+        self.jsonc = jsonc
         self.newline = "\r\n" if "\r\n" in text else "\n"
-        indented = re.search(r"\n([ \t]+)\S", text)
+        indented = re.search(r"\n([ \t]+)[^\s/]", text)
         self.unit = indented.group(1) if indented else "  "
-        _scan(text, 0)  # refuse what cannot be read before any edit
+        _scan(self._plain(), 0)  # refuse what cannot be read before any edit
+
+    def _plain(self) -> str:
+        return plain(self.text) if self.jsonc else self.text
 
     def _node(self, path: tuple[str | int, ...]) -> _Node | None:
-        node: _Node | None = _scan(self.text, 0)
+        node: _Node | None = _scan(self._plain(), 0)
         for step in path:
             if node is None:
                 return None
@@ -126,9 +186,21 @@ class JsonText:
         head = "" if key is None else json.dumps(key, ensure_ascii=False) + ": "
         entry = head + self._render(piece, indent, multiline)
         gap = self.newline + indent if multiline else " "
-        if not container.items:
+        if not container.items and self.text[container.start + 1 : container.end - 1].strip():
+            # only comments inside (JSONC): the entry goes first, the comments stay after it
+            self._splice(container.start + 1, container.start + 1, gap.lstrip(" ") + entry)
+        elif not container.items:
             tail = self.newline + outer if multiline else ""
             self._splice(container.start + 1, container.end - 1, gap.lstrip(" ") + entry + tail)
+        elif index >= len(container.items) and multiline and self._line_end(container.items[-1][2].end):
+            # JSONC: after the last member's line (its comma and comment stay on it), in the file's comma style
+            end = container.items[-1][2].end
+            trailing = self.text.startswith(",", _skip_inline(self.text, end))  # blanked in the plain text
+            if not trailing:
+                self._splice(end, end, ",")
+            eol = self._line_end(end)
+            assert eol is not None
+            self._splice(eol, eol, self.newline + indent + entry + ("," if trailing else ""))
         elif index >= len(container.items):
             end = container.items[-1][2].end
             self._splice(end, end, "," + gap + entry)
@@ -138,12 +210,42 @@ class JsonText:
 
     def _remove(self, container: _Node, index: int) -> None:
         items = container.items
-        if len(items) == 1:
+        own = self._own_line(items[index][1], items[index][2].end) if self.jsonc else None
+        if own is not None:
+            self._splice(*own, "")  # JSONC: the member's own line, so the comments around it stay
+        elif (
+            len(items) == 1
+            and self._plain()[container.start : container.end] != self.text[container.start : container.end]
+        ):
+            # comments inside (JSONC): only the member goes, and a trailing comma after it
+            end = _skip(self._plain(), items[0][2].end)
+            self._splice(items[0][1], end + 1 if self.text.startswith(",", end) else items[0][2].end, "")
+        elif len(items) == 1:
             self._splice(container.start + 1, container.end - 1, "")
         elif index == 0:
             self._splice(items[0][1], items[1][1], "")
         else:
             self._splice(items[index - 1][2].end, items[index][2].end, "")
+
+    def _line_end(self, at: int) -> int | None:
+        """Where the line of `at` ends (before its line break), when the rest of it after `at` is at most a comma
+        and a `//` comment (JSONC only); None otherwise."""
+        if not self.jsonc:
+            return None
+        found = re.compile(r"[ \t]*,?[ \t]*(?://[^\r\n]*)?(?=\r?\n|$)").match(self.text, at)
+        return found.end() if found else None
+
+    def _own_line(self, start: int, end: int) -> tuple[int, int] | None:
+        """The span of the lines a member from `start` to `end` fills alone (with the comma after it and the
+        line break), or None when something else shares them."""
+        line = self.text.rfind("\n", 0, start) + 1
+        if self.text[line:start].strip():
+            return None
+        after = _skip_inline(self.text, end)
+        if self.text.startswith(",", after):
+            after += 1
+        rest = re.compile(r"[ \t]*(?:\r?\n|$)").match(self.text, after)
+        return (line, rest.end()) if rest else None
 
     def _splice(self, start: int, end: int, new: str) -> None:
         self.text = self.text[:start] + new + self.text[end:]
@@ -192,10 +294,10 @@ class JsonText:
         self._remove(node, index)
 
 
-def edited(text: str, old: Any, new: Any) -> str:
+def edited(text: str, old: Any, new: Any, *, jsonc: bool = False) -> str:
     """`text` (which parses to `old`) changed to hold `new` by the fewest splices: members added, removed or
-    replaced, array elements inserted or deleted; what is equal keeps its bytes."""
-    doc = JsonText(text)
+    replaced, array elements inserted or deleted; what is equal keeps its bytes (and, in JSONC, its comments)."""
+    doc = JsonText(text, jsonc=jsonc)
     _apply(doc, (), old, new)
     return doc.text
 

@@ -10,6 +10,8 @@ when its command runs:
 
     index     `kenning index`: build, refresh, forget, drop
     search    `kenning search`, and its literal fallback when there is no index
+    roots     `kenning search QUERY ROOT1 ROOT2 ...`: several roots, one ranking (one root goes on to `search`)
+    related   `kenning related PATH:LINE`: the passages most related to a place
     grep      `kenning grep`: where the project is, what the PATHs scope, refusals of what is never searched
     info      `kenning status`, `kenning models`, `kenning symbols`
     agents    `kenning install`/`uninstall`, `kenning gate`
@@ -51,7 +53,8 @@ ROUTABLE = ("search", "index", "status")  # the commands a running daemon answer
 # command -> (module in this package, function): a command's module is imported only when it runs
 COMMANDS = {
     "index": ("index", "cmd_index"),
-    "search": ("search", "cmd_search"),
+    "search": ("roots", "cmd_search"),  # one root: commands/search.py; several: commands/roots.py
+    "related": ("related", "cmd_related"),
     "grep": ("grep", "cmd_grep"),
     "status": ("info", "cmd_status"),
     "snapshot": ("snapshot", "cmd_snapshot"),

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from kenning.config import Config
     from kenning.render.budget import Packed
     from kenning.search import Filters, SearchRequest
+    from kenning.search.request import Place
     from kenning.types import Mode, Preview, SearchResult
 
 
@@ -117,9 +118,10 @@ def _request(
     level: float | None,
     context: tuple[int, int],
     built: bool,
+    related: Place | None = None,
 ) -> SearchRequest:
     """The search the command line asks for, within the `selected` files; `built` when the index is about to
-    be built from the files as they are, so there is nothing to refresh."""
+    be built from the files as they are, so there is nothing to refresh; `related` for `kenning related`."""
     from kenning.search import SearchRequest, parse_time
 
     mode: Mode = "lexical" if args.lexical else "semantic" if args.semantic else "hybrid"
@@ -144,22 +146,39 @@ def _request(
         before=context[0],
         after=context[1],
         budget=args.budget,
+        related=related,
     )
 
 
 def search_inputs(args: argparse.Namespace) -> tuple[list[str], str]:
-    """The query groups and the root, from `search QUERY [ROOT]` or `search -q A -q B [ROOT]`."""
+    """The query groups and the (first) root, from `search QUERY [ROOT...]` or `search -q A -q B [ROOT...]`."""
     queries = list(args.queries or [])
-    root_arg = args.root
+    roots = _given_roots(args)
+    root_arg = roots[0] if roots else "."
     if args.query is not None:
         # `search -q A -q B ROOT` puts the root first; a positional that is no directory is a query
-        if queries and args.root == "." and os.path.isdir(os.path.expanduser(args.query)):
+        if queries and (not roots or roots == ["."]) and os.path.isdir(os.path.expanduser(args.query)):
             root_arg = args.query
+        elif queries and roots and os.path.isdir(os.path.expanduser(args.query)):
+            root_arg = args.query  # `search -q A ROOT1 ROOT2`: the first root came as the query
         else:
             queries.insert(0, args.query)
     if not queries:
         raise UsageError("no query given", hint='kenning search "what you are looking for" [ROOT]')
     return queries, root_arg
+
+
+def _given_roots(args: argparse.Namespace) -> list[str]:
+    # a list from the command line (`search QUERY ROOT...`), a string from a daemon's routed request
+    root = args.root
+    return [root] if isinstance(root, str) else list(root or [])
+
+
+def search_roots(args: argparse.Namespace) -> list[str]:
+    """Every root `search` was given, in order (one: `.` by default)."""
+    _, first = search_inputs(args)
+    rest = _given_roots(args)
+    return list(dict.fromkeys([first, *rest]))
 
 
 def min_score(text: str | None) -> float | None:

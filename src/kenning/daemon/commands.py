@@ -72,7 +72,17 @@ def through_daemon(args: argparse.Namespace) -> int | None:
         if chosen == "server":
             from kenning.walk import check_root
 
-            check_root(args.root)  # a missing root gets its own error, as in-process
+            root = args.root
+            if args.command == "search":
+                from kenning.commands.search import search_inputs, search_roots
+
+                if len(search_roots(args)) > 1:
+                    raise UsageError(
+                        "a search over several roots runs in this process, not in the daemon",
+                        hint="drop --mode server",
+                    )
+                root = search_inputs(args)[1]
+            check_root(root)  # a missing root gets its own error, as in-process
             name = relative_setting() or "a setting"
             raise UsageError(
                 f"{name} is a relative path, which the daemon would read from its own working directory",
@@ -116,8 +126,10 @@ def portable(args: argparse.Namespace) -> dict[str, Any] | None:
     data = dict(vars(args))
     data["mode"] = "direct"
     if args.command == "search":
-        from kenning.commands.search import search_inputs
+        from kenning.commands.search import search_inputs, search_roots
 
+        if len(search_roots(args)) > 1:
+            return None  # several roots are searched here, each index opened as its own (commands/roots.py)
         queries, root_arg = search_inputs(args)
         data.update(queries=queries, query=None)
     else:

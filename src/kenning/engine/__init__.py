@@ -40,6 +40,7 @@ from kenning.engine.refresh import (
     forgotten,
     refresh_before_search,
 )
+from kenning.engine.related import relabel, related_plan
 from kenning.engine.scope import WALK_PRUNED, WALK_SKIPPED, Scope
 from kenning.engine.status import Changes, Refreshed, Status
 from kenning.errors import (
@@ -414,6 +415,10 @@ class Engine:
         with db.snapshot():  # one snapshot for the whole search
             vectors = self._vector_index(db) if semantic else None
             level = self.embedder.match_level if request.match_level is None else request.match_level
+            if (
+                request.related is not None
+            ):  # what is related to a place: its passages' plan (engine/related.py)
+                plan = related_plan(plan, request.related, db, self.embedder.dim)
             results = execute(
                 plan,
                 db,
@@ -434,6 +439,8 @@ class Engine:
             if base is not None:
                 base = dataclasses.replace(base, overlaid=len(masked))
             db.close()  # the overlay's reader (the shared index stays open for the next search)
+        if request.related is not None:
+            results = relabel(results, request.queries[0])
         for result in results:
             result.notes[:0] = notes
             result.base = base.to_json() if base else None

@@ -1,7 +1,7 @@
-"""Checking an MCP call's arguments against the tool's published input schema, with refusals an agent can act on.
+"""Checking an MCP call's arguments against the tool's input schema, with refusals an agent can act on.
 
-Types are strict ("true" is not true, "5" is not 5), bounds come from the schema, unknown arguments are refused,
-and so is a NUL byte anywhere.
+Types are strict ("true" is not true, "5" is not 5), bounds come from the schema (the listing leaves them out, so a
+refusal states the bound it met), unknown arguments are refused, and so is a NUL byte anywhere.
 """
 
 from __future__ import annotations
@@ -36,6 +36,8 @@ def _plain(err: jsonschema.ValidationError) -> str:
         return str(err.message).replace("Additional properties are not allowed", "unknown argument")
     if err.validator in ("maxLength", "maxItems"):
         return f"too long (at most {err.validator_value})"
+    if err.validator in ("minLength", "minItems"):
+        return f"too short (at least {err.validator_value})"
     return str(err.message)
 
 
@@ -45,7 +47,7 @@ def _fix(err: jsonschema.ValidationError) -> str:
     if err.validator == "additionalProperties":
         return "see the tool's input schema for the arguments it takes"
     if err.validator in ("maxLength", "maxItems", "minLength", "minItems", "minimum", "maximum"):
-        return "stay within the bounds in the tool's input schema"
+        return "stay within that bound"
     return "see the tool's input schema"
 
 

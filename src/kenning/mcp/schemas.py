@@ -1,8 +1,12 @@
 """The MCP tool contracts: names, the input and output JSON schemas, and (from `descriptions`) the prose an agent
 learns them from.
 
-These schemas are published in `tools/list` and are also what every call is checked against before it runs
-(`kenning.mcp.tools.check_arguments`), so the contract an agent reads is the contract it gets.
+Every call is checked against its tool's input schema before it runs (`kenning.mcp.arguments`); `tools/list`
+publishes the same schema without its bounds and defaults (`published`), which a refusal states when an argument
+passes one. The output schemas are not published: an agent pays for every character listed in every session, the
+MCP specification makes an output schema optional and lets a result carry structured content without one, and
+the structured content an answer carries keeps the shape written here, which the tests check every answer
+against.
 """
 
 from __future__ import annotations
@@ -44,32 +48,35 @@ MAX_BUDGET = 10_000  # about MAX_OUTPUT_CHARS of code
 Schema = dict[str, Any]
 
 
-def _strings(what: str, *, max_items: int = MAX_LIST_ITEMS, max_chars: int = MAX_ITEM_CHARS) -> Schema:
-    return {
+def _strings(
+    what: str | None = None, *, max_items: int = MAX_LIST_ITEMS, max_chars: int = MAX_ITEM_CHARS
+) -> Schema:
+    schema: Schema = {
         "type": "array",
         "items": {"type": "string", "minLength": 1, "maxLength": max_chars},
         "maxItems": max_items,
-        "description": what,
     }
+    return {**schema, "description": what} if what else schema
 
 
-def _budget(how: str) -> Schema:
+def _budget() -> Schema:
     return {
         "type": "integer",
         "minimum": MIN_BUDGET,
         "maximum": MAX_BUDGET,
         "default": DEFAULT_BUDGET,
-        "description": f"Tokens the answer may take, as the answer counts them. {how}",
+        "description": f"Answer tokens ({DEFAULT_BUDGET:,})",
     }
 
 
-_WHERE = (
-    "these files or directories (relative to the workspace root, or to each served root that has them when "
-    'there are several; or absolute inside one). Example: ["src/auth", "docs/setup.md"].'
-)
-_SEARCH_PATHS = _strings(f"Only passages under {_WHERE}")
+def _enum(*values: str) -> Schema:
+    return {"type": "string", "enum": list(values), "default": values[0]}
+
+
+_SEARCH_PATHS = _strings("Only passages under these files or folders")
 # grep reads files line by line: it has no passages
-_GREP_PATHS = _strings(f"Search only {_WHERE} Default: the whole workspace.")
+_GREP_PATHS = _strings("Only these files or directories")
+_TIME: Schema = {"type": "string", "maxLength": 64, "description": "YYYY-MM-DD or ISO time"}
 
 TEXT_SEARCH_INPUT: Schema = {
     "type": "object",
@@ -78,85 +85,40 @@ TEXT_SEARCH_INPUT: Schema = {
             "type": "string",
             "minLength": 1,
             "maxLength": MAX_QUERY_CHARS,
-            "description": "What you are looking for, in your own words (a question, a description of the code "
-            "or passage, or an identifier). Give either query or queries.",
+            "description": "What you look for, in your own words, or a name",
         },
         "queries": {
             **_strings(
-                "Several phrasings or several questions at once (each ranked as its own group, then combined). "
-                "Give either query or queries.",
+                "Several phrasings at once, each one's best first",
                 max_items=MAX_QUERIES,
                 max_chars=MAX_QUERY_CHARS,
             ),
             "minItems": 1,
         },
-        "k": {
-            "type": "integer",
-            "minimum": 1,
-            "maximum": 50,
-            "description": "At most this many passages (per group). Default: as many as the budget holds, of "
-            "the best 50.",
+        "related": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": MAX_ITEM_CHARS,
+            "description": "path:line or path:start-end instead of a query: code related to it (its tests, "
+            "implementations, docs)",
         },
-        "budget": _budget(
-            "Passages are trimmed to the lines that match, neighbours of one file merged, copies listed once; "
-            "a last line says what was cut. Spend it on the right place rather than on more hits: narrow with "
-            "paths, globs or types first, then read one location whole (preview full with its file in paths) "
-            "instead of raising the budget."
-        ),
+        "k": {"type": "integer", "minimum": 1, "maximum": 50, "description": "Hits per query at most"},
+        "budget": _budget(),
         "paths": _SEARCH_PATHS,
-        "globs": _strings('ripgrep-style globs on the path; \'!\' excludes. Example: ["*.py", "!tests/**"].'),
-        "types": _strings('File types by ripgrep name. Example: ["py", "md"].', max_items=32, max_chars=64),
-        "mode": {
-            "type": "string",
-            "enum": ["hybrid", "lexical", "semantic"],
-            "default": "hybrid",
-            "description": "hybrid (words and meaning, the default), lexical (BM25 words only) or semantic "
-            "(meaning only).",
-        },
-        "preview": {
-            "type": "string",
-            "enum": ["short", "none", "full"],
-            "default": "short",
-            "description": "How much of each passage to return: short (up to 10 lines, the window that holds "
-            "the most query words), none (location only) or full (the whole passage, as far as the budget "
-            "holds).",
-        },
-        "modified_after": {
-            "type": "string",
-            "maxLength": 64,
-            "description": "Only files modified after this time: YYYY-MM-DD, an ISO date-time or epoch seconds.",
-        },
-        "modified_before": {
-            "type": "string",
-            "maxLength": 64,
-            "description": "Only files modified before this time: YYYY-MM-DD, an ISO date-time or epoch seconds.",
-        },
-        "trace": {
-            "type": "boolean",
-            "default": False,
-            "description": "Add each hit's rank and score in the lexical and semantic arms.",
-        },
+        "globs": _strings('e.g. ["*.py", "!tests/**"]'),
+        "types": _strings('e.g. ["py", "md"]', max_items=32, max_chars=64),
+        "mode": _enum("hybrid", "lexical", "semantic"),
+        "preview": _enum("short", "none", "full"),
+        "modified_after": _TIME,
+        "modified_before": {k: v for k, v in _TIME.items() if k != "description"},
+        "trace": {"type": "boolean", "default": False},
         "symbol_types": {
             "type": "array",
             "items": {"type": "string", "enum": list(SYMBOL_KINDS)},
             "maxItems": len(SYMBOL_KINDS),
-            "description": 'Only code passages of these symbol kinds, e.g. ["function", "class"].',
         },
-        "prefer_symbol": {
-            "type": "boolean",
-            "default": False,
-            "description": "Rank passages that define a symbol named like a word of the query higher "
-            "(a query that is just an identifier already puts its definition first).",
-        },
-        "refresh": {
-            "type": "string",
-            "enum": ["wait", "background", "off"],
-            "default": "wait",
-            "description": "Files changed since indexing: wait (the default) brings them into the index "
-            "first, within a few seconds, so hits show the current text at its current lines; background "
-            "searches at once while the kenning daemon catches up; off searches the index as it is (changed "
-            "files' hits are marked stale).",
-        },
+        "prefer_symbol": {"type": "boolean", "default": False},
+        "refresh": _enum("wait", "background", "off"),
     },
     "additionalProperties": False,
 }
@@ -320,24 +282,14 @@ TEXT_SEARCH_OUTPUT: Schema = {
 TEXT_INDEX_INPUT: Schema = {
     "type": "object",
     "properties": {
-        "paths": {
-            **_strings(
-                'Files or directories to (re-)index, relative to the workspace root or absolute; ["."] is the '
-                "whole workspace."
-            ),
-            "minItems": 1,
-        },
+        "paths": {**_strings(), "minItems": 1},
         "glob": {
             "type": "string",
             "minLength": 1,
             "maxLength": MAX_ITEM_CHARS,
-            "description": 'Only the files under these paths whose path matches this glob, e.g. "**/*.md".',
+            "description": 'Only matching files, e.g. "**/*.md"',
         },
-        "forget": {
-            "type": "boolean",
-            "default": False,
-            "description": "Remove these paths from the index instead (the files on disk are untouched).",
-        },
+        "forget": {"type": "boolean", "default": False},
     },
     "required": ["paths"],
     "additionalProperties": False,
@@ -463,32 +415,18 @@ INDEX_STATUS_OUTPUT: Schema = {
 GREP_INPUT: Schema = {
     "type": "object",
     "properties": {
-        "pattern": {
-            "type": "string",
-            "minLength": 1,
-            "maxLength": MAX_PATTERN_CHARS,
-            "description": "A regular expression (RE2 syntax, which ripgrep reads the same way: no look-around "
-            "or backreferences; \\b is an ASCII word boundary), or a literal string with fixed=true.",
-        },
+        "pattern": {"type": "string", "minLength": 1, "maxLength": MAX_PATTERN_CHARS},
         "paths": _GREP_PATHS,
-        "fixed": {
-            "type": "boolean",
-            "default": False,
-            "description": "Match the pattern as a literal string.",
-        },
+        "fixed": {"type": "boolean", "default": False},
         "ignore_case": {"type": "boolean", "default": False},
         "context": {
             "type": "integer",
             "minimum": 0,
             "maximum": 10,
             "default": 0,
-            "description": "Lines of context before and after each match.",
+            "description": "Lines around each match",
         },
-        "budget": _budget(
-            "Lines come grouped by file; a run of consecutive matching lines shows its first two and its "
-            "last; files past the budget are counted, not shown. Narrow the pattern or paths rather than "
-            "raising it."
-        ),
+        "budget": _budget(),
     },
     "required": ["pattern"],
     "additionalProperties": False,
@@ -549,15 +487,7 @@ GREP_OUTPUT: Schema = {
 
 SYMBOLS_INPUT: Schema = {
     "type": "object",
-    "properties": {
-        "path": {
-            "type": "string",
-            "minLength": 1,
-            "maxLength": MAX_ITEM_CHARS,
-            "description": "A source file, relative to the workspace root (absolute when several served roots have it) or "
-            "absolute inside it.",
-        }
-    },
+    "properties": {"path": {"type": "string", "minLength": 1, "maxLength": MAX_ITEM_CHARS}},
     "required": ["path"],
     "additionalProperties": False,
 }
@@ -589,3 +519,23 @@ SYMBOLS_OUTPUT: Schema = {
     },
     "required": ["path", "lang", "supported", "symbols"],
 }
+
+
+# what a published schema leaves to the checks: an argument past a bound is refused with the bound in words
+_CHECKED_ONLY = frozenset({"minimum", "maximum", "minLength", "maxLength", "minItems", "maxItems", "default"})
+
+
+def published(schema: Schema) -> Schema:
+    """An input schema as `tools/list` shows it: its types, names, enums and words, without the bounds and
+    defaults that the checks (`kenning.mcp.arguments`) apply and a refusal states."""
+    out: Schema = {}
+    for key, value in schema.items():
+        if key in _CHECKED_ONLY:
+            continue
+        if key == "properties":
+            out[key] = {name: published(prop) for name, prop in value.items()}
+        elif isinstance(value, dict):
+            out[key] = published(value)
+        else:
+            out[key] = value
+    return out

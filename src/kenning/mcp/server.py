@@ -92,19 +92,19 @@ SPECS = {t.name: t for t in TOOLS}
 
 
 def _tool(spec: ToolSpec) -> types.Tool:
+    """A tool as `tools/list` shows it: no output schema (see `kenning.mcp.schemas`), and of the hints only those
+    whose default would be wrong (a tool is by default open-world, and one that writes destructive)."""
+    hints = (
+        types.ToolAnnotations(read_only_hint=True, open_world_hint=False)
+        if spec.read_only
+        else types.ToolAnnotations(destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+    )
     return types.Tool(
         name=spec.name,
         title=spec.title,
         description=spec.description,
-        input_schema=spec.input,
-        output_schema=spec.output,
-        annotations=types.ToolAnnotations(
-            title=spec.title,
-            read_only_hint=spec.read_only,
-            destructive_hint=False,
-            idempotent_hint=True,
-            open_world_hint=False,
-        ),
+        input_schema=schemas.published(spec.input),
+        annotations=hints,
     )
 
 

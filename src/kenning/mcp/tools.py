@@ -20,6 +20,7 @@ from kenning import walk
 from kenning.commands.report import base_line, pruned_line
 from kenning.engine import Engine
 from kenning.engine.index import Progress
+from kenning.engine.roots import comparable
 from kenning.errors import ArgumentError, IndexMissing, OutsideRoot, UsageError
 from kenning.mcp import schemas
 from kenning.mcp.answers import Answer, GrepPacker, index_json, index_text, next_step, search_answer
@@ -27,7 +28,7 @@ from kenning.search import Filters, SearchRequest, parse_time
 from kenning.search import grep as grep_mod
 from kenning.search.literal import literal_results
 from kenning.search.outline import SymbolLookup, file_outline, outline_json, outline_lines
-from kenning.search.request import BUDGET_POOL
+from kenning.search.request import BUDGET_POOL, parse_place
 from kenning.types import Mode, Preview, Refresh, SearchResult, Selection
 
 
@@ -180,11 +181,13 @@ class Workspace:
     # -- tools ------------------------------------------------------------------------------------------------
     def text_search(self, args: dict[str, Any]) -> Answer:
         queries = [args["query"]] if "query" in args else list(args.get("queries") or [])
-        if ("query" in args) == ("queries" in args):
+        if sum(name in args for name in ("query", "queries", "related")) != 1:
             raise ArgumentError(
-                "text_search: give exactly one of query and queries",
-                hint='e.g. {"query": "where are uploads retried"}',
+                "text_search: give exactly one of query, queries and related",
+                hint='e.g. {"query": "where are uploads retried"} or {"related": "src/upload.py:42"}',
             )
+        if "related" in args:
+            return self._related(args)
         if any(not q.strip() for q in queries):
             raise ArgumentError("text_search: a query is empty", hint="describe what you are looking for")
         budget = int(args.get("budget", schemas.DEFAULT_BUDGET))
@@ -222,7 +225,9 @@ class Workspace:
                     )
                 try:
                     with self._read_lock:
-                        results = engine.search(request.within(rels))
+                        # several roots: each answers with its arm scores, for the merge (engine/roots.py)
+                        asked = replace(request, trace=True) if len(self.engines) > 1 else request
+                        results = engine.search(asked.within(rels))
                 except IndexMissing:
                     results = None  # a first index run has not committed yet: answer literally meanwhile
             if results is None:
@@ -249,7 +254,60 @@ class Workspace:
                 )
             per_root.append((engine, results))
         several = len(self.engines) > 1
+        if several and request is not None:
+            ranked = [(e, r) for e, r in per_root if e.root not in literal]
+            notes = comparable(ranked, dict(request.plan().weights))
+            for _, results in ranked:
+                for result in results:
+                    result.notes += notes
+                    if not request.trace:
+                        result.hits = [replace(h, trace=None) for h in result.hits]
         return search_answer(queries, per_root, k, mode, preview, literal, self._show, several, budget)
+
+    def _related(self, args: dict[str, Any]) -> Answer:
+        """text_search with `related`: the place's root only, since its passages are that index's."""
+        place = parse_place(args["related"])
+        engine, rel = self._locate(place.path)
+        if not engine.exists():
+            where = "." if len(self.engines) == 1 else str(engine.root)
+            raise IndexMissing(
+                f"{engine.root} has no index yet, so nothing is known to be related",
+                hint=f'call text_index with paths ["{where}"] first',
+            )
+        inside = [r for e, rels in self.split(args.get("paths")) if e is engine for r in (rels or [""]) if r]
+        request = SearchRequest(
+            (),
+            mode=cast(Mode, args.get("mode", "hybrid")),
+            limit=int(args.get("k", BUDGET_POOL)),
+            filters=Filters(
+                paths=tuple(inside),
+                globs=tuple(args.get("globs", ())),
+                types=tuple(args.get("types", ())),
+                modified_after=parse_time(args["modified_after"]) if "modified_after" in args else None,
+                modified_before=parse_time(args["modified_before"]) if "modified_before" in args else None,
+                symbol_types=tuple(args.get("symbol_types", ())),
+            ),
+            trace=bool(args.get("trace")),
+            refresh=cast(Refresh, args.get("refresh", "wait")),
+            preview=cast(Preview, args.get("preview", "short")),
+            budget=int(args.get("budget", schemas.DEFAULT_BUDGET)),
+            related=replace(place, path=rel),
+        )
+        with self._read_lock:
+            results = engine.search(request)
+        budget, k = request.budget or schemas.DEFAULT_BUDGET, request.limit or BUDGET_POOL
+        label = [request.queries[0]]
+        return search_answer(
+            label,
+            [(engine, results)],
+            k,
+            request.mode,
+            request.preview,
+            [],
+            self._show,
+            len(self.engines) > 1,
+            budget,
+        )
 
     def text_index(
         self, args: dict[str, Any], progress: Progress | None = None, cancel: threading.Event | None = None

@@ -97,7 +97,7 @@ def execute(
                 key = (route.query, route.depth)
                 if route.arm == "semantic" and key not in semantic:
                     semantic[key] = pool.submit(
-                        _semantic_arm, index, embed, route.query, route.depth, allowed
+                        _semantic_arm, index, embed, route.query, route.depth, allowed, route.vector
                     )
     try:
         flag = expect_vectors and plan.mode != "lexical"
@@ -137,8 +137,9 @@ def _semantic_arm(
     query: str,
     depth: int,
     allowed: np.ndarray | None,
+    given: np.ndarray | None = None,
 ) -> Arm:
-    vector = embed(query)
+    vector = embed(query) if given is None else given  # a route may carry its vector (related code)
     return Arm(vector, index.search(vector, depth, allowed) if index is not None else [])
 
 
@@ -221,7 +222,7 @@ def _run_groups(
                     db,
                     root,
                     rank.fusion_weights(plan, part.query),
-                    rank.factor_for_tests(part.query),
+                    _tests(plan, part.query),
                     part.query,
                     model,
                 )
@@ -237,13 +238,13 @@ def _run_groups(
                     group.query,
                     allowed,
                     loose=plan.prefer_symbol,
-                    tests=rank.factor_for_tests(group.query),
+                    tests=_tests(plan, group.query),
                 )
                 if definitions:
                     ranked["symbol#d"] = definitions
         else:
             ranked = _ranked(plan, db, group, semantic, allowed, rescore)
-        weights, tests = rank.fusion_weights(plan, group.query), rank.factor_for_tests(group.query)
+        weights, tests = rank.fusion_weights(plan, group.query), _tests(plan, group.query)
         hits, gone = rank.fuse_hits(
             ranked,
             db,
@@ -343,7 +344,7 @@ def _ranked(
             ranked[key] = found.result().found if found is not None else []
     if plan.mode != "semantic":
         definitions = _definitions(
-            db, group.query, allowed, loose=plan.prefer_symbol, tests=rank.factor_for_tests(group.query)
+            db, group.query, allowed, loose=plan.prefer_symbol, tests=_tests(plan, group.query)
         )
         if definitions:
             ranked["symbol#d"] = definitions
@@ -353,7 +354,14 @@ def _ranked(
             found = semantic.get((route.query, route.depth))
             if route.arm == "semantic" and found is not None:
                 _rescored(ranked, f"semantic#{n}", found.result(), rescore, weights)
+    if plan.exclude:
+        ranked = {key: [c for c in items if c[0] not in plan.exclude] for key, items in ranked.items()}
     return ranked
+
+
+def _tests(plan: Plan, query: str) -> float:
+    """What a test file's score is multiplied by: the plan's factor when it gives one, else the query's."""
+    return plan.tests if plan.tests is not None else rank.factor_for_tests(query)
 
 
 _KIND_ORDER = {"class": 0, "interface": 0, "function": 1, "module": 2, "alias": 3, "value": 4}

@@ -22,6 +22,8 @@ from kenning.errors import UsageError
 from kenning.types import REFRESH_POLICIES, SYMBOL_KINDS, Mode, Preview, Refresh, Selection
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from kenning.walk import SelectionMatcher
 
 MIN_DEPTH = 100
@@ -79,6 +81,21 @@ class Route:
     arm: str  # "lexical" | "semantic"
     query: str
     depth: int
+    # a semantic route's query vector, when it is given rather than embedded from `query` (related code: the
+    # stored vector of a place)
+    vector: np.ndarray | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Place:
+    """Lines of one file, `path:start-end` (root-relative): what related code is related to."""
+
+    path: str
+    start: int
+    end: int
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.start}" + (f"-{self.end}" if self.end != self.start else "")
 
 
 @dataclass(frozen=True)
@@ -105,6 +122,10 @@ class Plan:
     # fusion_weights.
     weights: tuple[tuple[str, float], ...] = (("lexical", 0.3), ("semantic", 0.7), ("symbol", 0.5))
     prefer_symbol: bool = False
+    # passages no route may return (related code leaves out its place)
+    exclude: frozenset[int] = frozenset()
+    # a test file's factor (rank.factor_for_tests), when the plan says it rather than each group's query
+    tests: float | None = None
 
 
 @dataclass(frozen=True)
@@ -115,7 +136,8 @@ class SearchRequest:
     since indexing (see `Engine.search`); `match_level` the raw cosine from which a passage matches well (None:
     the embedder's calibrated level); `before`/`after` the lines of the file around each hit, shown as
     `preview` shows a hit's own text; `budget` the tokens the answer may take (None: no budget), packed by
-    `kenning.render.budget` from BUDGET_POOL hits when `limit` is None.
+    `kenning.render.budget` from BUDGET_POOL hits when `limit` is None. `related` asks for the passages most
+    related to a place instead of a query (`kenning.engine.related` makes its plan); its query is the place.
     """
 
     queries: tuple[str, ...]
@@ -131,9 +153,14 @@ class SearchRequest:
     before: int = 0
     after: int = 0
     budget: int | None = None
+    related: Place | None = None
 
     def __post_init__(self) -> None:
         queries = (self.queries,) if isinstance(self.queries, str) else tuple(self.queries)
+        if self.related is not None:
+            if queries:
+                raise UsageError("give a query or a place to find related code for, not both")
+            queries = (f"related to {self.related}",)
         object.__setattr__(self, "queries", queries)
         self.filters.matcher()  # a bad glob or type: refused before any index is opened or built
         if self.refresh not in REFRESH_POLICIES:
@@ -256,6 +283,23 @@ def plan_search(
         prefer_symbol=prefer_symbol,
     )
     return request.plan()
+
+
+def parse_place(text: str) -> Place:
+    """`PATH:LINE` or `PATH:START-END` (lines 1-based, inclusive) as a Place; UsageError otherwise."""
+    path, sep, lines = text.strip().rpartition(":")
+    first, dash, last = lines.partition("-")
+    if not sep or not path or not first.isdigit() or (dash and not last.isdigit()):
+        raise UsageError(
+            f"{text!r} is not a place in a file", hint="give PATH:LINE or PATH:START-END, e.g. src/app.py:42"
+        )
+    start, end = int(first), int(last) if dash else int(first)
+    if start < 1 or end < start:
+        raise UsageError(
+            f"{text!r}: lines run from 1, and a range from its start to a later end",
+            hint="e.g. src/app.py:40-60",
+        )
+    return Place(path, start, end)
 
 
 def check_symbol_types(kinds: Sequence[str]) -> None:

@@ -1,0 +1,116 @@
+"""`kenning related PATH:LINE [ROOT]`: the passages most related to a place (its tests, other implementations, the
+docs that name it), with search's filters, previews, budget and JSON.
+
+The place is read as `--path` is: relative to where the user stands when it exists there, else to the root. The
+index is the nearest one holding the root (built first when there is none, as `kenning search` does); the search
+itself is `Engine.search` with the request's `related` set (see `kenning.engine.related`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from kenning.commands import err, make_engine, out
+from kenning.commands.options import context_lines
+from kenning.commands.search import _pack, _request, found_code, min_score
+
+
+def cmd_related(args: argparse.Namespace) -> int:
+    from kenning.config import load_config
+    from kenning.engine import find_index_root
+    from kenning.render import render_json, render_packed_text, render_text
+    from kenning.search import Filters, check_symbol_types
+    from kenning.search.request import parse_place
+    from kenning.walk import check_root
+
+    started = time.perf_counter()
+    place = parse_place(args.place)
+    start = check_root(args.root)
+    flags = {"preview": args.preview, "limit": args.limit}
+    config = load_config(start).with_overrides(**flags)
+    found = find_index_root(start, config)
+    if found is not None:
+        config = load_config(found).with_overrides(**flags)
+    check_symbol_types(args.symbol_type or ())
+    selected = Filters(
+        globs=tuple(args.glob or ()),
+        iglobs=tuple(args.iglob or ()),
+        types=tuple(args.type or ()),
+        types_not=tuple(args.type_not or ()),
+    )
+    selected.matcher()
+    engine = make_engine(found or start, config, args.model)
+    place = replace(place, path=engine.relative(place.path))
+    here = [engine.relative(p) for p in (args.path or [])]
+    # what search's request reads that a place does not have: one group, no fusion, no name preference
+    plain = argparse.Namespace(**vars(args), fuse=False, prefer_symbol=False)
+    request = _request(
+        plain,
+        [],
+        replace(selected, paths=tuple(here)),
+        config,
+        min_score(args.min_score),
+        context_lines(args),
+        found is None,
+        related=place,
+    )
+    if found is None:
+        err(f"no index for {start} yet: building one first")
+        from kenning.commands.index import INTERRUPTED, RESUME, build
+        from kenning.errors import Interrupted
+
+        if build(engine).interrupted:
+            raise Interrupted(INTERRUPTED, hint=RESUME)
+    results = engine.search(request)
+    packed = _pack(results, request.budget, request.preview) if request.budget else None
+    if args.json:
+        out(
+            render_json(
+                results,
+                request.preview,
+                root=str(engine.root),
+                model=engine.model_name,
+                started=started,
+                packed=packed,
+            )
+        )
+    elif packed is not None:
+        out(render_packed_text(results, packed))
+    else:
+        out(render_text(results, request.preview))
+    return found_code(results, args.min_score is not None)
+
+
+def add_arguments(
+    command: Callable[[str, str], Any], flag: Callable[..., None], selection: Callable[..., None]
+) -> None:
+    """`kenning related`'s parser (built here, beside the command, as snapshot's is): the place, the root, and
+    search's filters, preview, budget and output. `command`, `flag` and `selection` are the CLI's helpers."""
+    p = command(
+        "related", "The passages most related to PATH:LINE or PATH:START-END: tests, implementations, docs."
+    )
+    p.add_argument("place", metavar="PATH:LINE")
+    p.add_argument("root", nargs="?", default=".", metavar="ROOT")
+    arm = p.add_mutually_exclusive_group()
+    flag(arm, "--lexical", "by its names only")
+    flag(arm, "--semantic", "by its meaning only")
+    p.add_argument("-k", "--limit", type=int, help="hits (default 10; 50 ranked with --budget)")
+    p.add_argument("--budget", type=int, metavar="N", help="fit the answer in N tokens, passages trimmed")
+    p.add_argument("--path", action="append", metavar="PATH", help="only under PATH (repeatable)")
+    selection(p, index=False)
+    p.add_argument("--modified-after", metavar="WHEN", help="date (YYYY-MM-DD) or epoch seconds")
+    p.add_argument("--modified-before", metavar="WHEN", help="date (YYYY-MM-DD) or epoch seconds")
+    p.add_argument("--symbol-type", action="append", metavar="KIND", help="only code passages of this kind")
+    p.add_argument("--preview", choices=("none", "short", "full"), help="passage text shown")
+    flag(p, "--trace", "show each hit's rank and score in each arm")
+    p.add_argument("-A", "--after-context", type=int, default=0, metavar="N")
+    p.add_argument("-B", "--before-context", type=int, default=0, metavar="N")
+    p.add_argument("-C", "--context", type=int, metavar="N")
+    flag(p, "--json", "JSON Lines, as kenning search writes them")
+    p.add_argument("--min-score", metavar="LEVEL", help="as kenning search's")
+    p.add_argument("--model", help="search the index of this embedder")
+    p.add_argument("--refresh", choices=("wait", "background", "off"), default="wait")
