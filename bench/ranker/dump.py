@@ -124,6 +124,16 @@ def dump(name: str, state: str, out: Path, cache: Path) -> dict[str, Any]:
     engine, _ = open_index(s, DEFAULT, cache, fresh=False)
     files = _judgements(s.qrels)
     spans = _judgements(s.spans) if s.spans is not None else None
+    if spans is None and any(SPAN.match(k) for rel in files.values() for k in rel):
+        # a set judged by line span in its qrels (celery-faq): its files are the judged spans' files
+        spans = files
+        files = {
+            qid: {
+                m.group(1) if (m := SPAN.match(k)) else k: g
+                for k, g in sorted(rel.items(), key=lambda kv: kv[1])
+            }
+            for qid, rel in spans.items()
+        }
     queries = s.query_rows()
     captured: list[tuple[Candidates, np.ndarray]] = []
     rank.CAPTURE = lambda c, x: captured.append((c, x))

@@ -38,7 +38,7 @@ from dump import SPAN, WORK, expand  # noqa: E402
 from kenning.search.features import FEATURES, FEATURES_VERSION  # noqa: E402
 from kenning.search.model import Model, parse  # noqa: E402
 
-DIVERSITY_GRID = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 0.8, 1.2, 2.0)
+DIVERSITY_GRID = (0.0, 0.1, 0.2, 0.4, 0.7, 1.0, 1.5, 2.0, 3.0, 4.5)
 
 
 @dataclass
