@@ -110,6 +110,26 @@ def test_a_tree_model_scores_by_hand_and_sends_a_missing_value_its_learned_way()
     assert model.score(x).tolist() == [-0.75, 1.25, 2.25, 1.25]
 
 
+def test_an_oblivious_tree_model_reads_its_leaf_from_the_bits_of_its_levels() -> None:
+    # one tree of depth 2: level 0 asks lex_norm > 0.5 (bit 0), level 1 sem_cos > 0.3 (bit 1); a NaN is below
+    # every border, so it takes the 0 bit
+    raw = {
+        "kind": "oblivious",
+        "features_version": FEATURES_VERSION,
+        "features": ["lex_norm", "sem_cos"],
+        "feature": [[0, 1]],
+        "border": [[0.5, 0.3]],
+        "value": [[0.0, 1.0, 10.0, 11.0]],
+        "scale": 2.0,
+        "bias": 0.5,
+    }
+    model = parse(raw, "o")
+    x = np.full((4, len(FEATURES)), 7.0, np.float32)
+    x[:, F["lex_norm"]] = [0.2, 0.9, 0.2, 0.9]
+    x[:, F["sem_cos"]] = [0.1, 0.1, 0.8, np.nan]
+    assert model.score(x).tolist() == [0.5, 2.5, 20.5, 2.5]
+
+
 def test_a_linear_model_fills_a_missing_value_before_it_weighs_it() -> None:
     raw = {
         "kind": "linear",

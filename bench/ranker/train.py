@@ -265,6 +265,57 @@ def export_trees(booster: Any, meta: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def fit_oblivious(sets: list[Data], params: dict[str, Any]) -> Any:
+    from catboost import CatBoostRanker, Pool
+
+    x, y, groups = stack(sets)
+    config = {
+        "loss_function": "YetiRank",
+        "iterations": 300,
+        "depth": 6,
+        "learning_rate": 0.08,
+        "random_seed": 7,
+        "thread_count": 2,
+        "verbose": False,
+        **params,
+    }
+    config["iterations"] = int(config.pop("rounds", config["iterations"]))
+    model = CatBoostRanker(**config)
+    model.fit(Pool(x, y, group_id=np.repeat(np.arange(len(groups)), groups), feature_names=list(FEATURES)))
+    return model
+
+
+def export_oblivious(model: Any, meta: dict[str, Any]) -> dict[str, Any]:
+    """CatBoost's oblivious trees in kenning's JSON form (`kenning.search.model.Oblivious`)."""
+    import tempfile
+
+    with tempfile.NamedTemporaryFile(suffix=".json") as fh:
+        model.save_model(fh.name, format="json")
+        raw = json.loads(Path(fh.name).read_text())
+    trees = raw["oblivious_trees"]
+    depth = max(len(t["splits"]) for t in trees)
+    feature, border, value = [], [], []
+    for t in trees:
+        splits = t["splits"]
+        # a shallower tree is padded with splits no value passes (border +inf): its leaves keep their indices
+        feature.append([s["float_feature_index"] for s in splits] + [0] * (depth - len(splits)))
+        border.append([s["border"] for s in splits] + [math.inf] * (depth - len(splits)))
+        leaves = list(t["leaf_values"])
+        value.append(leaves + [0.0] * (2**depth - len(leaves)))
+    scale, bias = raw.get("scale_and_bias", [1.0, [0.0]])
+    return {
+        "kind": "oblivious",
+        "features_version": FEATURES_VERSION,
+        "features": list(FEATURES),
+        "feature": feature,
+        "border": border,
+        "value": value,
+        "scale": float(scale),
+        "bias": float(bias[0] if isinstance(bias, list) else bias),
+        "meta": meta,
+    }
+
+
 def fit_linear(sets: list[Data]) -> dict[str, Any]:
     """A pairwise logistic model (RankNet with one layer) fitted by gradient descent in numpy."""
     x, y, groups = stack(sets)
@@ -320,6 +371,13 @@ def choose_diversity(sets: list[Data], model: Model) -> float:
 def train(sets: list[Data], kind: str, params: dict[str, Any]) -> tuple[Model, dict[str, Any]]:
     if kind == "linear":
         raw = fit_linear(sets)
+    elif kind == "oblivious":
+        model = fit_oblivious(sets, params)
+        raw = export_oblivious(model, {})
+        x, _, _ = stack(sets)
+        worst = float(np.max(np.abs(parse(raw, "check").score(x) - model.predict(x))))
+        if worst > 1e-3:
+            raise SystemExit(f"export check failed: kenning's scores differ from CatBoost's by {worst}")
     else:
         booster = fit_trees(sets, params)
         raw = export_trees(booster, {})
@@ -352,7 +410,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--train", required=True, help="sets to learn from (names, families, family:split)")
     parser.add_argument("--eval", default="", help="sets to score (the trained ones are scored too)")
     parser.add_argument("--state", default="hybrid")
-    parser.add_argument("--model", default="trees", choices=("trees", "linear"))
+    parser.add_argument("--model", default="oblivious", choices=("oblivious", "trees", "linear"))
     parser.add_argument("--params", default="{}", help="LightGBM parameters as JSON (and 'rounds')")
     parser.add_argument("--folds", type=int, default=0, help="K-fold over the training queries' sets")
     parser.add_argument("--data", default=str(WORK / "ranker"))

@@ -1,11 +1,11 @@
 """A learned ranker's model: the file that ships in the package, how it is read, and how it scores a feature matrix.
 
 A model is a JSON file (`kenning/search/models/*.json`) written by the trainer (`bench/ranker/train.py`): the
-feature names and version it was trained on, and either a linear model (`weights`, `bias`, the value each feature
-takes when missing) or an ensemble of regression trees (LambdaMART, as LightGBM grows them). Reading it needs
-numpy only. Trees are kept as flat arrays, one row a tree, and a matrix is scored level by level over all trees at
-once: each step gathers every (row, tree) pair's current node, compares, and moves on, so the cost is the depth of
-the deepest tree in numpy operations, not one Python step per node.
+feature names and version it was trained on, and a linear model (`weights`, `bias`, the value each feature takes
+when missing), an ensemble of oblivious trees (CatBoost's: one split a level, so a row's leaf is the bits of its
+comparisons, found for every row and tree in a few numpy operations: the fastest to apply), or of regression trees
+as LightGBM grows them (kept as flat arrays and scored level by level over all trees at once). Reading it needs
+numpy only.
 
 A model trained on another version of the features is refused (`ModelMismatch`), never applied to columns that
 mean something else.
@@ -66,6 +66,29 @@ class Trees:
 
 
 @dataclass(frozen=True)
+class Oblivious:
+    """Oblivious trees (CatBoost's): every node of one level of a tree splits on the same feature and border, so a
+    row's leaf is the bits of its `depth` comparisons, all computed in one gather and one comparison."""
+
+    feature: np.ndarray  # int64 (trees, depth): the column of each level's split
+    border: (
+        np.ndarray
+    )  # float64 (trees, depth): the bit is 1 when value > border; a NaN is below every border
+    value: np.ndarray  # float64 (trees, 2**depth): leaf values, by the bits with level i as bit i
+    scale: float
+    bias: float
+
+    def score(self, x: np.ndarray) -> np.ndarray:
+        if not x.shape[0]:
+            return np.zeros(0, np.float32)
+        filled = np.where(np.isnan(x), -np.inf, x).astype(np.float64)
+        bits = filled[:, self.feature] > self.border  # (rows, trees, depth)
+        leaf = bits.astype(np.int64) @ (1 << np.arange(self.feature.shape[1], dtype=np.int64))
+        out: np.ndarray = np.take_along_axis(self.value, leaf.T, axis=1).sum(axis=0) * self.scale + self.bias
+        return out.astype(np.float32)
+
+
+@dataclass(frozen=True)
 class Linear:
     weights: np.ndarray  # float32 (features,)
     bias: float
@@ -83,7 +106,7 @@ class Linear:
 class Model:
     name: str
     columns: np.ndarray  # the model's features as columns of FEATURES
-    scorer: Trees | Linear
+    scorer: Trees | Oblivious | Linear
     meta: dict[str, Any]
 
     def score(self, x: np.ndarray) -> np.ndarray:
@@ -130,9 +153,17 @@ def parse(raw: dict[str, Any], name: str) -> Model:
         )
     columns = np.array([FEATURES.index(f) for f in names], dtype=np.int64)
     kind = raw.get("kind")
-    scorer: Trees | Linear
+    scorer: Trees | Oblivious | Linear
     if kind == "trees":
         scorer = _trees(raw)
+    elif kind == "oblivious":
+        scorer = Oblivious(
+            np.asarray(raw["feature"], np.int64),
+            np.asarray(raw["border"], np.float64),
+            np.asarray(raw["value"], np.float64),
+            float(raw.get("scale", 1.0)),
+            float(raw.get("bias", 0.0)),
+        )
     elif kind == "linear":
         k = len(names)
         scorer = Linear(
