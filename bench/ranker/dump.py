@@ -55,15 +55,22 @@ class Unembedded:
         return {**self._db.cached_counts(), "embedded": 0}
 
 
-def first_answer(engine: Any, text: str) -> None:
+def first_answer(engine: Any, text: str) -> list[Any]:
     """One search as a fresh index's first answer runs it: no vector index, the leaders scored by the vectors the
-    transformer would give them (read from the finished index: the same numbers, no time spent)."""
+    transformer would give them (read from the finished index: the same numbers, no time spent). Its hits."""
     db = engine._open()
     dim = engine.embedder.dim
     plan = SearchRequest(text, mode="hybrid", limit=10, refresh="off").plan(10)
     rescore = Rescore(lambda ids: db.vectors_of(np.array(sorted(ids), dtype=np.int64), dim))
     with db.snapshot():
-        execute(plan, Unembedded(db), None, engine._embed_query, engine.root, rescore=rescore)
+        results = execute(plan, Unembedded(db), None, engine._embed_query, engine.root, rescore=rescore)
+    return [h for r in results for h in r.hits]
+
+
+def search_hits(engine: Any, state: str, text: str) -> list[Any]:
+    if state == "first":
+        return first_answer(engine, text)
+    return [h for r in engine.search(text, mode=MODES[state], limit=10, refresh="off") for h in r.hits]
 
 
 SPAN = re.compile(r"^(.*?):(\d+)-(\d+)$")
@@ -143,11 +150,13 @@ def dump(name: str, state: str, out: Path, cache: Path) -> dict[str, Any]:
     t0 = time.perf_counter()
     try:
         for qi, q in enumerate(queries):
+            # the shipped ranking's own first ten (no model is shipped while dumping: the hand-set stages), then
+            # the candidates as a model sees them
+            rank.CAPTURE = None
+            shipped = [[h.path, h.start_line, h.end_line] for h in search_hits(engine, state, q["text"])[:10]]
             captured.clear()
-            if state == "first":
-                first_answer(engine, q["text"])
-            else:
-                engine.search(q["text"], mode=MODES[state], limit=10, refresh="off")
+            rank.CAPTURE = lambda c, x: captured.append((c, x))
+            search_hits(engine, state, q["text"])
             qid = str(q["query_id"])
             rel_files = files.get(qid, {})
             rel_spans = spans.get(qid) if spans is not None else None
@@ -159,6 +168,7 @@ def dump(name: str, state: str, out: Path, cache: Path) -> dict[str, Any]:
                     "kind": q.get("kind", ""),
                     "files": rel_files,
                     "spans": rel_spans,
+                    "shipped": shipped,
                 }
             )
             if not captured:

@@ -107,12 +107,16 @@ def _dcg(gains: list[int], ideal: list[int]) -> float:
 
 def judge(d: Data, rows: np.ndarray, q: dict[str, Any]) -> dict[str, float]:
     """nDCG@10 of one query's ranked rows: by file, over the first ten hits, and by span."""
+    return judge_hits([(d.paths[d.path[r]], int(d.start[r]), int(d.end[r])) for r in rows], q)
+
+
+def judge_hits(hits: list[tuple[str, int, int]], q: dict[str, Any]) -> dict[str, float]:
+    """nDCG@10 of one query's ranked hits (path, start, end)."""
     files = {k.removeprefix("corpus/"): g for k, g in q["files"].items() if g > 0}
     ideal = list(files.values())
     by_file, first10 = [], []
     seen: set[str] = set()
-    for n, r in enumerate(rows):
-        p = d.paths[d.path[r]]
+    for n, (p, _, _) in enumerate(hits):
         if n < 10:
             first10.append(files.get(p, 0) if p not in seen else 0)
         if p not in seen:
@@ -130,8 +134,7 @@ def judge(d: Data, rows: np.ndarray, q: dict[str, Any]) -> dict[str, float]:
             )
         used: set[int] = set()
         gains = []
-        for r in rows[:10]:
-            p, s, e = d.paths[d.path[r]], int(d.start[r]), int(d.end[r])
+        for p, s, e in hits[:10]:
             best = None
             for i, (sp, a, b, g) in enumerate(spans):
                 if (
@@ -147,6 +150,19 @@ def judge(d: Data, rows: np.ndarray, q: dict[str, Any]) -> dict[str, float]:
                 used.add(best[0])
             gains.append(best[1] if best else 0)
         out["span"] = _dcg(gains, [g for *_, g in spans if g > 0])
+    return out
+
+
+def evaluate_shipped(sets: list[Data]) -> dict[str, dict[str, float]]:
+    """Mean nDCG@10 per set of the shipped ranking's own first ten (recorded by the dump), judged alike."""
+    out: dict[str, dict[str, float]] = {}
+    for d in sets:
+        totals: dict[str, list[float]] = {}
+        for q, _ in d.judged():
+            hits = [(str(p), int(a), int(b)) for p, a, b in q.get("shipped", [])]
+            for k, v in judge_hits(hits, q).items():
+                totals.setdefault(k, []).append(v)
+        out[d.name] = {k: sum(v) / len(v) for k, v in totals.items()}
     return out
 
 
@@ -265,10 +281,27 @@ def export_trees(booster: Any, meta: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+# a set's queries weigh at most this many queries' worth in all: a set of 800 claims must not teach the model
+# more than the code sets of 10-60 questions each
+SET_CAP = 150
+
+
+def row_weights(sets: list[Data], cap: int = SET_CAP) -> np.ndarray:
+    """Each row's query weight: 1, or cap / (the set's queries) for a set larger than `cap`."""
+    out = []
+    for d in sets:
+        groups = d.groups()
+        w = min(1.0, cap / max(1, len(groups)))
+        out.extend(np.full(len(g), w, np.float32) for g in groups)
+    return np.concatenate(out) if out else np.zeros(0, np.float32)
+
+
 def fit_oblivious(sets: list[Data], params: dict[str, Any]) -> Any:
     from catboost import CatBoostRanker, Pool
 
     x, y, groups = stack(sets)
+    params = dict(params)
+    cap = int(params.pop("cap", SET_CAP))
     config = {
         "loss_function": "YetiRank",
         "iterations": 300,
@@ -281,7 +314,15 @@ def fit_oblivious(sets: list[Data], params: dict[str, Any]) -> Any:
     }
     config["iterations"] = int(config.pop("rounds", config["iterations"]))
     model = CatBoostRanker(**config)
-    model.fit(Pool(x, y, group_id=np.repeat(np.arange(len(groups)), groups), feature_names=list(FEATURES)))
+    model.fit(
+        Pool(
+            x,
+            y,
+            group_id=np.repeat(np.arange(len(groups)), groups),
+            group_weight=row_weights(sets, cap),
+            feature_names=list(FEATURES),
+        )
+    )
     return model
 
 
@@ -393,15 +434,17 @@ def train(sets: list[Data], kind: str, params: dict[str, Any]) -> tuple[Model, d
 
 
 def table(rows: dict[str, dict[str, dict[str, float]]], measure: str) -> str:
-    names = sorted({s for r in rows.values() for s in r})
-    head = "| system | " + " | ".join(names) + " |"
-    lines = [head, "|" + "---|" * (len(names) + 1)]
-    for system, r in rows.items():
-        lines.append(
-            f"| {system} | "
-            + " | ".join(f"{r[s][measure]:.4f}" if measure in r.get(s, {}) else "" for s in names)
-            + " |"
-        )
+    """One line a set, one column a system, and the mean over the sets every system was scored on."""
+    systems = list(rows)
+    names = sorted({s for r in rows.values() for s in r if measure in r[s]})
+    lines = ["| set | " + " | ".join(systems) + " |", "|" + "---|" * (len(systems) + 1)]
+    for n in names:
+        cells = [f"{rows[sy][n][measure]:.4f}" if measure in rows[sy].get(n, {}) else "" for sy in systems]
+        lines.append(f"| {n} | " + " | ".join(cells) + " |")
+    common = [n for n in names if all(measure in rows[sy].get(n, {}) for sy in systems)]
+    if common:
+        means = [sum(rows[sy][n][measure] for n in common) / len(common) for sy in systems]
+        lines.append(f"| mean of {len(common)} | " + " | ".join(f"{m:.4f}" for m in means) + " |")
     return "\n".join(lines)
 
 
@@ -436,6 +479,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     shown = {d.name: d for d in [*learn, *score_on]}.values()
     rows = {
+        "shipped (hand-set stages)": evaluate_shipped(list(shown)),
         "first fusion": evaluate(list(shown), None, 0.0),
         f"model ({args.model})": evaluate(list(shown), model.score, raw["meta"]["diversity"]),
     }
