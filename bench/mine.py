@@ -37,7 +37,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import gitsets
 
-MINE_VERSION = 2  # bump when a rule changes: gitsets.ensure re-mines a set whose marker differs
+MINE_VERSION = 4  # bump when a rule changes: gitsets.ensure re-mines a set whose marker differs
 MARKER = ".mined.json"
 CAP = 60  # queries per family per repository, a seeded sample past that
 HISTORY = 2000  # newest non-merge commits read per repository: blame stays bounded to them
@@ -146,7 +146,7 @@ SPAN_GAP = 3  # blamed lines this close are one span
 
 TEST_PATH = re.compile(
     r"(^|/)(tests?|__tests__|spec|specs|testing|testdata|test-?data|fixtures?|e2e|benchmarks?|benches)(/|$)"
-    r"|(^|/)(test_[^/]*|[^/]*_test\.[a-z]+|[^/]*[._-](test|spec)s?\.[a-z]+|[^/]*Tests?\.(java|kt|cs|php|swift))$",
+    r"|(^|/)(tests?\.[a-z]+|test_[^/]*|[^/]*_test\.[a-z]+|[^/]*[._-](test|spec)s?\.[a-z]+|[^/]*Tests?\.(java|kt|cs|php|swift))$",
     re.I,
 )
 SKIP_PATH = re.compile(
@@ -820,6 +820,104 @@ def section_candidates(corpus: Path, files: list[str]) -> list[tuple[str, dict[s
     return [(t, spans, qid) for t, (spans, qid) in out.items() if len(spans) <= 3]
 
 
+# --- usage prose --------------------------------------------------------------------------------------------------
+
+INLINE_CODE = re.compile(r"``?([A-Za-z_][\w.:#]*?)(?:\(\))?``?")
+STRONG_DECL = re.compile(
+    r"^\s*(?:(?:pub(?:\([^)]*\))?|export|default|public|private|protected|internal|static|final|abstract|async"
+    r"|inline|open|override|data|sealed|virtual|extern|unsafe|const|readonly|declare|partial)\s+)*"
+    r"(?:class|interface|enum|record|struct|trait|protocol|object|fun|func|function\*?|fn|def|typealias|type"
+    r"|macro_rules!|module)\s+(?:self\.)?([A-Za-z_$][\w$?!]*)"  # no Rust `mod x;`: a file's name, no definition
+)
+
+
+def definitions(corpus: Path, files: list[str]) -> dict[str, list[tuple[str, int, int]]]:
+    """Every named definition outside tests and vendored code: name -> (path, first line, last line)."""
+    out: dict[str, list[tuple[str, int, int]]] = defaultdict(list)
+    for rel in files:
+        lang = EXT_LANG.get(Path(rel).suffix.lower())
+        if lang is None or TEST_PATH.search(rel) or SKIP_PATH.search(rel):
+            continue
+        p = corpus / rel
+        if p.stat().st_size > MAX_DOC_FILE:
+            continue
+        source = p.read_bytes().decode("utf-8", "replace")
+        if lang == "python":
+            try:
+                tree = ast.parse(source)
+            except (SyntaxError, ValueError):
+                continue
+            for node in ast.walk(tree):
+                if (
+                    isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+                    and node.end_lineno
+                ):
+                    start = min([node.lineno] + [d.lineno for d in node.decorator_list])
+                    out[node.name].append((rel, start, node.end_lineno))
+            continue
+        lines = source.splitlines()
+        for i, line in enumerate(lines):
+            m = GO_DECL.match(line) if lang == "go" else STRONG_DECL.match(line)
+            if not m:
+                continue
+            end = block_end(lines, i, lang)
+            if end is not None:
+                out[m.group(1)].append((rel, i + 1, end + 1))
+    return out
+
+
+def prose_paragraphs(lines: list[str]) -> Iterator[tuple[int, str]]:
+    """(first line, text) of each prose paragraph of a Markdown or reST page: no code, headings, tables, HTML."""
+    fence = None
+    para: list[str] = []
+    first = 0
+    for n, line in enumerate([*lines, ""], 1):
+        s = line.strip()
+        m = re.match(r"^(```+|~~~+)", s)
+        if m:
+            fence = None if fence and s.startswith(fence) else (fence or m.group(1))
+        prose = not (m or fence or not s or line.startswith(("    ", "\t")) or RST_ADORN.match(s))
+        prose = prose and not s.startswith(("#", "|", "<", "..", ">>>", "$ ", ":"))
+        if prose:
+            if not para:
+                first = n
+            para.append(re.sub(r"^(>\s*)?([-*+]|\d+[.)])?\s*", "", s))
+        elif para:
+            yield first, " ".join(para)
+            para = []
+
+
+def usage_candidates(corpus: Path, files: list[str]) -> list[tuple[str, dict[str, int], str]]:
+    """A documentation sentence that names an identifier in inline code -> that identifier's definition.
+
+    The sentence stays whole, name and all: the prose around it is in the corpus too, in the very file it came
+    from, and that file is not judged, so these pairs teach the definition over the page that mentions it."""
+    defs = definitions(corpus, files)
+    out: dict[str, tuple[dict[str, int], str]] = {}
+    for rel in files:
+        suffix = Path(rel).suffix.lower()
+        if (
+            suffix not in (".md", ".markdown", ".mdx", ".rst")
+            or SKIP_PATH.search(rel)
+            or DOC_SKIP.search(rel)
+        ):
+            continue
+        lines = (corpus / rel).read_bytes().decode("utf-8", "replace").splitlines()
+        for n, paragraph in prose_paragraphs(lines):
+            for sentence in re.split(r"(?<=[.!?])\s+(?=[A-Z`])", paragraph):
+                for code in INLINE_CODE.findall(sentence):
+                    name = re.split(r"[.:#]+", code)[-1]
+                    where = defs.get(name, [])
+                    if len(name) < 4 or not where or len({w[0] for w in where}) > 2 or len(where) > 3:
+                        continue
+                    text = strip_markup(sentence)
+                    if len(words(text)) < MIN_WORDS or text in out:
+                        break
+                    out[text] = ({f"corpus/{p}:{a}-{b}": 1 for p, a, b in where}, f"usage:{rel}:{n}:{name}")
+                    break
+    return [(t, spans, qid) for t, (spans, qid) in out.items()]
+
+
 # --- one set -------------------------------------------------------------------------------------------------------
 
 
@@ -865,6 +963,7 @@ def mine_set(source: gitsets.Source, folder: Path) -> dict[str, int]:
     for family, found in (
         ("doc", doc_candidates(corpus, files)),
         ("section", section_candidates(corpus, files)),
+        ("usage", usage_candidates(corpus, files)),
     ):
         found.sort(key=lambda t: t[2])
         for text, spans, qid in sample(found, source.name, family):
@@ -966,7 +1065,7 @@ def stats(out: Path) -> str:
         per_split[s.split].update(kinds)
         repos[s.split] += 1
         rows.append((s.name, s.language, s.split, kinds))
-    fams = ["commit", "bug", "doc", "section"]
+    fams = ["commit", "bug", "doc", "section", "usage"]
     lines = [
         "| split | repositories | " + " | ".join(fams) + " | all |",
         "|---|---|" + "---|" * (len(fams) + 1),

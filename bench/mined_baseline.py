@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> None:
             for key in ((q["kind"], s.language), (q["kind"], "all"), ("all", s.language), ("all", "all")):
                 pooled[key].append(ndcg)
         print(f"{s.set_name}: {len(queries)} queries", file=sys.stderr)
-    kinds = ["commit", "bug", "doc", "section", "all"]
+    kinds = ["commit", "bug", "doc", "section", "usage", "all"]
     langs = [*sorted({lang for _, lang in pooled if lang != "all"}), "all"]
     print(f"nDCG@10 by file, BM25 over whole files, mined {args.split} split (queries in brackets)\n")
     print("| language | " + " | ".join(kinds) + " |")

@@ -61,7 +61,8 @@ Intro line.
 
 ## Configuring the retry budget
 
-Retries stop once the budget of attempts is spent, whatever the error.
+Retries stop once the budget of attempts is spent, whatever the error. Call `parse` to split the
+retry list into tokens.
 
 ```
 retries = 3
@@ -162,7 +163,15 @@ def test_section_pair_is_heading_and_first_sentence_over_the_sections_lines(
     text = (
         "Configuring the retry budget: Retries stop once the budget of attempts is spent, whatever the error."
     )
-    assert sections == {text: {"corpus/README.md:5-11": 1}}  # "Intro line." is 2 words: dropped
+    assert sections == {text: {"corpus/README.md:5-12": 1}}  # "Intro line." is 2 words: dropped
+
+
+def test_usage_pair_is_a_doc_sentence_naming_code_judged_at_the_definition_not_the_page(
+    mined: tuple[ModuleType, dict[str, dict[str, object]], dict[str, str]],
+) -> None:
+    _mine, rows, _shas = mined
+    usages = {r["text"]: r["spans"] for r in rows.values() if r["kind"] == "usage"}
+    assert usages == {"Call parse to split the retry list into tokens.": {"corpus/widget/parser.py:1-5": 1}}
 
 
 def test_doc_name_removed_from_go_and_rust_comments() -> None:
