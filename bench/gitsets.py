@@ -162,8 +162,12 @@ def extract(source: Source, corpus: Path) -> int:
     return written
 
 
-def ensure(set_name: str, out: Path = DEFAULT_OUT, *, force: bool = False) -> Path:
-    """`<out>/<family>-<name>` with the corpus at the pinned commit and the query files; that folder."""
+def ensure(set_name: str, out: Path = DEFAULT_OUT, *, force: bool = False, mine: bool = True) -> Path:
+    """`<out>/<family>-<name>` with the corpus at the pinned commit and the query files; that folder.
+
+    The `mined` family has no written query files: bench/mine.py writes them from the pinned history, here when
+    they are missing or were mined by other rules (`mine=False` leaves that to the caller).
+    """
     source = by_set_name(set_name)
     if source is None:
         raise SystemExit(
@@ -187,6 +191,11 @@ def ensure(set_name: str, out: Path = DEFAULT_OUT, *, force: bool = False) -> Pa
         src = source.folder / name
         if src.is_file():
             shutil.copyfile(src, folder / name)
+    if mine and source.family == "mined":
+        import mine as miner  # the miner imports this module: import it when first needed
+
+        if not miner.is_mined(source, folder):
+            miner.mine_set(source, folder)
     return folder
 
 
