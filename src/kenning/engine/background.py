@@ -171,10 +171,12 @@ def wanted(engine: Engine) -> bool:
     return manifest is not None and not manifest.lexical_only and engine.exists() and engine._writable()
 
 
-def start(engine: Engine, embedded: int, passages: int) -> Claim | None:
+def start(engine: Engine, embedded: int, passages: int, *, behind: bool = False) -> Claim | None:
     """Start the background run for this Engine's index, unless one is at work (or another writer is, which
-    embeds too: the next search looks again); the run's claim, None when none was started."""
-    if embedded >= passages or not wanted(engine) or running(engine.directory) is not None:
+    embeds too: the next search looks again); the run's claim, None when none was started. `behind`: every
+    passage has its vector but the vector snapshot misses some (a run killed before it wrote it): that is
+    work for a run too."""
+    if (embedded >= passages and not behind) or not wanted(engine) or running(engine.directory) is not None:
         return None
     if engine.writer.active():
         return None
@@ -215,7 +217,8 @@ def complete(engine: Engine) -> Claim | None:
     db = engine._open()
     with db.snapshot():
         counts = db.cached_counts()
-    return start(engine, counts["embedded"], counts["passages"])
+        behind = db.snapshot_behind()
+    return start(engine, counts["embedded"], counts["passages"], behind=behind)
 
 
 # the runs this process started: kept so that a long-lived process (MCP, the Python API) reaps them when they end
