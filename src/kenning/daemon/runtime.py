@@ -133,10 +133,9 @@ class ResidentEngine(Engine):
 
     def complete_in_background(self) -> Any:
         """The daemon embeds what is pending itself, in a job of the root's writer: no process is started."""
-        if not background.wanted(self):
-            return None
-        status = self.status(pending=False)
-        if status.embedded < status.passages:
+        with self._read_lock:
+            work = background.pending(self)
+        if work is not None:
             self.runtime.start_job("embed")
         return None
 
@@ -467,13 +466,15 @@ class RootRuntime:
             job.finished = time.time()
 
     @contextlib.contextmanager
-    def _claim(self, engine: Engine, job: Job) -> Iterator[None]:
+    def _claim(self, engine: ResidentEngine, job: Job) -> Iterator[None]:
         """An embedding job holds the index's background claim (kenning.engine.background) with the daemon's
         pid, so a search from outside the daemon starts no run of its own while it works."""
         if job.kind != "embed":
             yield
             return
-        with background.claimed(engine.directory, engine.status(pending=False).embedded):
+        with engine._read_lock:
+            work = background.pending(engine)
+        with background.claimed(engine.directory, work[0] if work else 0):
             yield
 
     # -- status and shutdown -------------------------------------------------------------------------------

@@ -216,9 +216,6 @@ class _FirstIndex(Engine):
 
     def complete_in_background(self) -> Any:
         """A first search through the daemon: the daemon, which serves the root from now on, embeds the rest."""
-        if not background.wanted(self):
-            return None
-        status = self.status(pending=False)
-        if status.embedded < status.passages:
+        if background.pending(self) is not None:
             self.daemon.attach(self.root).start_job("embed")
         return None

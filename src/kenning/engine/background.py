@@ -209,16 +209,28 @@ def start(engine: Engine, embedded: int, passages: int, *, behind: bool = False)
     return claim
 
 
-def complete(engine: Engine) -> Claim | None:
-    """`Engine.complete_in_background`: the run started for this Engine's index, None when none was."""
-    reap()
+def pending(engine: Engine) -> tuple[int, int, bool] | None:
+    """(passages embedded, passages, vector snapshot behind) of an index with semantic work a background run may
+    do, else None. From the totals the store keeps (counting vectors afresh costs seconds at a million)."""
     if not wanted(engine):
         return None
     db = engine._open()
     with db.snapshot():
         counts = db.cached_counts()
         behind = db.snapshot_behind()
-    return start(engine, counts["embedded"], counts["passages"], behind=behind)
+    if counts["embedded"] >= counts["passages"] and not behind:
+        return None
+    return counts["embedded"], counts["passages"], behind
+
+
+def complete(engine: Engine) -> Claim | None:
+    """`Engine.complete_in_background`: the run started for this Engine's index, None when none was."""
+    reap()
+    work = pending(engine)
+    if work is None:
+        return None
+    embedded, passages, behind = work
+    return start(engine, embedded, passages, behind=behind)
 
 
 # the runs this process started: kept so that a long-lived process (MCP, the Python API) reaps them when they end

@@ -473,8 +473,8 @@ def _collapse(items: list[GrepLine | str]) -> Iterator[GrepLine | str | _Run]:
 def next_step(st: Status) -> str:
     if not st.exists:
         return (
-            'call text_index with paths ["."] to build the index (until then text_search answers with literal '
-            "matches)"
+            'call text_index with paths ["."] to build the index (or text_search: in a new folder it indexes the '
+            "words first and answers, or with background_index off answers with literal matches)"
         )
     if st.rechunk:
         return 'call text_index with paths ["."]: the index was built with other chunking settings'
