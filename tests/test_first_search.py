@@ -279,3 +279,37 @@ def test_a_first_search_through_the_daemon_is_embedded_by_the_daemon(
         assert not (directory / background.LOG).exists() and not (directory / background.CLAIM).exists()
     finally:
         daemon.close()
+
+
+def test_regression_a_root_with_its_own_types_py_broke_the_background_run(tmp_path: Path) -> None:
+    """The run started in the root with `python -m`, which puts the working directory first on sys.path: a root
+    holding a `types.py` (kenning's own package, say) shadowed the standard library's and the run died at import."""
+    root = _tree(tmp_path / "ws")
+    (root / "types.py").write_text("raise SystemExit('the standard library was shadowed')\n")
+    (root / "json.py").write_text("raise SystemExit('the standard library was shadowed')\n")
+    done = run_cli("search", "heron reeds", str(root), cwd=tmp_path, env=ON)
+    assert done.returncode == 0, done.stderr
+    [directory] = (root / ".kenning").glob("hash*")
+    claim = background.read_claim(directory)
+    assert claim is not None
+    _ended(claim.pid)
+    assert "shadowed" not in (directory / background.LOG).read_text()
+    assert _status(root)["coverage"] == 1.0
+
+
+def test_status_says_a_background_run_is_at_work(tmp_path: Path) -> None:
+    root = _tree(tmp_path / "ws")
+    assert run_cli("search", "heron", str(root), cwd=tmp_path).returncode == 0
+    [directory] = (root / ".kenning").glob("hash*")
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (directory / background.CLAIM).write_text(
+            json.dumps({"pid": holder.pid, "started": time.time(), "embedded_at_start": 0, "log": "the.log"})
+        )
+        shown = run_cli("status", str(root), cwd=tmp_path).stdout
+        assert f"semantic pass under way in the background (pid {holder.pid}" in shown
+        assert _status(root)["background"]["pid"] == holder.pid
+    finally:
+        holder.kill()
+        holder.wait()
+    assert "semantic pass pending" in run_cli("status", str(root), cwd=tmp_path).stdout

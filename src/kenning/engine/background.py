@@ -150,7 +150,9 @@ def _write(directory: Path, claim: Claim) -> None:
 
 def command(engine: Engine) -> list[str]:
     """The run: `kenning index ROOT` for this Engine's model, queued behind a writer at work, at low priority."""
-    run = [sys.executable, "-m", "kenning", "index", str(engine.root), "--model", engine.model_name]
+    # -P: the working directory is not put on sys.path, where a root's own `types.py` or `json/` would
+    # shadow the standard library's (the run also starts in the index's folder, which holds none)
+    run = [sys.executable, "-P", "-m", "kenning", "index", str(engine.root), "--model", engine.model_name]
     run += ["--wait", str(LOCK_WAIT_S)]
     nice = shutil.which("nice")
     return [nice, "-n", str(NICE), *run] if nice else run
@@ -195,7 +197,7 @@ def start(engine: Engine, embedded: int, passages: int, *, behind: bool = False)
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 env=env,
-                cwd=engine.root,
+                cwd=directory,
                 start_new_session=True,  # a Ctrl-C or hangup of the terminal that searched does not reach it
                 close_fds=True,
             )
