@@ -22,6 +22,9 @@ from kenning.errors import EmbedderError
 # The default model's weights are fetched once (83 MB, pinned) and kept where a user's kenning keeps them, so
 # that every test of the real model, in this run and the next, uses one copy; subprocesses inherit it.
 os.environ.setdefault("KENNING_WEIGHTS_DIR", str(Path.home() / ".cache" / "kenning" / "weights"))
+# A first search leaves its semantic pass to a detached `kenning index` (kenning.engine.background): a test about
+# something else must not leave such processes behind. The tests of it turn it on.
+os.environ.setdefault("KENNING_BACKGROUND_INDEX", "0")
 
 # A suite started in the background of a shell without job control (`cmd &` in a script) inherits an ignored
 # SIGINT, and so would every process it starts: the tests that Ctrl-C a run (and kenning, which rightly keeps an

@@ -50,6 +50,8 @@ class DaemonHarness:
             "XDG_CONFIG_HOME": str(base / "cfg"),
             "XDG_CACHE_HOME": str(base / "cache"),
             "KENNING_MODEL": "hash",
+            # as conftest sets it for the tests' own processes: a daemon whose setting differs is not used
+            "KENNING_BACKGROUND_INDEX": os.environ.get("KENNING_BACKGROUND_INDEX", "0"),
             "PYTHONUNBUFFERED": "1",
             **env,
         }

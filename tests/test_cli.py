@@ -96,7 +96,7 @@ def test_search_walks_up_to_nearest_indexed_ancestor(corpus: Path) -> None:
 
 def test_search_without_index_builds_one(corpus: Path) -> None:
     out = run_cli("search", "retry", str(corpus), cwd=corpus.parent)
-    assert out.returncode == 0 and "building one first" in out.stderr
+    assert out.returncode == 0 and "indexing its words first" in out.stderr
     assert (corpus / ".kenning" / "kenning.json").exists()
 
 

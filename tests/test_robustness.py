@@ -375,3 +375,127 @@ def test_regression_a_run_killed_before_it_wrote_the_vector_snapshot_left_search
     assert not (report.added or report.changed or report.embedded)  # nothing left to do but the snapshot
     [result] = again.search("zebra quokka marmot", mode="semantic", refresh="off")
     assert result.hits[0].path == "m1.py"
+
+
+# -- the background run a first search starts (kenning.engine.background) -------------------------------------
+BACKGROUND = {"KENNING_BACKGROUND_INDEX": "1", "KENNING_PROGRESS_INTERVAL": "0"}
+
+
+def _claimed_run(root: Path) -> tuple[Path, int]:
+    """The index folder and the pid of the background run the first search there started."""
+    [directory] = (root / ".kenning").glob("hash*")
+    data = json.loads((directory / "background.json").read_text())
+    return directory, int(data["pid"])
+
+
+def _gone(pid: int, timeout: float = 120.0) -> None:
+    from kenning.engine.background import alive
+
+    deadline = time.monotonic() + timeout
+    while alive(pid):
+        assert time.monotonic() < deadline, f"the background run {pid} did not end"
+        time.sleep(0.02)
+
+
+def _logged(log: Path, text: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while text not in (log.read_text() if log.exists() else ""):
+        assert time.monotonic() < deadline, f"{text!r} never came in {log}"
+        time.sleep(0.005)
+
+
+def _sound(db_path: Path) -> int:
+    """FTS and passages agree, nothing duplicated or orphaned; the passages with no vector yet."""
+    con = sqlite3.connect(db_path)
+    try:
+        con.execute("INSERT INTO fts(fts) VALUES ('integrity-check')")
+        dupes = con.execute(
+            "SELECT count(*) FROM (SELECT file_id, start_line, end_line, count(*) c FROM passages "
+            "GROUP BY 1, 2, 3 HAVING c > 1)"
+        ).fetchone()[0]
+        orphans = con.execute(
+            "SELECT count(*) FROM passages WHERE file_id NOT IN (SELECT id FROM files)"
+        ).fetchone()[0]
+        assert dupes == 0 and orphans == 0
+        return int(
+            con.execute(
+                "SELECT count(*) FROM passages p WHERE NOT EXISTS "
+                "(SELECT 1 FROM embeddings e WHERE e.ehash = p.ehash)"
+            ).fetchone()[0]
+        )
+    finally:
+        con.close()
+
+
+@pytest.mark.parametrize(
+    ("sig", "phase", "delay"),
+    [
+        (signal.SIGKILL, "lexical pass over", 0.0),  # as it starts: loading, walking
+        (signal.SIGKILL, "semantic pass over", 0.0),
+        (signal.SIGKILL, "semantic pass over", 0.15),
+        (signal.SIGINT, "semantic pass over", 0.05),
+        (signal.SIGINT, "lexical pass over", 0.0),
+    ],
+)
+def test_a_background_run_stopped_at_any_point_leaves_a_sound_index_the_next_run_completes(
+    tmp_path: Path, sig: int, phase: str, delay: float
+) -> None:
+    root = _big_tree(tmp_path / "ws", 3000)
+    first = run_cli("search", "--json", "handler_1234", str(root), cwd=tmp_path, env=BACKGROUND)
+    assert first.returncode == 0, first.stderr
+    directory, pid = _claimed_run(root)
+    log = directory / "background.log"
+    _logged(log, phase)
+    time.sleep(delay)
+    os.kill(pid, sig)
+    _gone(pid)
+    said = log.read_text()
+    # stopped before its end: killed, it never printed its summary; interrupted, it said so after it
+    stopped = "indexing interrupted" in said if sig == signal.SIGINT else "\nindex: " not in said
+    assert stopped, "the run ended before the signal; the test proves nothing"
+    _sound(directory / "index.db")
+    # searchable meanwhile, by words and by meaning on demand; and it says who embeds the rest
+    hit = run_cli("search", "--json", "handler_1234", str(root), cwd=tmp_path, env=BACKGROUND)
+    assert hit.returncode == 0, hit.stderr
+    assert "pkg14/mod1234.py" in hit.stdout
+    # that search started the next run (the claim of the stopped one is stale), which completes the index
+    _, again = _claimed_run(root)
+    assert again != pid
+    _gone(again)
+    assert _consistency(directory / "index.db")[1] == 3000
+    status = json.loads(run_cli("status", "--json", str(root), cwd=tmp_path).stdout)
+    assert status["coverage"] == 1.0 and status["ready"] and status["background"] is None
+
+
+def test_a_full_disk_during_the_background_run_leaves_a_usable_index(tmp_path: Path) -> None:
+    root = _big_tree(tmp_path / "ws", 3000)
+    assert run_cli("search", "handler_1234", str(root), cwd=tmp_path).returncode == 0  # words only
+    [directory] = (root / ".kenning").glob("hash*")
+    largest = max(p.stat().st_size for p in directory.iterdir() if p.is_file())
+    # the background run as a first search starts it, from a process whose files may grow only a little more
+    # (an rlimit the run inherits: its writes fail with EFBIG, as they would with ENOSPC)
+    script = (
+        "import resource, sys\n"
+        f"resource.setrlimit(resource.RLIMIT_FSIZE, ({largest + 64 * 1024}, {largest + 64 * 1024}))\n"
+        "from kenning.config import Config\n"
+        "from kenning.engine import Engine\n"
+        f"engine = Engine({str(root)!r}, config=Config(model='hash', background_index=True))\n"
+        "claim = engine.complete_in_background()\n"
+        "print(claim.pid)\n"
+    )
+    env = dict(os.environ, XDG_CONFIG_HOME=str(tmp_path / "cfg"), KENNING_MODE="direct")
+    started = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert started.returncode == 0, started.stderr
+    pid = int(started.stdout.strip())
+    _gone(pid)
+    said = (directory / "background.log").read_text()
+    assert "free space" in said and "\nindex: " not in said, said[-2000:]  # one line naming the problem
+    left = _sound(directory / "index.db")
+    assert 0 < left < 3000, "the disk filled before or after the semantic pass; the test proves nothing"
+    hit = run_cli("search", "--json", "handler_1234", str(root), cwd=tmp_path)
+    assert hit.returncode == 0 and "pkg14/mod1234.py" in hit.stdout, hit.stderr
+    # with room again, the next run completes it
+    assert run_cli("index", str(root), cwd=tmp_path).returncode == 0
+    assert _consistency(directory / "index.db")[1] == 3000

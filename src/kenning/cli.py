@@ -20,7 +20,6 @@ from kenning.errors import KenningError, UsageError
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-
 AGENT_TARGETS = (*AGENTS, "all")
 
 
@@ -213,6 +212,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         "LEVEL similar to the query (raw cosine, -1 to 1; `auto`: the model's calibrated level)",
     )
     _flag(p, "--no-index", "never build an index; without one, fall back to literal exhaustive search")
+    _flag(p, "--wait", "a first search answers once all is embedded (default: from its words at once)")
     p.add_argument("--model", help="search the index of this embedder")
     p.add_argument(
         "--refresh",

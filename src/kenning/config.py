@@ -46,6 +46,8 @@ class Config:
     grep_timeout: int = 30  # seconds a grep may take before it stops with partial results (0 = no limit)
     # seconds a search may spend bringing files changed since indexing into the index first (0 = never)
     refresh_timeout: float = 5.0
+    # a first search answers from the words and leaves the semantic pass to a detached `kenning index`
+    background_index: bool = True
     allow_remote: bool = False
     # where indexes live: unset for the SQLite folder beside each root, or a PostgreSQL URL for a team's server
     store: str | None = None
@@ -79,6 +81,7 @@ _SCALARS: dict[str, type] = {
     "preview": str,
     "grep_timeout": int,
     "refresh_timeout": float,
+    "background_index": bool,
     "allow_remote": bool,
     "store": str,
     "store_name": str,
@@ -119,6 +122,10 @@ SETTING_DOCS: dict[str, str] = {
     "`kenning grep --timeout`)",
     "refresh_timeout": "seconds a search may spend bringing files changed since indexing into the index first "
     "(0: never; at most 3600)",
+    "background_index": "after a search answers from an index whose semantic pass is pending (a first search "
+    "builds only the words' part), embed the rest in a detached, low-priority `kenning index` (its log: "
+    "`background.log` in the index's folder); a daemon serving the root does it instead. Off: `kenning index` "
+    "finishes it",
     "allow_remote": "let a remote embedding endpoint (an `openai` provider) receive workspace text",
     "store": "keep indexes on a PostgreSQL server, `postgresql://[user@]host[:port]/database`; unset: a folder "
     "beside each root",

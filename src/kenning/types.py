@@ -177,3 +177,6 @@ class SearchResult:
     confidence: Confidence | None = None  # None only for results made by hand (tests, merges)
     # the commit the index is based on, when it is (kenning.engine.base_commit.Base.to_json)
     base: dict[str, Any] | None = None
+    # what ranked the hits: "bm25", "bm25+semantic", "bm25+semantic(partial)" (a semantic pass not done: the
+    # leading candidates scored by meaning on demand), "semantic", "semantic(partial)"; "" when made by hand
+    ranked_with: str = ""

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from kenning.engine import Status
+from kenning.engine.background import clock
 from kenning.engine.index import IndexReport
 from kenning.render import human_size
 
@@ -144,5 +145,17 @@ def status_lines(s: Status) -> Iterator[str]:
         yield "state     ready"
     elif s.pending:
         yield "state     out of date: run `kenning index` to catch up"
+    elif s.background is not None:
+        left = s.background.get("seconds_left")
+        eta = "estimating the time left" if left is None else f"about {clock(left)} left"
+        yield (
+            f"state     semantic pass under way in the background (pid {s.background['pid']}, {eta}; log "
+            f"{s.background['log']}): searches meanwhile rank by words and score their leaders by meaning"
+        )
+    elif s.semantic_pending:
+        yield (
+            "state     semantic pass pending: a search starts it in the background (unless background_index "
+            "is off), or run `kenning index` to finish it now"
+        )
     else:
         yield "state     semantic pass incomplete: run `kenning index` to finish"

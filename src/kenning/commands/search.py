@@ -11,7 +11,7 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
-from kenning.commands import err, make_engine, out
+from kenning.commands import err, make_engine, out, stdout
 from kenning.commands.options import context_lines
 from kenning.errors import Interrupted, UsageError
 
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from kenning.config import Config
+    from kenning.engine import Engine
     from kenning.render.budget import Packed
     from kenning.search import Filters, SearchRequest
     from kenning.search.request import Place
@@ -69,12 +70,9 @@ def cmd_search(args: argparse.Namespace) -> int:
     request = _request(
         args, queries, replace(selected, paths=tuple(here)), config, level, (before, after), found is None
     )
+    wait = bool(getattr(args, "wait", False))
     if found is None:
-        err(f"no index for {start} yet: building one first (use --no-index to skip)")
-        from kenning.commands.index import INTERRUPTED, RESUME, build
-
-        if build(engine).interrupted:
-            raise Interrupted(INTERRUPTED, hint=RESUME)
+        first_index(engine, start, wait)
     results = engine.search(request)
     preview = request.preview
     packed = _pack(results, request.budget, preview) if request.budget else None
@@ -95,7 +93,26 @@ def cmd_search(args: argparse.Namespace) -> int:
         out(render_packed_text(results, packed))
     else:
         out(render_text(results, preview))
+    if not wait:
+        stdout().flush()  # the answer is out before the background run is started
+        engine.complete_in_background()
     return found_code(results, args.min_score is not None)
+
+
+def first_index(engine: Engine, start: Path, wait: bool) -> None:
+    """A root's first index, before its first search: its words only, the semantic pass left pending (a
+    background run does it after the answer), or everything with `--wait`. Interrupted when stopped."""
+    from kenning.commands.index import INTERRUPTED, RESUME, build
+
+    if wait:
+        err(f"no index for {start} yet: building one first (use --no-index to skip)")
+    else:
+        err(
+            f"no index for {start} yet: indexing its words first, then answering; the embeddings follow in the "
+            "background (--wait: all before the answer; --no-index: none at all)"
+        )
+    if build(engine, semantic=True if wait else "later").interrupted:
+        raise Interrupted(INTERRUPTED, hint=RESUME)
 
 
 def _pack(results: Sequence[SearchResult], budget: int, preview: Preview) -> Packed:

@@ -27,7 +27,7 @@ from typing import Any
 
 from kenning.config import Config, load_config
 from kenning.embed import Embedder, create_embedder
-from kenning.engine import REFRESH_LOCK_WAIT, Engine, file_stamp
+from kenning.engine import REFRESH_LOCK_WAIT, Engine, background, file_stamp
 from kenning.engine.index import IndexReport, Progress
 from kenning.errors import IndexBusy, Interrupted, KenningError
 from kenning.search.request import SearchRequest, as_request
@@ -130,6 +130,14 @@ class ResidentEngine(Engine):
                 return super().index(*args, **kwargs)
             finally:
                 self.runtime.indexed(self)
+
+    def complete_in_background(self) -> Any:
+        """The daemon embeds what is pending itself, in a job of the root's writer: no process is started."""
+        with self._read_lock:
+            work = background.pending(self)
+        if work is not None:
+            self.runtime.start_job("embed")
+        return None
 
     def forget(self, *args: Any, **kwargs: Any) -> list[str]:
         with self.runtime.writing(float(kwargs.get("wait") or 0.0)):
@@ -433,7 +441,7 @@ class RootRuntime:
         engine = self.engine()
         progress: Progress = _JobProgress(job)
         try:
-            with self.write_lock:
+            with self.write_lock, self._claim(engine, job):
                 if job.cancel.is_set():
                     job.state = "cancelled"
                     return
@@ -456,6 +464,18 @@ class RootRuntime:
             log.error("job %s on %s failed: %s", job.id, self.root, exc)
         finally:
             job.finished = time.time()
+
+    @contextlib.contextmanager
+    def _claim(self, engine: ResidentEngine, job: Job) -> Iterator[None]:
+        """An embedding job holds the index's background claim (kenning.engine.background) with the daemon's
+        pid, so a search from outside the daemon starts no run of its own while it works."""
+        if job.kind != "embed":
+            yield
+            return
+        with engine._read_lock:
+            work = background.pending(engine)
+        with background.claimed(engine.directory, work[0] if work else 0):
+            yield
 
     # -- status and shutdown -------------------------------------------------------------------------------
     def status(self) -> dict[str, Any]:

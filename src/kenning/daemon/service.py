@@ -22,7 +22,7 @@ from kenning import walk
 from kenning.config import Config
 from kenning.daemon.client import code_identity, relevant_env
 from kenning.daemon.runtime import Job, ModelPool, RootRuntime
-from kenning.engine import Engine
+from kenning.engine import Engine, background
 from kenning.engine.index import IndexReport
 from kenning.errors import OutsideRoot
 from kenning.types import Selection
@@ -213,3 +213,9 @@ class _FirstIndex(Engine):
         if self.exists():
             self.daemon.attach(self.root, just_indexed=True)
         return report
+
+    def complete_in_background(self) -> Any:
+        """A first search through the daemon: the daemon, which serves the root from now on, embeds the rest."""
+        if background.pending(self) is not None:
+            self.daemon.attach(self.root).start_job("embed")
+        return None

@@ -21,14 +21,14 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from kenning import walk
 from kenning.config import Config, load_config
 from kenning.embed import Embedder, create_embedder
-from kenning.engine import ondemand
+from kenning.engine import background, ondemand
 from kenning.engine.base_commit import base_of
 from kenning.engine.index import IndexReport, Progress, index_settings, publish, run_index
 from kenning.engine.refresh import (
@@ -175,7 +175,7 @@ class Engine:
         rebuild: bool = False,
         scope: Sequence[str] = (),
         scope_glob: str | None = None,
-        semantic: bool | None = True,
+        semantic: bool | Literal["later"] | None = True,
         progress: Progress | None = None,
         wait: float = 0.0,
         cancel: threading.Event | None = None,
@@ -188,7 +188,9 @@ class Engine:
 
         `scope` (paths) and `scope_glob` limit the run to part of the root; `cancel` stops it early, keeping
         every finished batch (the report says `interrupted`). `semantic=False` skips the semantic pass and
-        records that choice; `None` follows the recorded one, for a refresh nobody asked for (the daemon's).
+        records that choice; `None` follows the recorded one, for a refresh nobody asked for (the daemon's);
+        `"later"` skips it now and leaves it pending, for a first search that answers before it (a background
+        run, the daemon or the next `kenning index` does it: `complete_in_background`).
         """
         if selection is not None:
             # refuse a bad glob, type or ignore file before taking the lock, and above all before storing it:
@@ -226,6 +228,9 @@ class Engine:
             chosen = selection or self.stored_selection(rebuild=rebuild)
             if semantic is None:
                 semantic = not (self.manifest and self.manifest.lexical_only)
+            later = semantic == "later"
+            if later:  # pending, not chosen: an index the user made --lexical-only stays so
+                semantic = not (self.manifest and self.manifest.lexical_only)
             if rebuild:
                 self.close()
             self.location.prepare(self.embedder.slug, rebuild=rebuild, repair_manifest=repair)
@@ -249,7 +254,7 @@ class Engine:
                     chosen,
                     index_dir_name=self._index_dir_name(),
                     scope=part,
-                    semantic=semantic,
+                    semantic=bool(semantic) and not later,
                     progress=progress,
                     cancel=cancel,
                     tree=tree,
@@ -262,6 +267,13 @@ class Engine:
             self._vectors = None
             report.notes[:0] = notes
             return report
+
+    def complete_in_background(self) -> background.Claim | None:
+        """After a search answered from an index whose semantic pass is pending: start one detached, low-priority
+        `kenning index` that embeds the rest (`kenning.engine.background`), unless one is at work, another
+        writer is, the `background_index` setting is off, or nothing is pending. The run's claim, None when
+        none was started. A daemon's Engine hands the work to the daemon instead."""
+        return background.complete(self)
 
     def forget(self, paths: Sequence[str | Path], *, wait: float = 0.0) -> list[str]:
         """Remove files or directories from the index (the files on disk are untouched)."""
@@ -395,8 +407,10 @@ class Engine:
         if request.mode != "lexical" and not (self.manifest and self.manifest.lexical_only):
             load_beside(self.embedder.load)  # the model loads while the refresh and the snapshot run
         notes: list[str] = []
-        # the refresh and the vectors embedded on demand share the refresh's time bound
-        deadline = time.monotonic() + (self.config.refresh_timeout if request.refresh == "wait" else 0.0)
+        # the refresh and the vectors embedded on demand share the refresh's time bound; a search that does not
+        # refresh (`off`, a daemon's, a first search's right after the build) still has it for those vectors:
+        # without them an index whose semantic pass is pending would be searched by its words alone
+        deadline = time.monotonic() + self.config.refresh_timeout
         if request.refresh == "wait":
             notes = self.refresh().notes
         elif request.refresh == "background":
@@ -431,6 +445,16 @@ class Engine:
                 if semantic and expect_vectors
                 else None,
             )
+            counts = db.cached_counts()
+        ranked_with = background.ranked_with(
+            request.mode, counts["embedded"], counts["passages"], expect_vectors
+        )
+        if semantic and expect_vectors and counts["embedded"] < counts["passages"] and db is self._db:
+            # hybrid.py's note says only the share: this one says who embeds the rest, and how long it takes
+            coverage = background.coverage_note(self, counts["embedded"], counts["passages"])
+            for result in results:
+                result.notes[:] = [n for n in result.notes if not n.startswith("semantic coverage is ")]
+                result.notes.append(coverage)
         if self.on_demand and db is self._db and self._writable():
             ondemand.keep(self.writer, self._connect, self.on_demand)
         base = base_of(db.get_meta)
@@ -444,6 +468,7 @@ class Engine:
         for result in results:
             result.notes[:0] = notes
             result.base = base.to_json() if base else None
+            result.ranked_with = ranked_with
         if request.before or request.after:
             results = self.with_context(
                 results, preview=request.preview, before=request.before, after=request.after
@@ -528,6 +553,9 @@ class Engine:
         st.pruned = [p for p in pruned if isinstance(p, str)] if isinstance(pruned, list) else []
         base = base_of(db.get_meta)
         st.base = base.to_json() if base else None
+        st.semantic_pending = st.embedded < st.passages and not (self.manifest and self.manifest.lexical_only)
+        claim = background.running(self.directory)
+        st.background = claim.to_json(st.embedded, st.passages) if claim is not None else None
         if not pending:
             st.skipped += int(db.get_meta(WALK_SKIPPED) or 0)  # absent until a run of this kenning
         else:

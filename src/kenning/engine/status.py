@@ -42,6 +42,10 @@ class Status:
     store: str = (
         "sqlite"  # the backend: "sqlite" (index_dir is a folder) or "postgres" (a server, no password)
     )
+    # passages wait for their vectors (a first search's index, a refresh's), not by a --lexical-only choice
+    semantic_pending: bool = False
+    # the background run embedding them (kenning.engine.background.Claim.to_json), None when none is at work
+    background: dict[str, Any] | None = None
 
     @property
     def coverage(self) -> float:

@@ -14,6 +14,7 @@ from typing import Any
 
 from kenning.commands.report import SHOW_PRUNED, base_line, index_summary_json, pruned_line
 from kenning.engine import Engine, Status
+from kenning.engine.background import clock
 from kenning.engine.index import IndexReport
 from kenning.mcp import schemas
 from kenning.render import WEAK, confidence_json, hit_header, hit_json, preview_lines, symbol_line, trace_line
@@ -121,7 +122,8 @@ def search_answer(
             )
     for i, these in enumerate(group_notes, 1):
         notes.extend(_echo(f"Q{i}: {n}" if len(queries) > 1 else n, 300) for n in these)
-    if coverages and coverage < 1.0:
+    said = any(n.startswith("semantic coverage ") for these in group_notes for n in these)
+    if coverages and coverage < 1.0 and not said:  # the engine's own note says who embeds the rest, and when
         notes.append(
             f"only {coverage:.0%} of passages have embeddings yet; text_index finishes the semantic pass"
         )
@@ -471,13 +473,17 @@ def _collapse(items: list[GrepLine | str]) -> Iterator[GrepLine | str | _Run]:
 def next_step(st: Status) -> str:
     if not st.exists:
         return (
-            'call text_index with paths ["."] to build the index (until then text_search answers with literal '
-            "matches)"
+            'call text_index with paths ["."] to build the index (or text_search: in a new folder it indexes the '
+            "words first and answers, or with background_index off answers with literal matches)"
         )
     if st.rechunk:
         return 'call text_index with paths ["."]: the index was built with other chunking settings'
     if st.pending:
         return f'call text_index with paths ["."] to catch up on {st.pending} changed files'
+    if st.embedded < st.passages and st.background is not None:
+        left = st.background.get("seconds_left")
+        eta = "" if left is None else f", about {clock(left)} left"
+        return f"ready for text_search; the semantic pass goes on in the background (pid {st.background['pid']}{eta})"
     if st.embedded < st.passages:
         return 'call text_index with paths ["."] to finish the semantic pass'
     return "ready: use text_search"

@@ -18,10 +18,10 @@ from typing import Any, cast
 
 from kenning import walk
 from kenning.commands.report import base_line, pruned_line
-from kenning.engine import Engine
+from kenning.engine import Engine, background
 from kenning.engine.index import Progress
 from kenning.engine.roots import comparable
-from kenning.errors import ArgumentError, IndexMissing, OutsideRoot, UsageError
+from kenning.errors import ArgumentError, IndexBusy, IndexMissing, OutsideRoot, UsageError
 from kenning.mcp import schemas
 from kenning.mcp.answers import Answer, GrepPacker, index_json, index_text, next_step, search_answer
 from kenning.search import Filters, SearchRequest, parse_time
@@ -203,8 +203,13 @@ class Workspace:
         request: SearchRequest | None = None  # built once, for the first root with an index
         per_root: list[tuple[Engine, list[SearchResult]]] = []
         literal: list[Path] = []  # the roots answered by literal matching
+        started: list[
+            Engine
+        ] = []  # roots indexed by this call: their semantic pass goes on in the background
         for engine, rels in self.split(args.get("paths")):
             results = None
+            if not engine.exists() and self._first_index(engine):
+                started.append(engine)
             if engine.exists():
                 if request is None:
                     request = SearchRequest(
@@ -262,7 +267,24 @@ class Workspace:
                     result.notes += notes
                     if not request.trace:
                         result.hits = [replace(h, trace=None) for h in result.hits]
-        return search_answer(queries, per_root, k, mode, preview, literal, self._show, several, budget)
+        answer = search_answer(queries, per_root, k, mode, preview, literal, self._show, several, budget)
+        for engine in started:
+            engine.complete_in_background()
+        return answer
+
+    def _first_index(self, engine: Engine) -> bool:
+        """A folder's first search: its words indexed now (seconds), the semantic pass left to a background run
+        started after the answer, so the agent is not kept waiting. Only where background runs may be started
+        (the `background_index` setting); else the folder is answered literally until text_index. False when
+        the words could not be indexed now (another process is writing them: answered literally meanwhile)."""
+        if not background.enabled(engine):
+            return False
+        try:
+            with self._write_lock:
+                engine.index(None, semantic="later")
+        except IndexBusy:
+            return False
+        return engine.exists()
 
     def _related(self, args: dict[str, Any]) -> Answer:
         """text_search with `related`: the place's root only, since its passages are that index's."""
@@ -366,8 +388,24 @@ class Workspace:
                     "passages": status.passages,
                 },
             )
-        report = engine.index(None, scope=rels, scope_glob=args.get("glob"), progress=progress, cancel=cancel)
-        return Answer("\n".join(index_text(report)), index_json(report, engine))
+        # the words now; the embeddings in the background when it may run there, so the agent is not blocked
+        later = background.enabled(engine)
+        report = engine.index(
+            None,
+            scope=rels,
+            scope_glob=args.get("glob"),
+            progress=progress,
+            cancel=cancel,
+            semantic="later" if later else True,
+        )
+        lines = list(index_text(report))
+        if later and not report.interrupted and report.coverage < 1.0:
+            engine.complete_in_background()
+            lines.append(
+                "The other passages' embeddings are being computed in the background (index_status shows how "
+                "far); text_search meanwhile ranks by words and scores its leading candidates by meaning."
+            )
+        return Answer("\n".join(lines), index_json(report, engine))
 
     def index_status(self, args: dict[str, Any]) -> Answer:
         roots = []

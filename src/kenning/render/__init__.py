@@ -30,9 +30,11 @@ JSON Lines schema, version 1 (`kenning search --json`): one object per line.
   again), a PLACE being `{"path", "start_line", "end_line", "found_as": ["Q1#3", ...]}`; the other fields are the
   best hit's. Records come in the order shown, not one group after another.
 - then one `{"type": "summary", "schema": 1, "root": str, "model": str, "mode": str, "coverage": float,
-   "groups": [{"group", "query", "hits", "searched", "notes": [str], "match": MATCH}], "hits": int,
-   "elapsed_ms": float, "literal": bool, "good_match": bool, "budget": BUDGET|null}`; `literal` is true when the
-   answer came from exhaustive search, not the index. `budget` is null without `--budget`, else `{"tokens": N,
+   "ranked_with": str|null, "groups": [{"group", "query", "hits", "searched", "notes": [str], "match": MATCH}],
+   "hits": int, "elapsed_ms": float, "literal": bool, "good_match": bool, "budget": BUDGET|null}`; `literal` is
+   true when the answer came from exhaustive search, not the index. `ranked_with` says what ranked the hits:
+   "bm25", "bm25+semantic", "semantic", or with "(partial)" while the semantic pass is not done (`coverage` below
+   1: the leading candidates scored by meaning on demand, the rest by their words); null when literal. `budget` is null without `--budget`, else `{"tokens": N,
    "used": int, "tokenizer": str, "left_out": int, "trimmed": int}`: the tokens the text output takes at most
    (counted by `tokenizer`: "o200k_base", or an estimate from the length without the `tokens` extra), the hits
    not shown, and the records that show only part of their passage.
@@ -281,6 +283,8 @@ def render_json(
         "model": model,
         "mode": results[0].mode if results else "hybrid",
         "coverage": round(results[0].coverage, 4) if results else 1.0,
+        # what ranked the hits (SearchResult.ranked_with); null for a literal search or merged roots
+        "ranked_with": (results[0].ranked_with or None) if results else None,
         "groups": [
             {
                 "group": r.group,
