@@ -236,3 +236,70 @@ def test_regression_search_context_lines_showed_a_token_the_index_had_redacted(t
     assert out.returncode == 0, out.stderr
     assert token not in out.stdout
     assert "[secret redacted]" in out.stdout
+
+
+def _wrapped_keys() -> dict[str, bytes]:
+    """One file per shape a private key was found in and missed: each holds KEY_BODY's lines."""
+    pem = armor("RSA PRIVATE KEY")
+    lines = pem.splitlines()
+    encoded = base64.b64encode(pem.encode()).decode()
+    return {
+        "notes_utf16.txt": ("Server notes\n" + pem).encode("utf-16"),
+        "setup.py": ("# the old key, kept for reference\n" + "".join(f"# {ln}\n" for ln in lines)).encode(),
+        "Keys.java": (
+            "class Keys {\n    static final String K =\n        "
+            + " +\n        ".join(f'"{ln}\\n"' for ln in lines)
+            + ";\n}\n"
+        ).encode(),
+        "runbook.md": ("# Runbook\n\n" + "".join(f"> {ln}\n" for ln in lines)).encode(),
+        "kubeconfig.yaml": f"users:\n- name: ci\n  user:\n    client-key-data: {encoded}\n".encode(),
+        "ok.py": b"def fine():\n    return 1\n",
+    }
+
+
+def test_regression_private_keys_in_a_comment_a_quote_a_string_utf16_or_base64_were_indexed(
+    tmp_path: Path,
+) -> None:
+    """A PEM in a UTF-16 file, commented out with `# `, built by Java string concatenation, in a Markdown quote,
+    or base64-encoded in a kubeconfig's client-key-data was not seen as a key: the file was indexed and the key
+    stored and printed. Each such file is now refused as a secret file by the index, grep and symbols."""
+    files = _wrapped_keys()
+    root = tmp_path / "ws"
+    root.mkdir()
+    for rel, data in files.items():
+        (root / rel).write_bytes(data)
+    pieces = [KEY_BODY[i : i + 16] for i in range(0, 64, 16)] + [
+        base64.b64encode(KEY_BODY[:48].encode()).decode()
+    ]
+
+    out = run_cli("index", "--json", ".", cwd=root)
+    assert out.returncode == 0, out.stderr
+    stored = b"".join(p.read_bytes() for p in (root / ".kenning").rglob("*") if p.is_file()).decode("latin-1")
+    assert [p for p in pieces if p in stored] == []
+    assert "def fine" in stored  # the index holds the other file
+
+    grep = run_cli("grep", "--engine", "python", "-c", "[A-Za-z0-9]", ".", cwd=root)
+    assert [ln for ln in grep.stdout.splitlines() if "ok.py" not in ln] == [], grep.stdout
+    for rel in files:
+        if rel == "ok.py":
+            continue
+        named = run_cli("grep", "--engine", "python", "[A-Za-z]", rel, cwd=root)
+        assert [p for p in pieces if p in named.stdout] == [] and named.returncode != 0, (rel, named.stdout)
+    symbols = run_cli("symbols", "setup.py", "Keys.java", cwd=root)
+    assert [p for p in pieces if p in symbols.stdout] == [], symbols.stdout
+    assert symbols.stdout.count("secret file") == 2, symbols.stdout
+
+
+def test_private_key_detection_leaves_lookalikes_alone() -> None:
+    from kenning.walk import holds_private_key
+
+    readme = b"-----BEGIN RSA PRIVATE KEY-----\n# MIIEowIBAAKCAQEA...\n# -----END RSA PRIVATE KEY-----\n"
+    cert = armor("CERTIFICATE").encode()
+    assert not holds_private_key(readme)
+    assert not holds_private_key(b"# " + cert.replace(b"\n", b"\n# "))
+    assert not holds_private_key(base64.b64encode(cert))
+    assert not holds_private_key(armor("PUBLIC KEY").encode("utf-16"))
+    assert {rel: holds_private_key(data) for rel, data in _wrapped_keys().items()} == {
+        "notes_utf16.txt": True, "setup.py": True, "Keys.java": True, "runbook.md": True,
+        "kubeconfig.yaml": True, "ok.py": False,
+    }  # fmt: skip

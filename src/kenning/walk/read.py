@@ -7,6 +7,8 @@ key gives no text, any other is decoded and its token-shaped secrets redacted (:
 
 from __future__ import annotations
 
+import base64
+import binascii
 import errno
 import os
 import re
@@ -24,9 +26,11 @@ SECRET_CONTENT = "secret file (contains a private key)"
 # DEK-Info, Version, Comment), a run of base64, and the END line: a parser that only names "BEGIN RSA PRIVATE
 # KEY", or a README showing a key's first line and "...", holds no key. A key's first body line is 64 characters
 # or more; 40 leaves room. Line breaks may be real, escaped in a string (\n in a service-account JSON) or
-# flattened to spaces (an environment variable). Every repetition is possessive and the headers are bounded, so
-# the search stays linear on hostile input (an unbounded header group went quadratic on repeated BEGIN lines).
-_BREAK_ATOM = rb"[ \t]|\r?\n|(?:\\r)?\\n"
+# flattened to spaces (an environment variable), and the lines may carry what a host file wraps them in: a
+# comment marker (`# `, `// `, `; `, `-- `, `* `, `% `), a Markdown quote (`> `), or the quotes, `+` and commas
+# of a key built by string concatenation. Every repetition is possessive and the headers are bounded, so the
+# search stays linear on hostile input (an unbounded header group went quadratic on repeated BEGIN lines).
+_BREAK_ATOM = rb"[ \t\"'`,+;#>*%|!]|//|--[ \t]|\r?\n|(?:\\r)?\\n"
 _BREAK = rb"(?:%s)*+" % _BREAK_ATOM
 _ARMOR_HEADER = rb"[A-Za-z][A-Za-z0-9-]*:[^\r\n\\]*+"
 _PRIVATE_KEY = re.compile(
@@ -34,13 +38,46 @@ _PRIVATE_KEY = re.compile(
     + rb"(?:%s%s){0,8}+%s[A-Za-z0-9+/]{40}" % (_BREAK, _ARMOR_HEADER, _BREAK)
     + rb"(?:[A-Za-z0-9+/=]|%s)*+-{4,5} ?END " % _BREAK_ATOM
 )
+# "-----BEGIN " base64-encoded at each of the three byte alignments: a key stored encoded, as a kubeconfig's
+# client-key-data or a Kubernetes Secret's data holds it. Only the characters no neighbouring byte changes.
+_B64_BEGIN = (b"LS0tLS1CRUdJTi", b"0tLS0tQkVHSU4g", b"tLS0tLUJFR0lOI")
+_B64_RUN = re.compile(rb"(?:[A-Za-z0-9+/]|\r?\n[ \t]*)+")
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 
 
 def holds_private_key(data: bytes) -> bool:
     """True if the bytes hold a private key block, whatever the file is called (a ``deploy_key``, a key
-    inside a ``.crt`` or a service-account JSON). Public keys and certificates are not matched."""
+    inside a ``.crt`` or a service-account JSON), whatever wraps its lines (comments, a quote, a string built
+    by concatenation), in a UTF-16 file, or base64-encoded as a whole (a kubeconfig's ``client-key-data``).
+    Public keys and certificates are not matched."""
+    if data.startswith(_UTF16_BOMS):
+        # the armor's ASCII is two bytes a character here: look at it as UTF-8
+        data = data.decode("utf-16", "replace").encode("utf-8")
     # One substring scan of every file; the regex runs only on the rare file that names a private key.
-    return data.find(b"PRIVATE KEY") >= 0 and _PRIVATE_KEY.search(data) is not None
+    if data.find(b"PRIVATE KEY") >= 0 and _PRIVATE_KEY.search(data) is not None:
+        return True
+    return any(_encoded_key(data, marker) for marker in _B64_BEGIN if data.find(marker) >= 0)
+
+
+def _encoded_key(data: bytes, marker: bytes) -> bool:
+    at = data.find(marker)
+    while at >= 0:
+        after = at + 1
+        # The value starts at the marker or up to three characters before it (by the alignment); `base64`
+        # wraps its output at 76 columns, so line ends may run through it. A key is a few kB: 64 kB is plenty.
+        for start in range(max(0, at - 3), at + 1):
+            run = _B64_RUN.match(data, start, start + 65536)
+            after = max(after, run.end() if run else 0)  # the next search starts past this run: linear
+            body = re.sub(rb"\s+", b"", run.group()) if run else b""
+            body = body[: len(body) - len(body) % 4]
+            try:
+                decoded = base64.b64decode(body, validate=True)
+            except (binascii.Error, ValueError):
+                continue
+            if decoded.find(b"PRIVATE KEY") >= 0 and _PRIVATE_KEY.search(decoded) is not None:
+                return True
+        at = data.find(marker, after)
+    return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,9 +148,6 @@ def screen(data: bytes) -> str | NotText:
     return redact(
         text, None if data.startswith(_UTF16_BOMS) else data
     )  # UTF-16 bytes do not hold ASCII hints
-
-
-_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 
 
 def decode(data: bytes) -> str | NotText:
