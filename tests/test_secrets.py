@@ -303,3 +303,67 @@ def test_private_key_detection_leaves_lookalikes_alone() -> None:
         "notes_utf16.txt": True, "setup.py": True, "Keys.java": True, "runbook.md": True,
         "kubeconfig.yaml": True, "ok.py": False,
     }  # fmt: skip
+
+
+def _more_secrets() -> dict[str, str]:
+    """Shapes the redaction missed, each made from pieces so no source file holds one whole."""
+    return {
+        "aws_ini": "wJalrXUtnFEMI/K7MDENG/" + "bPxRfiCYEXAMPLEKE1",
+        "aws_yaml": "wJalrXUtnFEMI/K7MDENG/" + "bPxRfiCYEXAMPLEKE2",
+        "aws_export": "wJalrXUtnFEMI/K7MDENG/" + "bPxRfiCYEXAMPLEKE3",
+        "redis": "Redis" + "Pass" + "w0rd-9",
+        "amqp": "Rabbit" + "Pass" + "w0rd-7",
+        "github_pat": "github" + "_pat_" + "11ABCDEFG0123456789_" + "abcdefghijKLMNOPQRST0123456789" * 2,
+        "anthropic": "sk-" + "ant-api03-" + "Q1w2E3r4T5y6U7i8O9p0" * 4 + "-AbCdEfAA",
+        "stripe_test": "sk" + "_test_" + "4eC39HqLyjWDarjtT1zdp7dc",
+        "openai_project": "sk-" + "proj-" + "Xy7Kp2Lm9Qw4" * 6,
+        "openai_user": "sk-" + "Ab1cD2eF3gH4" * 4,
+    }
+
+
+def test_regression_unquoted_aws_keys_url_passwords_without_a_user_and_newer_tokens_were_stored(
+    tmp_path: Path,
+) -> None:
+    """An AWS secret key in a credentials-style file, YAML or an `export` line (unquoted), a URL password with an
+    empty user (redis://:PW@host), and github_pat_, sk-ant-, sk_test_ and OpenAI sk- keys were stored, printed
+    by grep and served whole. Each value is now redacted, by the index and both grep engines alike."""
+    s = _more_secrets()
+    tree = {
+        "deploy/aws.cfg": f"[default]\naws_access_key_id = AKIA\naws_secret_access_key = {s['aws_ini']}\n",
+        "deploy/ci.yaml": f"env:\n  aws_secret_access_key: {s['aws_yaml']}\n  region: eu-west-1\n",
+        "deploy/env.sh": f"export AWS_SECRET_ACCESS_KEY={s['aws_export']}\nexport REGION=eu\n",
+        "app/brokers.py": (
+            f'CACHE = "redis://:{s["redis"]}@cache:6379/0"\nQUEUE = "amqp://:{s["amqp"]}@rabbit:5672//"\n'
+        ),
+        "app/keys.py": "".join(
+            f'{name.upper()}_TOKEN = "{s[name]}"\n'
+            for name in ("github_pat", "anthropic", "stripe_test", "openai_project", "openai_user")
+        ),
+    }
+    root = make_tree(tmp_path / "ws", tree)
+
+    def leaked(text: str) -> list[str]:
+        return [name for name, value in s.items() if value in text or value[:14] in text]
+
+    assert run_cli("index", ".", cwd=root).returncode == 0
+    stored = b"".join(p.read_bytes() for p in (root / ".kenning").rglob("*") if p.is_file())
+    assert leaked(stored.decode("latin-1")) == []
+    for engine in ("rg", "python"):
+        grep = run_cli("grep", "--engine", engine, "--json", "(?i)aws_secret|://|TOKEN", cwd=root)
+        assert grep.returncode == 0, grep.stderr
+        assert leaked(grep.stdout) == [], grep.stdout
+        rows = [json.loads(line) for line in grep.stdout.splitlines()]
+        assert sum("[secret redacted]" in r.get("text", "") for r in rows) == 10, grep.stdout
+    found = run_cli(
+        "search", "--json", "--preview", "full", "aws_secret_access_key TOKEN redis", ".", cwd=root
+    )
+    assert found.returncode == 0 and leaked(found.stdout) == [], found.stdout
+
+
+def test_regression_an_env_template_of_one_environment_was_left_out_as_a_secret() -> None:
+    from kenning.walk import is_secret
+
+    for name in (".env", ".env.local", ".env.development", ".env.test", "conf/.env.staging"):
+        assert is_secret(name), name
+    for name in (".env.example", ".env.local.example", ".env.production.sample", "conf/.env.dev.template"):
+        assert not is_secret(name), name

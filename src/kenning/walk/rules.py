@@ -54,8 +54,11 @@ SECRET_FILES = _words(
     .envrc .netrc .pgpass .htpasswd .git-credentials .npmrc .pypirc .dockercfg credentials credentials.json
     secrets.* *.tfstate *.tfstate.*"""
 )
-# Committed templates documenting the variables, without values: worth finding, not secret.
-SECRET_EXEMPT = frozenset(f".env.{s}" for s in ("example", "sample", "template", "dist", "defaults"))
+# Committed templates documenting the variables, without values: worth finding, not secret. `.env.example`,
+# and a template of one environment's file as well (`.env.local.example`).
+_TEMPLATE_ENDS = ("example", "sample", "template", "dist", "defaults")
+SECRET_EXEMPT = frozenset(f".env.{s}" for s in _TEMPLATE_ENDS)
+_TEMPLATE_SUFFIXES = tuple(f".{s}" for s in _TEMPLATE_ENDS)
 SECRET_DIRS = frozenset({".ssh", ".gnupg"})
 
 
@@ -99,11 +102,15 @@ _DEFAULT_FILES = _NameGlobs(DEFAULT_IGNORE_FILES)
 _SECRETS = _NameGlobs(SECRET_FILES)
 
 
+def _template(name: str) -> bool:
+    return name in SECRET_EXEMPT or (name.startswith(".env.") and name.endswith(_TEMPLATE_SUFFIXES))
+
+
 def is_secret(rel: str) -> bool:
     """True for files that likely hold credentials; they are never indexed, whatever the selection says."""
     cut = rel.rfind("/")
     name = rel[cut + 1 :]
-    if _SECRETS.match(name) and name.lower() not in SECRET_EXEMPT:
+    if _SECRETS.match(name) and not _template(name.lower()):
         return True
     # Every secret dir is a dot-name: most paths have none, so skip the split for them.
     parent = rel[:cut] if cut > 0 else ""
