@@ -89,7 +89,7 @@ def cmd_grep(args: argparse.Namespace) -> int:
         rules = PathFilter(root, selection)
     for text, scope in scopes.items():
         name = text or "the current directory"
-        if (root / scope).is_file() and (is_secret(scope) or holds_key(root / scope)):
+        if (root / scope).is_file() and (is_secret(scope) or holds_key(root / scope, selection.max_filesize)):
             # named outright, it would otherwise give a silent "no match"
             raise UsageError(
                 f"{name} is a secret file (a key or credentials), which kenning never searches",
@@ -221,8 +221,25 @@ def grep_start(paths: Sequence[str]) -> tuple[Path, Path]:
     return cwd, check_root(start)
 
 
-def holds_key(path: Path) -> bool:
-    from kenning.walk import SECRET_CONTENT, NotText, read_text
+def holds_key(path: Path, max_filesize: int | None) -> bool:
+    """True if a file named outright holds a private key (the walk's one secret rule). A file past its size
+    limit is not read at all (the walk leaves it out, and the note says so), and a large one the limit lets in
+    is read as a stream: a 2 GB file must not be held whole just to be judged."""
+    from kenning.walk import SECRET_CONTENT, SIZE_LIMITS, NotText, kind_of, read_text
+    from kenning.walk.read import STREAM_BYTES, screen_blocks
 
-    text = read_text(path)  # the walk's one secret rule, as the index and grep itself apply it
+    kind = kind_of(path.name)
+    limit = max_filesize if max_filesize is not None else SIZE_LIMITS[kind[0]] if kind else 0
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return False  # the walk says why it cannot be read
+    if size > limit:
+        return False
+    if size > STREAM_BYTES:
+        blocks = screen_blocks(path)
+        if not isinstance(blocks, NotText):
+            blocks.close()  # closing the generator closes the file
+        return isinstance(blocks, NotText) and blocks.reason == SECRET_CONTENT
+    text = read_text(path, max_bytes=limit)
     return isinstance(text, NotText) and text.reason == SECRET_CONTENT

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import base64
 import binascii
+import codecs
 import errno
 import os
 import re
 import stat
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -95,15 +97,8 @@ NOT_REGULAR = "not a regular file now (a FIFO, socket or device took its place s
 _READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
 
 
-def read_bytes(path: Path | str, *, max_bytes: int | None = None, follow: bool = True) -> bytes | NotText:
-    """The file's bytes, or NotText saying why they cannot be had (unreadable, past the size limit, no longer
-    a regular file).
-
-    Every read of a walked file comes here: the walk judged the path, but what sits there may have changed
-    since. A FIFO put in a file's place would block a plain open() for good (no writer ever comes), so the
-    open never blocks, and what was opened is judged by its descriptor before a byte is read. ``follow=False``
-    (a walk that does not follow links, which then never yields one) also refuses a link put in its place.
-    """
+def _open_regular(path: Path | str, follow: bool) -> int | NotText:
+    """A descriptor on the regular file at path, opened without blocking, or NotText saying why not."""
     flags = _READ_FLAGS if follow else _READ_FLAGS | getattr(os, "O_NOFOLLOW", 0)
     try:
         fd = os.open(path, flags)
@@ -113,7 +108,29 @@ def read_bytes(path: Path | str, *, max_bytes: int | None = None, follow: bool =
         return NotText(f"cannot read ({exc.strerror or exc})")
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
             return NotText(NOT_REGULAR)
+    except OSError as exc:
+        os.close(fd)
+        return NotText(f"cannot read ({exc.strerror or exc})")
+    return fd
+
+
+def read_bytes(path: Path | str, *, max_bytes: int | None = None, follow: bool = True) -> bytes | NotText:
+    """The file's bytes, or NotText saying why they cannot be had (unreadable, past the size limit, no longer
+    a regular file).
+
+    Every read of a walked file comes here: the walk judged the path, but what sits there may have changed
+    since. A FIFO put in a file's place would block a plain open() for good (no writer ever comes), so the
+    open never blocks, and what was opened is judged by its descriptor before a byte is read. ``follow=False``
+    (a walk that does not follow links, which then never yields one) also refuses a link put in its place.
+    """
+    fd = _open_regular(path, follow)
+    if isinstance(fd, NotText):
+        return fd
+    try:
+        if max_bytes is not None and os.fstat(fd).st_size > max_bytes:
+            return _too_big(max_bytes)  # judged before a byte is read: a 2 GB file costs nothing to refuse
         with open(fd, "rb", closefd=False) as fh:
             data = fh.read() if max_bytes is None else fh.read(max_bytes + 1)
     except OSError as exc:
@@ -121,8 +138,140 @@ def read_bytes(path: Path | str, *, max_bytes: int | None = None, follow: bool =
     finally:
         os.close(fd)
     if max_bytes is not None and len(data) > max_bytes:
-        return NotText(f"past the {max_bytes}-byte limit (--max-filesize)")
+        return _too_big(max_bytes)
     return data
+
+
+def _too_big(max_bytes: int) -> NotText:
+    return NotText(f"past the {max_bytes}-byte limit (--max-filesize)")
+
+
+# Files larger than this are read as a stream of blocks (:func:`screen_blocks`), never whole: the default size
+# limits stop far below it, so only a file a user let in with --max-filesize gets here.
+STREAM_BYTES = 32 << 20
+_BLOCK = 8 << 20
+# A private key block, or a base64 run holding one, fits in this many bytes: each block is checked together with
+# the end of the one before, so no key is missed where two blocks meet.
+_KEY_OVERLAP = 128 << 10
+_CP1252_UNDEFINED = re.compile(rb"[\x81\x8d\x8f\x90\x9d]")
+
+
+STOPPED = "stopped at its deadline before it was read through"
+
+
+def screen_blocks(
+    path: Path | str, *, follow: bool = True, stop: Callable[[], bool] | None = None
+) -> TextBlocks | NotText:
+    """A large file's text as :func:`screen` gives it, in blocks of whole lines (each ends with "\\n" but
+    maybe the last), without holding the file: memory is a block's, whatever the file's size.
+
+    Two passes over the file: the first settles what :func:`screen` settles on the whole (a private key
+    anywhere makes it a secret file; binary or not text by the same tests; which decoding), the second yields
+    the text decoded, line ends normalised and redacted line by line, exactly as screen's would be split. A
+    single line longer than a block is held whole, as any line-based search must. ``stop`` is asked between
+    blocks of the first pass (the caller's deadline): once it says yes, the answer is NotText(STOPPED).
+    """
+    fd = _open_regular(path, follow)
+    if isinstance(fd, NotText):
+        return fd
+    handed = False
+    try:
+        with open(fd, "rb", closefd=False) as fh:
+            head = fh.read(_BLOCK)
+            if not head:
+                return NotText("empty")
+            utf16 = head.startswith(_UTF16_BOMS)
+            sniff = head[:SNIFF_BYTES]
+            if not utf16 and (
+                b"\0" in sniff or len(sniff) - len(sniff.translate(None, _CONTROL)) > 0.3 * len(sniff)
+            ):
+                return NotText("binary")
+            encoding = "utf-16" if utf16 else "utf-8-sig"
+            utf8 = codecs.getincrementaldecoder(encoding)()
+            cp1252_ok, replaced, chars, tail = True, 0, 0, b""
+            block = head
+            while block:
+                if utf16:
+                    try:
+                        text = utf8.decode(block)
+                    except UnicodeDecodeError:
+                        return NotText("not text")
+                    seen = text.encode("utf-8", "surrogatepass")
+                    replaced += text.count("\ufffd")
+                    chars += len(text)
+                else:
+                    seen = block
+                    if encoding == "utf-8-sig":
+                        try:
+                            utf8.decode(block)
+                        except UnicodeDecodeError:
+                            encoding = "cp1252"
+                    cp1252_ok = cp1252_ok and _CP1252_UNDEFINED.search(block) is None
+                    replaced += block.count(b"\xef\xbf\xbd")
+                    chars += len(block)
+                if holds_private_key(tail + seen):
+                    return NotText(SECRET_CONTENT)
+                tail = seen[-_KEY_OVERLAP:]
+                if stop is not None and stop():
+                    return NotText(STOPPED)
+                block = fh.read(_BLOCK)
+            if not utf16 and encoding == "utf-8-sig":
+                try:
+                    utf8.decode(b"", final=True)
+                except UnicodeDecodeError:
+                    encoding = "cp1252"
+            if encoding == "cp1252" and not cp1252_ok:
+                encoding = "latin-1"
+            if encoding in ("cp1252", "latin-1"):
+                replaced = 0  # as in decode: those decodings make no U+FFFD
+            if replaced > 0.01 * chars:
+                return NotText("not text")
+        handed = True
+        return TextBlocks(fd, encoding)
+    except OSError as exc:
+        return NotText(f"cannot read ({exc.strerror or exc})")
+    finally:
+        if not handed:
+            os.close(fd)
+
+
+class TextBlocks:
+    """The second pass of :func:`screen_blocks`: iterate for the blocks; ``close`` (also at the end of the
+    iteration) lets go of the file, whether or not a block was read."""
+
+    def __init__(self, fd: int, encoding: str) -> None:
+        self._fd: int | None = fd
+        self._encoding = encoding
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __iter__(self) -> Iterator[str]:
+        if self._fd is None:
+            return
+        try:
+            os.lseek(self._fd, 0, os.SEEK_SET)
+            decoder = codecs.getincrementaldecoder(self._encoding)()  # the first pass saw it decode
+            rest = ""  # a line not yet ended
+            while True:
+                block = os.read(self._fd, _BLOCK)
+                final = not block
+                text = decoder.decode(block, final=final)
+                if text.endswith("\r") and not final:
+                    text, cr = text[:-1], "\r"  # it may be the first half of a CRLF
+                else:
+                    cr = ""
+                text = (rest + text).replace("\r\n", "\n").replace("\r", "\n")
+                cut = len(text) if final else text.rfind("\n") + 1
+                if cut:
+                    yield redact(text[:cut])
+                rest = text[cut:] + cr
+                if final:
+                    return
+        finally:
+            self.close()
 
 
 def read_text(path: Path | str, *, max_bytes: int | None = None, follow: bool = True) -> str | NotText:
