@@ -20,7 +20,7 @@ from kenning.errors import UsageError
 
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Callable, Iterable, Sequence
     from pathlib import Path
 
 
@@ -89,7 +89,9 @@ def cmd_grep(args: argparse.Namespace) -> int:
         rules = PathFilter(root, selection)
     for text, scope in scopes.items():
         name = text or "the current directory"
-        if (root / scope).is_file() and (is_secret(scope) or holds_key(root / scope, selection.max_filesize)):
+        if (root / scope).is_file() and (
+            is_secret(scope) or holds_key(root / scope, selection.max_filesize, deadline.passed)
+        ):
             # named outright, it would otherwise give a silent "no match"
             raise UsageError(
                 f"{name} is a secret file (a key or credentials), which kenning never searches",
@@ -221,7 +223,7 @@ def grep_start(paths: Sequence[str]) -> tuple[Path, Path]:
     return cwd, check_root(start)
 
 
-def holds_key(path: Path, max_filesize: int | None) -> bool:
+def holds_key(path: Path, max_filesize: int | None, stop: Callable[[], bool]) -> bool:
     """True if a file named outright holds a private key (the walk's one secret rule). A file past its size
     limit is not read at all (the walk leaves it out, and the note says so), and a large one the limit lets in
     is read as a stream: a 2 GB file must not be held whole just to be judged."""
@@ -237,7 +239,7 @@ def holds_key(path: Path, max_filesize: int | None) -> bool:
     if size > limit:
         return False
     if size > STREAM_BYTES:
-        blocks = screen_blocks(path)
+        blocks = screen_blocks(path, stop=stop)
         if not isinstance(blocks, NotText):
             blocks.close()  # closing the generator closes the file
         return isinstance(blocks, NotText) and blocks.reason == SECRET_CONTENT
