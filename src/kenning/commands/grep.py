@@ -82,6 +82,8 @@ def cmd_grep(args: argparse.Namespace) -> int:
             ) from None
     # The walk never enters a PATH the rules exclude, where ripgrep would search it: say so, not "no match".
     rules = PathFilter(root, selection)
+    # a hidden PATH named outright is searched, as ripgrep does (the walk is told the PATHs were named)
+    with_hidden = PathFilter(root, dataclasses.replace(selection, hidden=True))
     if not paths and scopes[""] and not rules.accepts(scopes[""], is_dir=True):
         # standing in a folder the project leaves out (build/, .github/): search it, as ripgrep does, the
         # way a root the repository ignores is walked
@@ -97,11 +99,12 @@ def cmd_grep(args: argparse.Namespace) -> int:
                 f"{name} is a secret file (a key or credentials), which kenning never searches",
                 hint="search it with your own tools if you must; kenning keeps secrets out of every result",
             )
-        if not rules.accepts(scope, is_dir=(root / scope).is_dir()):
+        is_dir = (root / scope).is_dir()
+        if not rules.accepts(scope, is_dir=is_dir) and not with_hidden.accepts(scope, is_dir=is_dir):
             raise UsageError(
-                f"{name} is left out of the search: it is hidden, ignored (by an ignore file or kenning's "
-                "default list) or filtered out by -g/-t/-T",
-                hint="pass --hidden or --no-ignore, or change the filters, to search it",
+                f"{name} is left out of the search: it is ignored (by an ignore file or kenning's default "
+                "list) or filtered out by -g/-t/-T",
+                hint="pass --no-ignore, or change the filters, to search it",
             )
 
     def shown(rel: str) -> str:

@@ -310,11 +310,12 @@ class Rules:
                 lines += _read_lines(dirpath / f) if names is None or f in names else []
         return (*specs, (prefix, _IgnoreFile(lines))) if lines else specs
 
-    def excluded(self, specs: Specs, rel: str, name: str, is_dir: bool) -> str | None:
+    def excluded(self, specs: Specs, rel: str, name: str, is_dir: bool, *, named: bool = False) -> str | None:
         """Why the walk leaves the entry out silently (:data:`BY_DEFAULT` for the default ignore list, else
         "skipped" for never-dirs, hidden, ignored or filtered out), or None when it keeps it. A string, not a
-        bool, so the walk can tell the user about the default list's prunes at no extra cost."""
-        if name in self.never or (name[0] == "." and not self.selection.hidden):
+        bool, so the walk can tell the user about the default list's prunes at no extra cost. ``named``: the
+        user named this path (or one under it) outright, so its being hidden is no reason to leave it out."""
+        if name in self.never or (name[0] == "." and not self.selection.hidden and not named):
             return SKIPPED
         verdict = _ignored(specs, rel, is_dir) if specs else None
         # The defaults rank below every ignore file, so "!vendor/" in a .gitignore brings vendor back.
