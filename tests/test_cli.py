@@ -603,3 +603,25 @@ def test_regression_an_option_between_positionals_was_an_unrecognized_argument(t
     assert run_cli("grep", "-i", "--", "-X", "c.txt", cwd=root).stdout == "c.txt\n1:-x marks it\n"
     bad = run_cli("grep", "beta", "--no-such-flag", ".", cwd=root)
     assert bad.returncode == 2 and "unrecognized arguments: --no-such-flag" in bad.stderr
+
+
+def test_regression_status_of_a_root_with_no_index_exited_0(tmp_path: Path) -> None:
+    """`kenning status` of a folder never indexed exited 0, though the exit codes say 1 means not ready."""
+    root = make_tree(tmp_path / "ws", {"a.py": "def f():\n    return 1\n"})
+    out = run_cli("status", ".", cwd=root)
+    assert out.returncode == 1 and "none yet" in out.stdout, (out.returncode, out.stdout, out.stderr)
+    assert run_cli("status", "--json", ".", cwd=root).returncode == 1
+    assert run_cli("index", ".", cwd=root).returncode == 0
+    assert run_cli("status", ".", cwd=root).returncode == 0
+
+
+def test_regression_svg_drawings_were_indexed_as_text(tmp_path: Path) -> None:
+    """An SVG's path data and coordinates were indexed as XML text and crowded search results."""
+    from kenning.walk import kind_of
+
+    assert kind_of("assets/logo.svg") is None and kind_of("icons/a.SVGZ") is None
+    root = make_tree(
+        tmp_path / "ws",
+        {"logo.svg": '<svg><path d="M10 10 L20 20 Z"/></svg>\n', "a.py": 'PATH = "M10 10"\n'},
+    )
+    assert run_cli("grep", "-l", "M10", cwd=root).stdout == "a.py\n"
