@@ -271,3 +271,17 @@ def test_regression_a_path_naming_an_unknown_users_home_gave_a_traceback(tmp_pat
         assert "Traceback" not in out.stderr, args
         assert out.returncode == 2 and len(out.stderr.splitlines()) == 1, (args, out.stderr)
         assert "~nosuchuser" in out.stderr, (args, out.stderr)
+
+
+def test_regression_a_kenning_file_in_the_root_said_not_a_directory_check_permissions(tmp_path: Path) -> None:
+    """`.kenning` as a regular file made every command say "Not a directory: .../kenning.json (check permissions
+    and free space)", which names neither the file in the way nor the fix."""
+    root = make_tree(tmp_path / "ws", {"a.py": "def f():\n    return 1\n"})
+    (root / ".kenning").write_text("not an index\n")
+    for args in (("index", "."), ("search", "return", "."), ("status", ".")):
+        out = run_cli(*args, cwd=root)
+        assert out.returncode == 2 and "Traceback" not in out.stderr, (args, out.stderr)
+        assert f"{root / '.kenning'} is a file, not a folder" in out.stderr, (args, out.stderr)
+        assert "KENNING_INDEX_DIR" in out.stderr and "Not a directory" not in out.stderr
+    assert (root / ".kenning").read_text() == "not an index\n"  # left as it was
+    assert run_cli("grep", "return", cwd=root).returncode == 0  # grep needs no index

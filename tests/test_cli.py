@@ -563,3 +563,65 @@ def test_regression_status_says_what_the_default_list_pruned(tmp_path: Path) -> 
     )
     data = json.loads(run_cli("status", "--json", str(root)).stdout)
     assert data["pruned"] == ["src/generated"]
+
+
+def test_regression_an_option_between_positionals_was_an_unrecognized_argument(tmp_path: Path) -> None:
+    """`kenning search "query" -k 3 .` and `kenning grep PATTERN -i .` exited 2 with "unrecognized arguments: .":
+    argparse had filled QUERY and ROOT (empty) before the option. Options go anywhere among the positionals now,
+    as in ripgrep and git, and every order gives the options-first output."""
+    root = make_tree(
+        tmp_path / "ws", {"a.py": 'def alpha():\n    return "Beta"\n', "b.md": "# Beta notes\n\nalpha beta\n"}
+    )
+    assert run_cli("index", ".", cwd=root).returncode == 0
+    orders = {
+        "search": [
+            ["search", "-k", "3", "--json", "alpha beta", "."],
+            ["search", "alpha beta", "-k", "3", ".", "--json"],
+            ["search", "alpha beta", ".", "-k", "3", "--json"],
+            ["search", "--json", "alpha beta", "-k", "3", "."],
+        ],
+        "grep": [
+            ["grep", "-i", "-C", "1", "beta", "a.py", "b.md"],
+            ["grep", "beta", "-i", "a.py", "-C", "1", "b.md"],
+            ["grep", "beta", "a.py", "b.md", "-i", "-C", "1"],
+            ["grep", "-C", "1", "beta", "a.py", "-i", "b.md"],
+        ],
+    }
+    for command, variants in orders.items():
+        first = run_cli(*variants[0], cwd=root)
+        assert first.returncode == 0, first.stderr
+        for args in variants[1:]:
+            out = run_cli(*args, cwd=root)
+            assert out.returncode == 0 and "unrecognized" not in out.stderr, (args, out.stderr)
+            if command == "grep":
+                assert out.stdout == first.stdout, args
+            else:  # the same hits; timings differ
+                hits = [ln for ln in out.stdout.splitlines() if '"type": "hit"' in ln]
+                assert hits == [ln for ln in first.stdout.splitlines() if '"type": "hit"' in ln], args
+    # `--` still ends the options: what follows is a pattern or a path, whatever it starts with
+    (root / "c.txt").write_text("-x marks it\n")
+    assert run_cli("grep", "-i", "--", "-X", "c.txt", cwd=root).stdout == "c.txt\n1:-x marks it\n"
+    bad = run_cli("grep", "beta", "--no-such-flag", ".", cwd=root)
+    assert bad.returncode == 2 and "unrecognized arguments: --no-such-flag" in bad.stderr
+
+
+def test_regression_status_of_a_root_with_no_index_exited_0(tmp_path: Path) -> None:
+    """`kenning status` of a folder never indexed exited 0, though the exit codes say 1 means not ready."""
+    root = make_tree(tmp_path / "ws", {"a.py": "def f():\n    return 1\n"})
+    out = run_cli("status", ".", cwd=root)
+    assert out.returncode == 1 and "none yet" in out.stdout, (out.returncode, out.stdout, out.stderr)
+    assert run_cli("status", "--json", ".", cwd=root).returncode == 1
+    assert run_cli("index", ".", cwd=root).returncode == 0
+    assert run_cli("status", ".", cwd=root).returncode == 0
+
+
+def test_regression_svg_drawings_were_indexed_as_text(tmp_path: Path) -> None:
+    """An SVG's path data and coordinates were indexed as XML text and crowded search results."""
+    from kenning.walk import kind_of
+
+    assert kind_of("assets/logo.svg") is None and kind_of("icons/a.SVGZ") is None
+    root = make_tree(
+        tmp_path / "ws",
+        {"logo.svg": '<svg><path d="M10 10 L20 20 Z"/></svg>\n', "a.py": 'PATH = "M10 10"\n'},
+    )
+    assert run_cli("grep", "-l", "M10", cwd=root).stdout == "a.py\n"

@@ -412,3 +412,36 @@ def test_match_spans_are_character_offsets_and_the_engines_agree(ws: Path, engin
     assert empty.lines[0].spans == ((5, 6),)  # the one real match, not an empty one at every position
     [empty] = run(ws, engine, "^", paths=["src/flags.sh"], max_count=1)
     assert empty.lines[0].spans == ((0, 0),)  # only empty matches: the first, so a column is still known
+
+
+def test_regression_a_hidden_folder_named_outright_was_refused_or_gave_no_match(tmp_path: Path) -> None:
+    """`kenning grep PAT .github` refused with "left out of the search: it is hidden", and the MCP grep answered
+    "no line matches" for the same call, where ripgrep searches a path it is given. A hidden PATH is searched
+    now; what is hidden inside it, and secrets, stay out, and a walk without PATHs still skips it."""
+    from conftest import run_cli
+    from test_mcp import call, drive
+
+    root = make_tree(
+        tmp_path / "ws",
+        {
+            ".github/workflows/ci.yml": "jobs:\n  test:\n    runs-on: ubuntu-latest\n",
+            ".github/.cache.yml": "runs-on: ubuntu-hidden\n",
+            ".github/.env": "RUNNER=ubuntu-secret\n",
+            "src/a.py": 'RUNNER = "ubuntu-src"\n',
+        },
+    )
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    for engine in ("python", "rg"):
+        out = run_cli("grep", "--engine", engine, "ubuntu", ".github", cwd=root)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout == ".github/workflows/ci.yml\n3:    runs-on: ubuntu-latest\n", out.stdout
+        whole = run_cli("grep", "--engine", engine, "-l", "ubuntu", cwd=root)
+        assert whole.stdout == "src/a.py\n"  # no PATH: hidden folders stay out, as before
+    one = run_cli("grep", "-l", "ubuntu", ".github/workflows/ci.yml", cwd=root)
+    assert one.stdout == ".github/workflows/ci.yml\n", one.stderr
+
+    async def body(client: Any) -> None:
+        text, _data = await call(client, "grep", {"pattern": "ubuntu", "paths": [".github"]})
+        assert "ubuntu-latest" in text and "ubuntu-hidden" not in text and "ubuntu-secret" not in text, text
+
+    drive(body, root)

@@ -236,3 +236,134 @@ def test_regression_search_context_lines_showed_a_token_the_index_had_redacted(t
     assert out.returncode == 0, out.stderr
     assert token not in out.stdout
     assert "[secret redacted]" in out.stdout
+
+
+def _wrapped_keys() -> dict[str, bytes]:
+    """One file per shape a private key was found in and missed: each holds KEY_BODY's lines."""
+    pem = armor("RSA PRIVATE KEY")
+    lines = pem.splitlines()
+    encoded = base64.b64encode(pem.encode()).decode()
+    return {
+        "notes_utf16.txt": ("Server notes\n" + pem).encode("utf-16"),
+        "setup.py": ("# the old key, kept for reference\n" + "".join(f"# {ln}\n" for ln in lines)).encode(),
+        "Keys.java": (
+            "class Keys {\n    static final String K =\n        "
+            + " +\n        ".join(f'"{ln}\\n"' for ln in lines)
+            + ";\n}\n"
+        ).encode(),
+        "runbook.md": ("# Runbook\n\n" + "".join(f"> {ln}\n" for ln in lines)).encode(),
+        "kubeconfig.yaml": f"users:\n- name: ci\n  user:\n    client-key-data: {encoded}\n".encode(),
+        "ok.py": b"def fine():\n    return 1\n",
+    }
+
+
+def test_regression_private_keys_in_a_comment_a_quote_a_string_utf16_or_base64_were_indexed(
+    tmp_path: Path,
+) -> None:
+    """A PEM in a UTF-16 file, commented out with `# `, built by Java string concatenation, in a Markdown quote,
+    or base64-encoded in a kubeconfig's client-key-data was not seen as a key: the file was indexed and the key
+    stored and printed. Each such file is now refused as a secret file by the index, grep and symbols."""
+    files = _wrapped_keys()
+    root = tmp_path / "ws"
+    root.mkdir()
+    for rel, data in files.items():
+        (root / rel).write_bytes(data)
+    pieces = [KEY_BODY[i : i + 16] for i in range(0, 64, 16)] + [
+        base64.b64encode(KEY_BODY[:48].encode()).decode()
+    ]
+
+    out = run_cli("index", "--json", ".", cwd=root)
+    assert out.returncode == 0, out.stderr
+    stored = b"".join(p.read_bytes() for p in (root / ".kenning").rglob("*") if p.is_file()).decode("latin-1")
+    assert [p for p in pieces if p in stored] == []
+    assert "def fine" in stored  # the index holds the other file
+
+    grep = run_cli("grep", "--engine", "python", "-c", "[A-Za-z0-9]", ".", cwd=root)
+    assert [ln for ln in grep.stdout.splitlines() if "ok.py" not in ln] == [], grep.stdout
+    for rel in files:
+        if rel == "ok.py":
+            continue
+        named = run_cli("grep", "--engine", "python", "[A-Za-z]", rel, cwd=root)
+        assert [p for p in pieces if p in named.stdout] == [] and named.returncode != 0, (rel, named.stdout)
+    symbols = run_cli("symbols", "setup.py", "Keys.java", cwd=root)
+    assert [p for p in pieces if p in symbols.stdout] == [], symbols.stdout
+    assert symbols.stdout.count("secret file") == 2, symbols.stdout
+
+
+def test_private_key_detection_leaves_lookalikes_alone() -> None:
+    from kenning.walk import holds_private_key
+
+    readme = b"-----BEGIN RSA PRIVATE KEY-----\n# MIIEowIBAAKCAQEA...\n# -----END RSA PRIVATE KEY-----\n"
+    cert = armor("CERTIFICATE").encode()
+    assert not holds_private_key(readme)
+    assert not holds_private_key(b"# " + cert.replace(b"\n", b"\n# "))
+    assert not holds_private_key(base64.b64encode(cert))
+    assert not holds_private_key(armor("PUBLIC KEY").encode("utf-16"))
+    assert {rel: holds_private_key(data) for rel, data in _wrapped_keys().items()} == {
+        "notes_utf16.txt": True, "setup.py": True, "Keys.java": True, "runbook.md": True,
+        "kubeconfig.yaml": True, "ok.py": False,
+    }  # fmt: skip
+
+
+def _more_secrets() -> dict[str, str]:
+    """Shapes the redaction missed, each made from pieces so no source file holds one whole."""
+    return {
+        "aws_ini": "wJalrXUtnFEMI/K7MDENG/" + "bPxRfiCYEXAMPLEKE1",
+        "aws_yaml": "wJalrXUtnFEMI/K7MDENG/" + "bPxRfiCYEXAMPLEKE2",
+        "aws_export": "wJalrXUtnFEMI/K7MDENG/" + "bPxRfiCYEXAMPLEKE3",
+        "redis": "Redis" + "Pass" + "w0rd-9",
+        "amqp": "Rabbit" + "Pass" + "w0rd-7",
+        "github_pat": "github" + "_pat_" + "11ABCDEFG0123456789_" + "abcdefghijKLMNOPQRST0123456789" * 2,
+        "anthropic": "sk-" + "ant-api03-" + "Q1w2E3r4T5y6U7i8O9p0" * 4 + "-AbCdEfAA",
+        "stripe_test": "sk" + "_test_" + "4eC39HqLyjWDarjtT1zdp7dc",
+        "openai_project": "sk-" + "proj-" + "Xy7Kp2Lm9Qw4" * 6,
+        "openai_user": "sk-" + "Ab1cD2eF3gH4" * 4,
+    }
+
+
+def test_regression_unquoted_aws_keys_url_passwords_without_a_user_and_newer_tokens_were_stored(
+    tmp_path: Path,
+) -> None:
+    """An AWS secret key in a credentials-style file, YAML or an `export` line (unquoted), a URL password with an
+    empty user (redis://:PW@host), and github_pat_, sk-ant-, sk_test_ and OpenAI sk- keys were stored, printed
+    by grep and served whole. Each value is now redacted, by the index and both grep engines alike."""
+    s = _more_secrets()
+    tree = {
+        "deploy/aws.cfg": f"[default]\naws_access_key_id = AKIA\naws_secret_access_key = {s['aws_ini']}\n",
+        "deploy/ci.yaml": f"env:\n  aws_secret_access_key: {s['aws_yaml']}\n  region: eu-west-1\n",
+        "deploy/env.sh": f"export AWS_SECRET_ACCESS_KEY={s['aws_export']}\nexport REGION=eu\n",
+        "app/brokers.py": (
+            f'CACHE = "redis://:{s["redis"]}@cache:6379/0"\nQUEUE = "amqp://:{s["amqp"]}@rabbit:5672//"\n'
+        ),
+        "app/keys.py": "".join(
+            f'{name.upper()}_TOKEN = "{s[name]}"\n'
+            for name in ("github_pat", "anthropic", "stripe_test", "openai_project", "openai_user")
+        ),
+    }
+    root = make_tree(tmp_path / "ws", tree)
+
+    def leaked(text: str) -> list[str]:
+        return [name for name, value in s.items() if value in text or value[:14] in text]
+
+    assert run_cli("index", ".", cwd=root).returncode == 0
+    stored = b"".join(p.read_bytes() for p in (root / ".kenning").rglob("*") if p.is_file())
+    assert leaked(stored.decode("latin-1")) == []
+    for engine in ("rg", "python"):
+        grep = run_cli("grep", "--engine", engine, "--json", "(?i)aws_secret|://|TOKEN", cwd=root)
+        assert grep.returncode == 0, grep.stderr
+        assert leaked(grep.stdout) == [], grep.stdout
+        rows = [json.loads(line) for line in grep.stdout.splitlines()]
+        assert sum("[secret redacted]" in r.get("text", "") for r in rows) == 10, grep.stdout
+    found = run_cli(
+        "search", "--json", "--preview", "full", "aws_secret_access_key TOKEN redis", ".", cwd=root
+    )
+    assert found.returncode == 0 and leaked(found.stdout) == [], found.stdout
+
+
+def test_regression_an_env_template_of_one_environment_was_left_out_as_a_secret() -> None:
+    from kenning.walk import is_secret
+
+    for name in (".env", ".env.local", ".env.development", ".env.test", "conf/.env.staging"):
+        assert is_secret(name), name
+    for name in (".env.example", ".env.local.example", ".env.production.sample", "conf/.env.dev.template"):
+        assert not is_secret(name), name

@@ -592,3 +592,20 @@ def test_a_newer_snapshot_is_vouched_for_by_the_index_it_replaces(
     assert cut == [1]  # the changed file; the rest its own index held as the pack does
     (hit,) = engine.search("evict nothing at all", mode="lexical", refresh="off")
     assert [h.path for h in hit.hits][:1] == ["src/cache_2.py"]
+
+
+def test_regression_kpack_files_were_written_0600_whatever_the_umask(repo: Path, tmp_path: Path) -> None:
+    """A pack was always 0600, so a CI folder shared with readers served packs none of them could read. A pack
+    follows the umask now, as any file a build writes; the index imported from it stays private."""
+    old = os.umask(0o022)  # the CLI inherits it
+    try:
+        pack = tmp_path / "ci" / "k.kpack"
+        done = run_cli("snapshot", "export", "--commit", "HEAD", "-o", str(pack), str(repo), cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert pack.stat().st_mode & 0o777 == 0o644
+        os.umask(0o077)
+        tight = tmp_path / "ci" / "tight.kpack"
+        done = run_cli("snapshot", "export", "--commit", "HEAD", "-o", str(tight), str(repo), cwd=tmp_path)
+        assert done.returncode == 0 and tight.stat().st_mode & 0o777 == 0o600
+    finally:
+        os.umask(old)

@@ -349,6 +349,31 @@ def _attach_pattern_values(argv: list[str]) -> list[str]:
     return out
 
 
+def _parse(parser: argparse.ArgumentParser, first: str | None, words: list[str]) -> tuple[Any, list[str]]:
+    """The command line parsed with options anywhere among the positionals (`search "query" -k 3 .`,
+    `grep PATTERN -i .`), as ripgrep and git take them.
+
+    argparse's plain parse hands each run of positionals to the positional arguments in turn, so a ROOT after
+    an option finds QUERY and ROOT already filled (ROOT empty) and is left over. The command's own parser is
+    asked instead to parse intermixed: options first, then every positional in order. That mode refuses a parser
+    with subcommands of its own (`snapshot export`) and `daemon`'s words: those, a command line with options
+    before the command's name, and one with `--` (Python 3.11's intermixed parse misplaces what follows it,
+    `grep -- -x .`), take the plain parse."""
+    at = words.index(first) if first is not None and first in words else -1
+    action = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+    plain = at != 0 or first == "daemon" or "--" in words or action is None
+    sub = None if plain or action is None else action.choices.get(first or "")
+    if isinstance(sub, argparse.ArgumentParser):
+        try:
+            args, extra = sub.parse_known_intermixed_args(words[1:])
+        except TypeError:  # subcommands of its own, or a positional in a mutually exclusive group
+            pass
+        else:
+            args.command = first
+            return args, extra
+    return parser.parse_known_args(words)
+
+
 # the commands that start a surface: each is that surface's own, so the command layer below imports none of them
 SURFACES = ("mcp", "serve", "daemon")
 
@@ -359,7 +384,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     gate = first == "gate"
     parser = build_parser(first if first in (*COMMANDS, *SURFACES) else None)
     try:
-        args, extra = parser.parse_known_args(_attach_pattern_values(words))
+        args, extra = _parse(parser, first, _attach_pattern_values(words))
         if args.command == "daemon" and not any(w.startswith("-") for w in extra):
             args.words += extra  # `daemon start --listen X ROOT`: roots after options
         elif extra:

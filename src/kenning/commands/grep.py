@@ -20,7 +20,7 @@ from kenning.errors import UsageError
 
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Callable, Iterable, Sequence
     from pathlib import Path
 
 
@@ -82,6 +82,8 @@ def cmd_grep(args: argparse.Namespace) -> int:
             ) from None
     # The walk never enters a PATH the rules exclude, where ripgrep would search it: say so, not "no match".
     rules = PathFilter(root, selection)
+    # a hidden PATH named outright is searched, as ripgrep does (the walk is told the PATHs were named)
+    with_hidden = PathFilter(root, dataclasses.replace(selection, hidden=True))
     if not paths and scopes[""] and not rules.accepts(scopes[""], is_dir=True):
         # standing in a folder the project leaves out (build/, .github/): search it, as ripgrep does, the
         # way a root the repository ignores is walked
@@ -89,17 +91,20 @@ def cmd_grep(args: argparse.Namespace) -> int:
         rules = PathFilter(root, selection)
     for text, scope in scopes.items():
         name = text or "the current directory"
-        if (root / scope).is_file() and (is_secret(scope) or holds_key(root / scope)):
+        if (root / scope).is_file() and (
+            is_secret(scope) or holds_key(root / scope, selection.max_filesize, deadline.passed)
+        ):
             # named outright, it would otherwise give a silent "no match"
             raise UsageError(
                 f"{name} is a secret file (a key or credentials), which kenning never searches",
                 hint="search it with your own tools if you must; kenning keeps secrets out of every result",
             )
-        if not rules.accepts(scope, is_dir=(root / scope).is_dir()):
+        is_dir = (root / scope).is_dir()
+        if not rules.accepts(scope, is_dir=is_dir) and not with_hidden.accepts(scope, is_dir=is_dir):
             raise UsageError(
-                f"{name} is left out of the search: it is hidden, ignored (by an ignore file or kenning's "
-                "default list) or filtered out by -g/-t/-T",
-                hint="pass --hidden or --no-ignore, or change the filters, to search it",
+                f"{name} is left out of the search: it is ignored (by an ignore file or kenning's default "
+                "list) or filtered out by -g/-t/-T",
+                hint="pass --no-ignore, or change the filters, to search it",
             )
 
     def shown(rel: str) -> str:
@@ -221,8 +226,25 @@ def grep_start(paths: Sequence[str]) -> tuple[Path, Path]:
     return cwd, check_root(start)
 
 
-def holds_key(path: Path) -> bool:
-    from kenning.walk import SECRET_CONTENT, NotText, read_text
+def holds_key(path: Path, max_filesize: int | None, stop: Callable[[], bool]) -> bool:
+    """True if a file named outright holds a private key (the walk's one secret rule). A file past its size
+    limit is not read at all (the walk leaves it out, and the note says so), and a large one the limit lets in
+    is read as a stream: a 2 GB file must not be held whole just to be judged."""
+    from kenning.walk import SECRET_CONTENT, SIZE_LIMITS, NotText, kind_of, read_text
+    from kenning.walk.read import STREAM_BYTES, screen_blocks
 
-    text = read_text(path)  # the walk's one secret rule, as the index and grep itself apply it
+    kind = kind_of(path.name)
+    limit = max_filesize if max_filesize is not None else SIZE_LIMITS[kind[0]] if kind else 0
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return False  # the walk says why it cannot be read
+    if size > limit:
+        return False
+    if size > STREAM_BYTES:
+        blocks = screen_blocks(path, stop=stop)
+        if not isinstance(blocks, NotText):
+            blocks.close()  # closing the generator closes the file
+        return isinstance(blocks, NotText) and blocks.reason == SECRET_CONTENT
+    text = read_text(path, max_bytes=limit)
     return isinstance(text, NotText) and text.reason == SECRET_CONTENT

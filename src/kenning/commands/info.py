@@ -34,7 +34,9 @@ def cmd_status(args: argparse.Namespace) -> int:
         out(status_lines(status))
     if args.check_ready:
         return 0 if status.ready else 1
-    return 0
+    return (
+        0 if status.exists else 1
+    )  # no index yet: not ready, as the exit codes say (the report says so too)
 
 
 def cmd_models(args: argparse.Namespace) -> int:

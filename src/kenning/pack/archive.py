@@ -35,10 +35,12 @@ READ_MAX = 4 << 20  # the most tarfile may read at once: a header, or one block 
 
 
 def write_archive(db: Path, info: PackInfo, dest: Path) -> None:
-    """Write at `dest` (made 0600) the pack of the database file `db` under the header `info`, whose digest and
-    size are `db`'s."""
+    """Write at `dest` the pack of the database file `db` under the header `info`, whose digest and size are
+    `db`'s. Its mode is the umask's, as for any file a build writes: a pack is made to be shared (a CI folder
+    its readers fetch from), and what it holds is the text of a commit's files, which the repository's readers
+    have. The index it is imported into is private all the same."""
     header = info.to_json()
-    with open(os.open(dest, os.O_WRONLY | os.O_CREAT, PRIVATE_FILE), "wb") as raw:
+    with open(os.open(dest, os.O_WRONLY | os.O_CREAT, 0o666), "wb") as raw:
         with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
             member = tarfile.TarInfo(HEADER)
             member.size, member.mtime, member.mode = len(header), int(time.time()), 0o600

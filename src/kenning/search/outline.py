@@ -37,7 +37,15 @@ def file_outline(path: Path, shown: str | None = None) -> FileOutline:
         return FileOutline(name, lang, note="not a source file kenning parses")
     if walk.is_secret(path.as_posix()):  # the name rule the walk applies; read_text applies the content one
         return FileOutline(name, lang, note="secret file (excluded by default), which kenning never shows")
-    text = walk.read_text(path)  # never blocks, whatever took the path's place since the walk
+    # never blocks, whatever took the path's place since the walk; never reads more than the index would parse
+    text = walk.read_text(path, max_bytes=walk.SIZE_LIMITS["code"])
+    if isinstance(text, walk.NotText) and text.reason.startswith("past the"):
+        limit = walk.SIZE_LIMITS["code"] >> 20
+        return FileOutline(
+            name,
+            lang,
+            note=f"larger than {limit} MiB, the limit for code: kenning parses no larger source file",
+        )
     if isinstance(text, walk.NotText) and text.reason == walk.SECRET_CONTENT:
         return FileOutline(name, lang, note=f"{text.reason}, which kenning never shows")
     if not isinstance(text, str):

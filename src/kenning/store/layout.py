@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from filelock import FileLock, Timeout
 
-from kenning.errors import IndexBusy, IndexCorrupt, IndexMismatch
+from kenning.errors import IndexBusy, IndexCorrupt, IndexMismatch, RootError
 from kenning.types import Selection
 from kenning.walk.userpath import resolve_user_path
 
@@ -76,7 +76,20 @@ REBUILD_HINT = (
 )
 
 
+def check_home(home: Path) -> None:
+    """RootError when something other than a folder stands where the index's folder goes (a file named
+    `.kenning`): every read or write of the index would otherwise fail with "Not a directory", which says
+    nothing of what is wrong."""
+    if not home.is_dir() and os.path.lexists(home):
+        what = "a symlink to nothing" if not home.exists() else "a file"
+        raise RootError(
+            f"{home} is {what}, not a folder: kenning keeps the index in a folder of that name",
+            hint="move or delete it, or set KENNING_INDEX_DIR to keep the index elsewhere",
+        )
+
+
 def read_manifest(home: Path) -> Manifest | None:
+    check_home(home)
     path = home / "kenning.json"
     if path.is_dir():
         # open() would say "Is a directory", which the CLI can only read as a permissions problem
@@ -130,6 +143,7 @@ PRIVATE_FILE = 0o600
 
 def private_dir(path: Path) -> None:
     """Make the folder (and any missing parents) 0700, or tighten it if it exists."""
+    check_home(path)
     missing = []
     here = path
     while not here.is_dir():

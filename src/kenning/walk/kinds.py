@@ -58,7 +58,7 @@ _LANGS = _table("""
     c: c h; cpp: cc cpp cxx c++ hh hpp hxx h++ inl ipp tpp; csharp: cs; ruby: rb rake gemspec; php: php phtml;
     swift: swift; kotlin: kt kts; scala: scala sc sbt; shell: sh bash zsh ksh fish; sql: sql psql;
     css: css scss sass less; html: html htm xhtml; vue: vue; svelte: svelte; yaml: yaml yml; toml: toml;
-    json: json jsonc json5 jsonl ndjson ipynb; xml: xml xsd xsl xslt svg plist; ini: ini cfg conf properties;
+    json: json jsonc json5 jsonl ndjson ipynb; xml: xml xsd xsl xslt plist; ini: ini cfg conf properties;
     proto: proto; graphql: graphql gql; hcl: tf tfvars hcl; lua: lua; perl: pl pm; r: r; dart: dart;
     elixir: ex exs; erlang: erl hrl; haskell: hs; clojure: clj cljs cljc edn; zig: zig; nim: nim; julia: jl;
     ocaml: ml mli; fsharp: fs fsx fsi; groovy: groovy gradle; objc: m mm; powershell: ps1 psm1 psd1;
@@ -78,9 +78,10 @@ _NAME_KIND: dict[str, tuple[FileKind, str | None]] = {
         """).items()
     for n in ns
 }
-# Raster images are unsupported, and also on the default ignore list (kenning.walk.rules), so the walk leaves
-# them out silently instead of reporting each one.
-RASTER = "png jpg jpeg gif bmp tif tiff webp ico heic heif avif psd"
+# Images are unsupported, and also on the default ignore list (kenning.walk.rules), so the walk leaves them out
+# silently instead of reporting each one. SVG is XML text, but drawing: path data and coordinates, which only
+# crowd out passages a search is for.
+RASTER = "png jpg jpeg gif bmp tif tiff webp ico heic heif avif psd svg svgz"
 _UNSUPPORTED = frozenset(
     _words(f"""{RASTER} pdf doc docx dot dotx ppt pptx xls xlsx xlsm odt ods odp rtf epub mobi pages numbers
     zip tar gz tgz bz2 xz zst 7z rar lz lz4 jar war ear whl egg apk deb rpm dmg iso msi cab

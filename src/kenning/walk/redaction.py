@@ -10,9 +10,13 @@ Detection is detect-secrets' plugins, used directly: each plugin's ``analyze_str
 baseline, git, filter or verification machinery (nothing here goes to the network). Only plugins that match a
 token's own shape are on: AWS key ids and keys assigned to an aws name, GitHub, GitLab, Stripe, Slack, OpenAI,
 PyPI, npm, SendGrid, Square, Azure storage and Mailchimp keys, JWTs, and passwords in URLs. The high-entropy
-string and keyword plugins are off: they flag ordinary hashes, ids and ``password = get_password()``. One rule
-is kenning's own: a netrc line (``machine HOST login USER password PASS``), which no plugin reads. Private key
-blocks are the walk's (:func:`kenning.walk.holds_private_key`): a file holding one is not read at all.
+string and keyword plugins are off: they flag ordinary hashes, ids and ``password = get_password()``. Some rules
+are kenning's own (:data:`_OWN`), for shapes no plugin reads: a netrc line (``machine HOST login USER password
+PASS``); an AWS secret key assigned without quotes (a credentials file, YAML, ``export``), which the plugin
+only finds quoted; a URL's password with an empty user (``redis://:PW@host``); GitHub fine-grained tokens
+(``github_pat_``), Anthropic keys (``sk-ant-``), Stripe test keys (``sk_test_``, ``rk_test_``) and OpenAI's
+project, service-account, admin and 48-character ``sk-`` keys. Private key blocks are the walk's
+(:func:`kenning.walk.holds_private_key`): a file holding one is not read at all.
 
 Cost: substring tests of the file's bytes for cheap hints (literals one of which every match must contain);
 only lines holding a hint meet the plugins, and detect-secrets (which imports ``requests``) is imported on the first such
@@ -30,7 +34,7 @@ __all__ = ["MARK", "VERSION", "redact"]
 
 MARK = "[secret redacted]"
 # Part of the index's settings: a change to what is detected re-reads every file on the next run.
-VERSION = 1
+VERSION = 2
 
 # Literals, in lower case, one of which every match of the plugins below (and of the netrc rule) contains, with a
 # second literal its line must then hold too, or "": a line without them holds nothing any of them would report,
@@ -48,10 +52,28 @@ _HINTS: tuple[tuple[str, str], ...] = (
     ("hooks.slack.com", ""),
     *((n, "") for n in ("t3blbkfj", "pypi-ag", "_authtoken", "sg.", "sq0csp-", "accountkey=", "-us")),
     ("machine", "password"),  # netrc
+    ("github_pat_", ""),
+    ("sk-", ""),  # Anthropic, OpenAI
+    ("k_test_", ""),  # Stripe test keys
 )
 _FIRST = tuple(dict.fromkeys(n for n, _ in _HINTS))
 _FIRST_BYTES = tuple(n.encode() for n in _FIRST)
-_NETRC = re.compile(r"(?i)\bmachine\s+\S+(?:\s+(?:login|account)\s+\S+)*\s+password\s+(\S+)")
+# kenning's own rules: the value is group 1 when there is one (after a label), else the whole match.
+_OWN = (
+    re.compile(r"(?i)\bmachine\s+\S+(?:\s+(?:login|account)\s+\S+)*\s+password\s+(\S+)"),  # netrc
+    # An AWS secret key after an aws...secret/key/token name and `=` or `:`, quoted or not (the plugin wants
+    # quotes): `aws_secret_access_key = X`, `aws_secret_access_key: X`, `export AWS_SECRET_ACCESS_KEY=X`.
+    re.compile(
+        r"(?i)aws[\w.-]{0,20}?(?:secret|key|token|pass)[\w.-]{0,20}?[\"']?\s*[:=]\s*[\"']?"
+        r"([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
+    ),
+    re.compile(r"://:([^\s/@:]+)@"),  # a URL's password with no user (redis://:PW@host)
+    re.compile(r"\bgithub_pat_[A-Za-z0-9_]{22,}"),
+    re.compile(r"\bsk-ant-[A-Za-z0-9_-]{20,}"),
+    re.compile(r"\b[rs]k_test_[0-9a-zA-Z]{24,}"),
+    re.compile(r"\bsk-(?:proj|svcacct|admin)-[A-Za-z0-9_-]{40,}"),
+    re.compile(r"\bsk-[A-Za-z0-9]{48}(?![A-Za-z0-9_-])"),  # OpenAI's older user keys
+)
 # A plugin may match a token's head only (the JWT plugin stops before the signature): the rest of the same run of
 # token characters goes with it.
 _TAIL = re.compile(r"[A-Za-z0-9_\-.+/=]*")
@@ -90,7 +112,7 @@ def _plugins() -> tuple[_Plugin, ...]:
 
 def _spans(line: str) -> list[tuple[int, int]]:
     """Where the secrets of one line are (start, end), by character."""
-    spans = [m.span(1) for m in _NETRC.finditer(line)]
+    spans = [m.span(1 if rule.groups else 0) for rule in _OWN for m in rule.finditer(line)]
     for plugin in _plugins():
         # analyze_string is the plugin's verdict (with its own checks, such as a JWT's being valid JSON), but it
         # gives values, not places, and a capturing group's value at that: "ghp" for a whole GitHub token. So

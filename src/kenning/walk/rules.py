@@ -54,8 +54,11 @@ SECRET_FILES = _words(
     .envrc .netrc .pgpass .htpasswd .git-credentials .npmrc .pypirc .dockercfg credentials credentials.json
     secrets.* *.tfstate *.tfstate.*"""
 )
-# Committed templates documenting the variables, without values: worth finding, not secret.
-SECRET_EXEMPT = frozenset(f".env.{s}" for s in ("example", "sample", "template", "dist", "defaults"))
+# Committed templates documenting the variables, without values: worth finding, not secret. `.env.example`,
+# and a template of one environment's file as well (`.env.local.example`).
+_TEMPLATE_ENDS = ("example", "sample", "template", "dist", "defaults")
+SECRET_EXEMPT = frozenset(f".env.{s}" for s in _TEMPLATE_ENDS)
+_TEMPLATE_SUFFIXES = tuple(f".{s}" for s in _TEMPLATE_ENDS)
 SECRET_DIRS = frozenset({".ssh", ".gnupg"})
 
 
@@ -99,11 +102,15 @@ _DEFAULT_FILES = _NameGlobs(DEFAULT_IGNORE_FILES)
 _SECRETS = _NameGlobs(SECRET_FILES)
 
 
+def _template(name: str) -> bool:
+    return name in SECRET_EXEMPT or (name.startswith(".env.") and name.endswith(_TEMPLATE_SUFFIXES))
+
+
 def is_secret(rel: str) -> bool:
     """True for files that likely hold credentials; they are never indexed, whatever the selection says."""
     cut = rel.rfind("/")
     name = rel[cut + 1 :]
-    if _SECRETS.match(name) and name.lower() not in SECRET_EXEMPT:
+    if _SECRETS.match(name) and not _template(name.lower()):
         return True
     # Every secret dir is a dot-name: most paths have none, so skip the split for them.
     parent = rel[:cut] if cut > 0 else ""
@@ -303,11 +310,12 @@ class Rules:
                 lines += _read_lines(dirpath / f) if names is None or f in names else []
         return (*specs, (prefix, _IgnoreFile(lines))) if lines else specs
 
-    def excluded(self, specs: Specs, rel: str, name: str, is_dir: bool) -> str | None:
+    def excluded(self, specs: Specs, rel: str, name: str, is_dir: bool, *, named: bool = False) -> str | None:
         """Why the walk leaves the entry out silently (:data:`BY_DEFAULT` for the default ignore list, else
         "skipped" for never-dirs, hidden, ignored or filtered out), or None when it keeps it. A string, not a
-        bool, so the walk can tell the user about the default list's prunes at no extra cost."""
-        if name in self.never or (name[0] == "." and not self.selection.hidden):
+        bool, so the walk can tell the user about the default list's prunes at no extra cost. ``named``: the
+        user named this path (or one under it) outright, so its being hidden is no reason to leave it out."""
+        if name in self.never or (name[0] == "." and not self.selection.hidden and not named):
             return SKIPPED
         verdict = _ignored(specs, rel, is_dir) if specs else None
         # The defaults rank below every ignore file, so "!vendor/" in a .gitignore brings vendor back.

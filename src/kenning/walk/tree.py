@@ -47,6 +47,7 @@ def walk(
     on_prune: Callable[[str], None] | None = None,
     under: Iterable[str] = (),
     tracked: Iterable[str] | None = None,
+    named: bool = False,
 ) -> Iterator[FileEntry | Skip]:
     """Yield the selected files under root, and a Skip for each file left out for a reason worth telling.
 
@@ -58,7 +59,9 @@ def walk(
     ignore files, hidden-ness or the filters leave out): the list applies at any depth, and a ``build`` or
     ``generated`` folder can hold what the user wants found. ``under`` limits the walk to those root-relative
     files and directories: it lists only the directories on the way to them, whose ignore files still apply,
-    as the whole walk's would.
+    as the whole walk's would. ``named``: the user named the ``under`` paths outright (grep's PATHs): a hidden
+    folder or file among them, or on the way to them, is walked, as ripgrep searches a hidden path it is
+    given; what is hidden inside them is still left out.
 
     A folder the default list names is walked all the same when it is source (:meth:`Rules.is_source_dir`: in
     a git repository, git tracks a file in it; outside one, it holds documentation sources). ``tracked`` is
@@ -73,6 +76,7 @@ def walk(
     if "" in scopes:
         scopes = frozenset()  # the root itself: the whole walk
     on_the_way = frozenset(s[:i] for s in scopes for i, c in enumerate(s) if c == "/")
+    given = (scopes | on_the_way) if named else frozenset()
 
     def walk_dir(
         prefix: str, dirpath: Path, specs: Specs, chain: frozenset[str], inside: bool
@@ -99,7 +103,7 @@ def walk(
             if not within and not (is_dir and rel in on_the_way):
                 continue
             # Filters before symlink checks, so links the selection would not take are not reported.
-            why = rules.excluded(specs, rel, name, is_dir)
+            why = rules.excluded(specs, rel, name, is_dir, named=rel in given)
             if why:
                 if why == BY_DEFAULT and is_dir and on_prune is not None:
                     on_prune(rel)

@@ -160,7 +160,8 @@ def _entries(
     clock: Deadline,
 ) -> Iterator[FileEntry]:
     # A walk from the root, even for one subdirectory, so the ignore files above it still apply.
-    for item in walk(root, selection, under=scopes or ()):
+    # the PATHs were named outright: a hidden one is searched, as ripgrep searches a path it is given
+    for item in walk(root, selection, under=scopes or (), named=True):
         if clock.passed():
             return  # a walk of a huge tree counts against the deadline too
         if isinstance(item, FileEntry):

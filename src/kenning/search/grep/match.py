@@ -9,12 +9,14 @@ merged as ripgrep merges it, and the Python engine, which does only this with th
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from kenning.search.grep.pattern import GrepOptions, Matcher
 from kenning.types import FileEntry, Skip
 from kenning.walk import read_bytes, screen
+from kenning.walk.read import STREAM_BYTES, NotText, screen_blocks
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +118,58 @@ def file_result(
     return GrepFile(rel, tuple(out), context=bool(options.before or options.after))
 
 
+def streamed(entry: FileEntry) -> bool:
+    """True for a file too large to hold: it is searched block by block (:func:`stream_result`)."""
+    return entry.size > STREAM_BYTES
+
+
+def stream_result(
+    entry: FileEntry,
+    matcher: Matcher,
+    options: GrepOptions,
+    follow: bool,
+    on_skip: Callable[[Skip], None] | None,
+    clock: Deadline,
+) -> GrepFile | None:
+    """A large file's matches and context, read as a stream of blocks (walk.screen_blocks), so memory is a
+    block's and the deadline is checked inside the file, between blocks. The same lines, context and
+    max-count rule as :func:`file_result` over the whole text."""
+    blocks = screen_blocks(entry.abspath, follow=follow, stop=clock.passed)
+    if isinstance(blocks, NotText):
+        if on_skip is not None and not clock.hit:  # past the deadline, the note on partial results says it
+            on_skip(Skip(entry.rel, blocks.reason))
+        return None
+    search, spans = matcher.search, matcher.spans
+    out: list[GrepLine] = []
+    before: deque[tuple[int, str]] = deque(maxlen=options.before or 0)
+    done = -1  # last line index emitted
+    after_left = hits = 0
+    n = -1
+    try:
+        for block in blocks:
+            for line in split_lines(block):
+                n += 1
+                if (options.max_count is None or hits < options.max_count) and search(line):
+                    hits += 1
+                    out += (GrepLine(j + 1, text, False) for j, text in before if j > done)
+                    out.append(GrepLine(n + 1, line, True, spans(line)))
+                    done, after_left = n, options.after
+                elif after_left:
+                    out.append(GrepLine(n + 1, line, False))
+                    done, after_left = n, after_left - 1
+                elif options.before:
+                    before.append((n, line))
+            if (
+                options.max_count is not None and hits >= options.max_count and not after_left
+            ) or clock.passed():
+                break
+    finally:
+        blocks.close()  # the generator closes its descriptor
+    if not hits:
+        return None
+    return GrepFile(entry.rel, tuple(out), context=bool(options.before or options.after))
+
+
 def python_engine(
     entries: Iterable[FileEntry],
     matcher: Matcher,
@@ -126,6 +180,13 @@ def python_engine(
 ) -> Iterator[GrepFile]:
     spans_of = line_spans(matcher)
     for entry in entries:
+        if streamed(entry):
+            result = stream_result(entry, matcher, options, follow, on_skip, clock)
+            if result is not None:
+                yield result
+            if clock.passed():
+                return
+            continue
         got = load(entry, follow, on_skip)
         if got is None:
             continue

@@ -25,6 +25,8 @@ from kenning.search.grep.match import (
     load,
     matching_lines,
     split_lines,
+    stream_result,
+    streamed,
 )
 from kenning.search.grep.pattern import GrepOptions, Matcher, wide_spans
 from kenning.types import FileEntry, Skip
@@ -144,7 +146,12 @@ def rg_engine(
     own_spans = line_spans(matcher)
     for chunk in _chunks(entries):
         loaded: list[tuple[str, str, str | None]] = []  # (rel, text, rg encoding or None)
+        big: dict[str, FileEntry] = {}  # files too large to hold: matched block by block, in their place
         for entry in chunk:
+            if streamed(entry):
+                big[entry.rel] = entry
+                loaded.append((entry.rel, "", None))
+                continue
             got = load(entry, follow, on_skip)
             if got is not None:
                 # rg reads the bytes, secrets included: a redacted file is matched on its redacted text
@@ -156,6 +163,13 @@ def rg_engine(
             if rels:
                 found |= _rg_search(rg, root, args, wanted, rels, clock)
         for rel, text, encoding in loaded:
+            if rel in big:
+                result = stream_result(big[rel], matcher, options, follow, on_skip, clock)
+                if result is not None:
+                    yield result
+                if clock.passed():
+                    return
+                continue
             if encoding is not None and rel not in found:
                 continue  # most files: rg found nothing, so there is no need to split them into lines
             lines = split_lines(text)
