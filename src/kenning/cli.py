@@ -20,7 +20,6 @@ from kenning.errors import KenningError, UsageError
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-
 AGENT_TARGETS = (*AGENTS, "all")
 
 
@@ -179,6 +178,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         help="a query group (repeatable; each ranked separately unless --fuse)",
     )
     _flag(p, "--fuse", "merge all query groups into one ranking (each group's best hit first)")
+    _flag(p, "--files", "rank files, each with its best passages (e.g. for a bug report pasted whole)")
     arm = p.add_mutually_exclusive_group()
     _flag(arm, "--lexical", "BM25 only")
     _flag(arm, "--semantic", "embeddings only")
