@@ -189,3 +189,40 @@ def test_rank_files_keeps_the_limit_and_at_most_three_passages() -> None:
     files = rank_files(hits, 4)
     assert len(files) == 4 and all(len(f.passages) <= 3 for f in files)
     assert all(f.passages[0].score >= f.passages[-1].score for f in files)
+
+
+def _mcp_files(ws: object, args: dict[str, object]) -> tuple[str, dict[str, object]]:
+    import jsonschema
+
+    from kenning.mcp.arguments import check_arguments
+    from kenning.mcp.server import SPECS
+
+    check_arguments("text_search", SPECS["text_search"].input, args)
+    answer = ws.text_search(args)  # type: ignore[attr-defined]
+    jsonschema.validate(answer.structured, SPECS["text_search"].output)
+    return answer.text, answer.structured
+
+
+def test_mcp_text_search_with_files_ranks_files_within_its_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kenning.mcp.tools import Workspace
+
+    root = make_tree(tmp_path / "ws", TREE)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
+    ws = Workspace([root], model="hash")
+    try:
+        # no index yet: the literal matches, ranked by file
+        text, data = _mcp_files(ws, {"query": "quoted string", "files": True})
+        assert text.startswith("LITERAL MATCHES") and data["literal"] is True and data["files"]
+        ws.text_index({"paths": ["."]})
+        text, data = _mcp_files(ws, {"query": REPORT, "files": True, "budget": 300})
+        files = data["files"]
+        assert isinstance(files, list) and files[0]["path"] == "src/parser.py" and data["hits"] == []
+        budget = data["budget"]
+        assert isinstance(budget, dict) and budget["used"] <= 300 and budget["left_out"] >= 1
+        assert text.splitlines()[0].startswith("src/parser.py  score ")
+        _, data = _mcp_files(ws, {"query": "render tokenizer", "files": True, "paths": ["docs"]})
+        assert [f["path"] for f in data["files"]] == ["docs/guide.md"]  # type: ignore[union-attr]
+    finally:
+        ws.close()
