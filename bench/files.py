@@ -120,9 +120,17 @@ class WholeFileBM25:
         return [self.paths[int(d)] for d, s in zip(docs[0], scores[0], strict=True) if s > 0]
 
 
-def run_set(s: EvalSet, cache: Path, grid: bool) -> dict[str, Any]:
+#: A query this long (characters) counts as long: MiniLM reads about 128 tokens of it, where kenning cuts a query
+LONG_CHARS = 600
+
+
+def run_set(s: EvalSet, cache: Path, grid: bool, max_queries: int = 0) -> dict[str, Any]:
     qrels = qrels_by_file(s.qrels)
     queries = [q for q in s.query_rows() if q["query_id"] in qrels]
+    if s.name.startswith("mined-"):  # the commit -> files pairs: a commit's message, or a bug report's
+        queries = [q for q in queries if q["query_id"].startswith(("bug:", "commit:"))]
+    if max_queries:
+        queries = queries[:max_queries]
     engine, meta = open_index(s, DEFAULT, cache, False)
     bm25 = WholeFileBM25(s.corpus)
     pools: dict[str, list[Hit]] = {}
@@ -166,7 +174,18 @@ def run_set(s: EvalSet, cache: Path, grid: bool) -> dict[str, Any]:
     finally:
         hybrid.rank_files = real  # type: ignore[assignment]
         engine.close()
+    long = [i for i, q in enumerate(queries) if len(q["text"]) >= LONG_CHARS]
     out: dict[str, Any] = {
+        "long": {
+            "queries": len(long),
+            **{
+                name: {
+                    "ndcg10": statistics.fmean(v["ndcg"][i] for i in long) if long else 0.0,
+                    "recall5": statistics.fmean(v["r5"][i] for i in long) if long else 0.0,
+                }
+                for name, v in systems.items()
+            },
+        },
         "set": s.name,
         "queries": len(queries),
         "query_chars_median": statistics.median(lengths) if lengths else 0,
@@ -203,9 +222,17 @@ def sets_from(args: argparse.Namespace) -> list[EvalSet]:
     found = [resolve(spec, work) for spec in args.sets.split(",") if spec]
     if args.mined:
         for folder in sorted(Path(args.mined).glob("mined-*")):
-            if (folder / "corpus").is_dir() and (folder / "qrels.jsonl").is_file():
+            if not ((folder / "corpus").is_dir() and (folder / "qrels.jsonl").is_file()):
+                continue
+            # each mined set's split is in its source.json, kept in the repository beside the sets' folder
+            source = Path(args.mined).parent.parent / "sets" / "mined" / folder.name[6:] / "source.json"
+            split = json.loads(source.read_text()).get("split") if source.is_file() else None
+            if args.split and split not in (None, args.split):
+                continue
+            if folder.name not in args.skip.split(","):
                 found.append(resolve(f"{folder.name}={folder}", work))
-    return found
+    # the smallest corpora first: a run cut short has measured the most sets
+    return sorted(found, key=lambda s: sum(1 for _ in s.corpus.rglob("*")))
 
 
 def table(results: list[dict[str, Any]]) -> str:
@@ -227,6 +254,16 @@ def table(results: list[dict[str, Any]]) -> str:
             for n in names
         ]
         lines.append(f"| **{label}** | {sum(r['queries'] for r in chosen)} | " + " | ".join(cells) + " |")
+    long = [r for r in results if r["long"]["queries"]]
+    if long:
+        lines.append("")
+        lines.append(f"queries of {LONG_CHARS} characters or more, over the sets above that have them:")
+        cells = [
+            f"{statistics.fmean(r['long'][n]['ndcg10'] for r in long):.3f} / "
+            f"{statistics.fmean(r['long'][n]['recall5'] for r in long):.2f}"
+            for n in names
+        ]
+        lines.append(f"| **long** | {sum(r['long']['queries'] for r in long)} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -237,11 +274,21 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--grid", action="store_true", help="also score the aggregation constants' grid")
     parser.add_argument("--cache", default=str(Path.home() / ".cache" / "kenning-bench"))
     parser.add_argument("--out", default="")
+    parser.add_argument("--split", default="dev", help="the mined sets of this split only ('' for all)")
+    parser.add_argument("--skip", default="", help="leave out these sets (comma-separated names)")
+    parser.add_argument("--max-queries", type=int, default=0, help="the first N queries of each set (0: all)")
+    parser.add_argument(
+        "--query-tokens", type=int, default=0, help="read a query's first N tokens (minilm; 0: kenning's cut)"
+    )
     args = parser.parse_args(argv)
+    if args.query_tokens:
+        from kenning.embed import minilm
+
+        minilm.QUERY_TOKENS, minilm.QUERY_CHARS = args.query_tokens, args.query_tokens * 8
     results = []
     for s in sets_from(args):
         started = time.perf_counter()
-        r = run_set(s, Path(args.cache).expanduser(), args.grid)
+        r = run_set(s, Path(args.cache).expanduser(), args.grid, args.max_queries)
         results.append(r)
         sysinfo = "  ".join(f"{n}: {v['ndcg10']:.3f}/{v['recall5']:.2f}" for n, v in r["systems"].items())
         print(
