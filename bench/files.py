@@ -129,8 +129,8 @@ def run_set(s: EvalSet, cache: Path, grid: bool, max_queries: int = 0) -> dict[s
     queries = [q for q in s.query_rows() if q["query_id"] in qrels]
     if s.name.startswith("mined-"):  # the commit -> files pairs: a commit's message, or a bug report's
         queries = [q for q in queries if q["query_id"].startswith(("bug:", "commit:"))]
-    if max_queries:
-        queries = queries[:max_queries]
+    if max_queries:  # every k-th, so that each kind of query (commits, then bug reports) is in the sample
+        queries = queries[:: max(1, len(queries) // max_queries)][:max_queries]
     engine, meta = open_index(s, DEFAULT, cache, False)
     bm25 = WholeFileBM25(s.corpus)
     pools: dict[str, list[Hit]] = {}
@@ -276,7 +276,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", default="")
     parser.add_argument("--split", default="dev", help="the mined sets of this split only ('' for all)")
     parser.add_argument("--skip", default="", help="leave out these sets (comma-separated names)")
-    parser.add_argument("--max-queries", type=int, default=0, help="the first N queries of each set (0: all)")
+    parser.add_argument(
+        "--max-queries", type=int, default=0, help="N queries of each set, every k-th (0: all)"
+    )
     parser.add_argument(
         "--query-tokens", type=int, default=0, help="read a query's first N tokens (minilm; 0: kenning's cut)"
     )

@@ -9,7 +9,8 @@ model into bench/.work/long-queries/. The short queries are those sets' own ques
 from one of them the way a report reads: the question, a traceback naming real functions and files of the corpus,
 a code block of 30 real lines and prose around them, cut at `--chars`. Every round runs all short queries then all
 long ones, warm, hybrid at the default limit (or `--files`: a file search), and the time spent embedding the query
-is measured apart (the embedder wrapped). Prints the medians over rounds of each round's median, and the ratio.
+is measured apart (the embedder wrapped), and so is the CPU time of the process (every thread; it moves less than
+the wall time on a loaded machine). Prints the medians over rounds of each round's median, and the ratio.
 `--before N` also runs, in the same rounds, the long queries embedded from their first N tokens and characters
 (`kenning.embed.minilm.QUERY_TOKENS`/`QUERY_CHARS` set for them: 256 and no cut is what kenning did before).
 """
@@ -111,14 +112,18 @@ def main(argv: list[str] | None = None) -> None:
 
     embedder.embed_query = timed  # type: ignore[method-assign]
 
+    cpu: list[float] = []
+
     def run(queries: list[str]) -> tuple[float, float]:
-        times, embeds = [], []
+        times, embeds, used = [], [], []
         for q in queries:
             spent.clear()
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             engine.search(SearchRequest((q,), refresh="off", files=args.files))
             times.append(time.perf_counter() - t)
+            used.append(time.process_time() - c)
             embeds.append(sum(spent))
+        cpu.append(statistics.median(used) * 1000)
         return statistics.median(times) * 1000, statistics.median(embeds) * 1000
 
     from kenning.embed import minilm
@@ -136,7 +141,8 @@ def main(argv: list[str] | None = None) -> None:
             minilm.QUERY_TOKENS, minilm.QUERY_CHARS = now
             rounds.setdefault(kind, []).append(took)
             rounds.setdefault(f"{kind} embed", []).append(embed)
-            line.append(f"{kind} {took:.1f} ms (embed {embed:.1f})")
+            rounds.setdefault(f"{kind} cpu", []).append(cpu[-1])
+            line.append(f"{kind} {took:.1f} ms (embed {embed:.1f}, cpu {cpu[-1]:.1f})")
         print(f"round {i + 1}: " + ", ".join(line), file=sys.stderr)
     med = {k: statistics.median(v) for k, v in rounds.items()}
     print(
@@ -149,7 +155,15 @@ def main(argv: list[str] | None = None) -> None:
                 "files": args.files,
                 **{f"{k} ms": round(v, 1) for k, v in med.items()},
                 "ratio": round(med["long"] / med["short"], 2),
-                **({"ratio before": round(med["long before"] / med["short"], 2)} if args.before else {}),
+                "cpu ratio": round(med["long cpu"] / med["short cpu"], 2),
+                **(
+                    {
+                        "ratio before": round(med["long before"] / med["short"], 2),
+                        "cpu ratio before": round(med["long before cpu"] / med["short cpu"], 2),
+                    }
+                    if args.before
+                    else {}
+                ),
             }
         )
     )
