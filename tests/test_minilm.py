@@ -370,3 +370,21 @@ def test_a_passage_read_from_its_start_is_read_up_to_read_tokens(int8: MiniLMEmb
     for bad in (0, 257, "128"):
         with pytest.raises(ConfigError, match="read_tokens"):
             MiniLMEmbedder(cache, "int8", read_tokens=bad)  # type: ignore[arg-type]
+
+
+def test_a_pasted_bug_report_is_embedded_from_its_opening_not_read_to_256_tokens(
+    int8: MiniLMEmbedder,
+) -> None:
+    """Issue 35: a 4,000-character query was read to 256 tokens, and its search cost 3.7x a short one's. A long
+    query is now read from its first QUERY_TOKENS tokens: two reports that open alike get one vector, whatever
+    follows, and the opening alone, embedded as a query, is that vector."""
+    from kenning.embed.minilm import QUERY_CHARS, QUERY_TOKENS
+
+    opening = " ".join(SENTENCES) * 8
+    assert len(int8._tokenizer.encode(opening).ids) > QUERY_TOKENS
+    one = int8.embed_query(opening + "\nTraceback: parse_config failed in loader.py line 12\n" * 40)
+    other = int8.embed_query(opening + "\n```\nfor x in range(10): print(x)\n```\n" * 40)
+    np.testing.assert_allclose(one, other, atol=1e-6)
+    np.testing.assert_allclose(one, int8.embed_query(opening[:QUERY_CHARS]), atol=1e-6)
+    # a question shorter than the cut is read whole: its end still moves its vector
+    assert float(int8.embed_query(SENTENCES[0]) @ int8.embed_query(SENTENCES[0] + " " + SENTENCES[1])) < 0.999

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from kenning import usage
 from kenning.agents.targets import AGENTS
+from kenning.argv import attach_pattern_values, parse
 from kenning.commands import COMMANDS, ROUTABLE, err, exit_code, related, run_command, snapshot
 from kenning.errors import KenningError, UsageError
 
@@ -178,6 +179,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         help="a query group (repeatable; each ranked separately unless --fuse)",
     )
     _flag(p, "--fuse", "merge all query groups into one ranking (each group's best hit first)")
+    _flag(p, "--files", "rank files, each with its best passages (e.g. for a bug report pasted whole)")
     arm = p.add_mutually_exclusive_group()
     _flag(arm, "--lexical", "BM25 only")
     _flag(arm, "--semantic", "embeddings only")
@@ -336,44 +338,6 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def _attach_pattern_values(argv: list[str]) -> list[str]:
-    """`grep -e -x`: glue a pattern to its -e so argparse does not read a leading '-' as a flag."""
-    out: list[str] = []
-    it = iter(argv)
-    for token in it:
-        if token in ("-e", "--regexp") and "grep" in argv[: argv.index(token)]:
-            value = next(it, None)
-            out.append(token if value is None else f"--regexp={value}")
-        else:
-            out.append(token)
-    return out
-
-
-def _parse(parser: argparse.ArgumentParser, first: str | None, words: list[str]) -> tuple[Any, list[str]]:
-    """The command line parsed with options anywhere among the positionals (`search "query" -k 3 .`,
-    `grep PATTERN -i .`), as ripgrep and git take them.
-
-    argparse's plain parse hands each run of positionals to the positional arguments in turn, so a ROOT after
-    an option finds QUERY and ROOT already filled (ROOT empty) and is left over. The command's own parser is
-    asked instead to parse intermixed: options first, then every positional in order. That mode refuses a parser
-    with subcommands of its own (`snapshot export`) and `daemon`'s words: those, a command line with options
-    before the command's name, and one with `--` (Python 3.11's intermixed parse misplaces what follows it,
-    `grep -- -x .`), take the plain parse."""
-    at = words.index(first) if first is not None and first in words else -1
-    action = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
-    plain = at != 0 or first == "daemon" or "--" in words or action is None
-    sub = None if plain or action is None else action.choices.get(first or "")
-    if isinstance(sub, argparse.ArgumentParser):
-        try:
-            args, extra = sub.parse_known_intermixed_args(words[1:])
-        except TypeError:  # subcommands of its own, or a positional in a mutually exclusive group
-            pass
-        else:
-            args.command = first
-            return args, extra
-    return parser.parse_known_args(words)
-
-
 # the commands that start a surface: each is that surface's own, so the command layer below imports none of them
 SURFACES = ("mcp", "serve", "daemon")
 
@@ -384,7 +348,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     gate = first == "gate"
     parser = build_parser(first if first in (*COMMANDS, *SURFACES) else None)
     try:
-        args, extra = _parse(parser, first, _attach_pattern_values(words))
+        args, extra = parse(parser, first, attach_pattern_values(words))
         if args.command == "daemon" and not any(w.startswith("-") for w in extra):
             args.words += extra  # `daemon start --listen X ROOT`: roots after options
         elif extra:

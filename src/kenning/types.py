@@ -153,6 +153,16 @@ class Hit:
 
 
 @dataclass(frozen=True, slots=True)
+class FileHit:
+    """A file a search ranks (`search --files`): its score from its passages' and its best passages, best first."""
+
+    path: str
+    score: float
+    passages: tuple[Hit, ...]  # its best-ranked passages, at most kenning.search.files.SHOWN
+    matched: int  # its passages among the candidates the file ranking weighed
+
+
+@dataclass(frozen=True, slots=True)
 class Confidence:
     """Whether any passage matches a query well, on an absolute scale: a hit's score only ranks it against the
     others of its result, so the best of nothing scores as high as the best of a perfect match."""
@@ -180,3 +190,5 @@ class SearchResult:
     # what ranked the hits: "bm25", "bm25+semantic", "bm25+semantic(partial)" (a semantic pass not done: the
     # leading candidates scored by meaning on demand), "semantic", "semantic(partial)"; "" when made by hand
     ranked_with: str = ""
+    # a file search's ranked files (`search --files`; then `hits` are their shown passages, file by file)
+    files: list[FileHit] | None = None

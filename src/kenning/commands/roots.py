@@ -44,6 +44,8 @@ def cmd_search_roots(args: argparse.Namespace, queries: list[str], roots: list[s
     from kenning.walk import check_root
 
     started = time.perf_counter()
+    if getattr(args, "files", False):
+        raise UsageError("--files searches one root", hint="search each root on its own, or drop --files")
     if args.no_index:
         raise UsageError(
             "--no-index searches one root", hint="search each root on its own, or drop --no-index"

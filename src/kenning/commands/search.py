@@ -75,6 +75,8 @@ def cmd_search(args: argparse.Namespace) -> int:
         first_index(engine, start, wait)
     results = engine.search(request)
     preview = request.preview
+    if request.files:
+        return _show_files(results, request, args, str(engine.root), engine.model_name, started)
     packed = _pack(results, request.budget, preview) if request.budget else None
     if args.json:
         out(
@@ -113,6 +115,50 @@ def first_index(engine: Engine, start: Path, wait: bool) -> None:
         )
     if build(engine, semantic=True if wait else "later").interrupted:
         raise Interrupted(INTERRUPTED, hint=RESUME)
+
+
+def _show_files(
+    results: Sequence[SearchResult],
+    request: SearchRequest,
+    args: argparse.Namespace,
+    root: str,
+    model: str,
+    started: float,
+    literal: bool = False,
+) -> int:
+    """Print a file search (`--files`), packed into its budget when it has one; the exit code."""
+    from kenning.render.files import (
+        pack_files,
+        render_files_json,
+        render_files_text,
+        render_packed_files_text,
+    )
+
+    packed = None
+    if request.budget:
+        from kenning.render.budget import RESERVE
+        from kenning.render.tokens import counter
+
+        count = counter()
+        notes = sum(count.count(n) for r in results for n in r.notes)
+        packed = pack_files(results, request.budget, request.preview, count, RESERVE + notes)
+    if args.json:
+        out(
+            render_files_json(
+                results,
+                request.preview,
+                root=root,
+                model=model,
+                started=started,
+                packed=packed,
+                literal=literal,
+            )
+        )
+    elif packed is not None:
+        out(render_packed_files_text(results, packed, request.preview))
+    else:
+        out(render_files_text(results, request.preview))
+    return found_code(results, args.min_score is not None)
 
 
 def _pack(results: Sequence[SearchResult], budget: int, preview: Preview) -> Packed:
@@ -164,6 +210,7 @@ def _request(
         after=context[1],
         budget=args.budget,
         related=related,
+        files=bool(getattr(args, "files", False)),
     )
 
 
@@ -251,6 +298,22 @@ def _literal(start: Path, queries: list[str], config: Any, args: argparse.Namesp
             tuple(queries), budget=args.budget
         )  # the budget is refused as an indexed search refuses it
     limit = args.limit or (BUDGET_POOL if args.budget else config.limit)
+    if getattr(args, "files", False):
+        from kenning.search import SearchRequest
+        from kenning.search.files import FILE_POOL, rank_files
+
+        request = SearchRequest(
+            tuple(queries), budget=args.budget, files=True, limit=args.limit, preview=config.preview
+        )
+        results = literal_results(
+            start, queries, limit=FILE_POOL, selection=selection, paths=paths, unapplied=unapplied
+        )
+        for result in results:
+            result.files = rank_files(result.hits, request.plan(config.limit).files)
+            result.hits = [h for f in result.files for h in f.passages]
+        if not args.json:
+            err(NOTE)
+        return _show_files(results, request, args, str(start), "none", started, literal=True)
     results = literal_results(
         start, queries, limit=limit, selection=selection, paths=paths, unapplied=unapplied
     )

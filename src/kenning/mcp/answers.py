@@ -10,7 +10,7 @@ import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kenning.commands.report import SHOW_PRUNED, base_line, index_summary_json, pruned_line
 from kenning.engine import Engine, Status
@@ -32,6 +32,9 @@ from kenning.render.budget import (
 from kenning.render.tokens import counter
 from kenning.search.grep import Deadline, GrepFile, GrepLine, clip_line
 from kenning.types import Confidence, Hit, Mode, Preview, SearchResult
+
+if TYPE_CHECKING:
+    from kenning.search import SearchRequest
 
 SHOW_SKIPPED = 100
 CUT = "cut to the budget: "  # the structured form's note on what was cut, before how to get it
@@ -527,3 +530,57 @@ def index_json(r: IndexReport, engine: Engine) -> dict[str, Any]:
         pruned=r.pruned[: SHOW_PRUNED * 20],
     )
     return data
+
+
+def files_answer(
+    results: list[SearchResult], request: SearchRequest, literal: bool, show: Callable[[str], str]
+) -> Answer:
+    """A file search's answer (`text_search` with `files`): the files that fit the budget, as text and as
+    structured content."""
+    from kenning.render.budget import RESERVE
+    from kenning.render.files import pack_files, passage_lines, render_packed_files_text
+
+    budget = request.budget or schemas.DEFAULT_BUDGET
+    packed = pack_files(results, budget, request.preview, counter(), RESERVE)
+    lines = []
+    if literal:
+        lines.append(
+            "LITERAL MATCHES: this workspace has no index yet, so these are files that contain the query's "
+            'words, not files ranked by meaning. Call text_index with paths ["."] to build the index.'
+        )
+    lines.extend(render_packed_files_text(results, packed, request.preview))
+    files = [
+        {
+            "path": show(found.path),
+            "score": found.score,
+            "matched": found.matched,
+            "passages": [
+                {"start_line": h.start_line, "end_line": h.end_line, "score": h.score, "text": text}
+                for h in found.passages[:passages]
+                for text in [
+                    None
+                    if request.preview == "none"
+                    else "\n".join(t for _, t in passage_lines(h, request.preview, result.query))
+                ]
+            ],
+        }
+        for result, _, found, passages in packed.shown
+    ]
+    structured: dict[str, Any] = {
+        "mode": results[0].mode if results else request.mode,
+        "searched": max((r.searched for r in results), default=0),
+        "hits": [],
+        "files": files,
+        "notes": [n for r in results for n in r.notes],
+        "good_match": any(r.hits and (r.confidence is None or r.confidence.good) for r in results),
+        "budget": {
+            "tokens": packed.budget,
+            "used": packed.used,
+            "tokenizer": packed.tokenizer,
+            "left_out": packed.left_out,
+            "trimmed": packed.trimmed,
+        },
+    }
+    if literal:
+        structured["literal"] = True
+    return Answer("\n".join(lines), structured)

@@ -119,6 +119,7 @@ TEXT_SEARCH_INPUT: Schema = {
         },
         "prefer_symbol": {"type": "boolean", "default": False},
         "refresh": _enum("wait", "background", "off"),
+        "files": {"type": "boolean", "default": False, "description": "Rank files (a pasted bug report too)"},
     },
     "additionalProperties": False,
 }
@@ -250,6 +251,32 @@ TEXT_SEARCH_OUTPUT: Schema = {
             },
         },
         "hits": {"type": "array", "items": _HIT},
+        "files": {
+            "type": "array",
+            "description": "With files: the files ranked (hits is then empty), each with its best passages.",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string"},
+                    "score": {"type": "number", "description": "Ranks files within one answer."},
+                    "matched": {"type": "integer", "description": "Its passages among those weighed."},
+                    "passages": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "start_line": {"type": "integer", "minimum": 1},
+                                "end_line": {"type": "integer", "minimum": 1},
+                                "score": {"type": "number"},
+                                "text": {"type": ["string", "null"]},
+                            },
+                            "required": ["start_line", "end_line", "score", "text"],
+                        },
+                    },
+                },
+                "required": ["path", "score", "matched", "passages"],
+            },
+        },
         "notes": {"type": "array", "items": {"type": "string"}},
         "match": {
             **_MATCH,

@@ -190,6 +190,8 @@ class Workspace:
             return self._related(args)
         if any(not q.strip() for q in queries):
             raise ArgumentError("text_search: a query is empty", hint="describe what you are looking for")
+        if args.get("files"):
+            return self._files(args, queries)
         budget = int(args.get("budget", schemas.DEFAULT_BUDGET))
         # a budget decides how many hits fit; k, when given, caps them
         k = int(args.get("k", BUDGET_POOL))
@@ -285,6 +287,58 @@ class Workspace:
         except IndexBusy:
             return False
         return engine.exists()
+
+    def _files(self, args: dict[str, Any], queries: list[str]) -> Answer:
+        """text_search with `files`: the files of one root ranked (kenning.search.files), packed to the budget."""
+        from kenning.mcp.answers import files_answer
+        from kenning.search.files import FILE_POOL, rank_files
+
+        parts = self.split(args.get("paths"))
+        if len(parts) > 1:
+            raise ArgumentError(
+                "text_search: files ranks the files of one served root", hint="give paths inside one root"
+            )
+        engine, rels = parts[0]
+        globs, types = tuple(args.get("globs", ())), tuple(args.get("types", ()))
+        request = SearchRequest(
+            tuple(queries),
+            mode=cast(Mode, args.get("mode", "hybrid")),
+            limit=args.get("k"),
+            filters=Filters(
+                globs=globs,
+                types=types,
+                modified_after=parse_time(args["modified_after"]) if "modified_after" in args else None,
+                modified_before=parse_time(args["modified_before"]) if "modified_before" in args else None,
+                symbol_types=tuple(args.get("symbol_types", ())),
+            ),
+            prefer_symbol=bool(args.get("prefer_symbol")),
+            refresh=cast(Refresh, args.get("refresh", "wait")),
+            preview=cast(Preview, args.get("preview", "short")),
+            budget=int(args.get("budget", schemas.DEFAULT_BUDGET)),
+            files=True,
+        )
+        results = None
+        if engine.exists():
+            with contextlib.suppress(IndexMissing), self._read_lock:
+                results = engine.search(request.within(rels))
+        literal = results is None
+        if results is None:
+            if request.mode == "semantic":
+                raise IndexMissing(
+                    f"{engine.root} has no index yet, so there is nothing to search by meaning",
+                    hint='call text_index with paths ["."] first, or use mode "hybrid" for literal matches',
+                )
+            results = literal_results(
+                engine.root,
+                queries,
+                limit=FILE_POOL,
+                selection=Selection(globs=globs, types=types),
+                paths=[engine.root / r for r in rels],
+            )
+            for result in results:
+                result.files = rank_files(result.hits, request.plan().files)
+                result.hits = [h for f in result.files for h in f.passages]
+        return files_answer(results, request, literal, lambda rel: self._show(engine, rel))
 
     def _related(self, args: dict[str, Any]) -> Answer:
         """text_search with `related`: the place's root only, since its passages are that index's."""

@@ -38,6 +38,13 @@ JSON Lines schema, version 1 (`kenning search --json`): one object per line.
    "used": int, "tokenizer": str, "left_out": int, "trimmed": int}`: the tokens the text output takes at most
    (counted by `tokenizer`: "o200k_base", or an estimate from the length without the `tokens` extra), the hits
    not shown, and the records that show only part of their passage.
+  With `--files` (a file search, kenning.search.files) the records are files instead of hits:
+  `{"type": "file", "schema": 1, "group", "query", "rank": int, "path": str, "score": float, "matched": int,
+   "passages": [{"start_line", "end_line", "score", "matched_by", "stale", "text": str|null,
+   "text_start_line": int|null}]}`, best file first; `matched` is how many of the passages the file ranking
+  weighed are in the file, `passages` its best ones (three at most; fewer when a budget trims the file), `text` a
+  short preview's first three lines. The summary's `hits` counts the file records, and `files` is true (false
+  for a passage search). With `--budget` whole files are shown while they fit, and `left_out` counts files.
   A hit's `score` ranks it within its group only (the best is always near 1, whatever it is); how well the
   best passage matches on an absolute scale is its group's `match`: `{"good": bool, "lexical": bool,
   "similarity": float|null, "level": float|null}`. `good` is true when a passage holds a query term that is
@@ -264,15 +271,16 @@ def render_json(
     started: float,
     literal: bool = False,
     packed: Packed | None = None,
+    files: bool = False,
+    total: int = 0,
 ) -> Iterator[str]:
-    total = 0
     if packed is not None:
         ranks = {id(h): (r, rank) for r in results for rank, h in enumerate(r.hits, 1)}
         for block in packed.blocks:
             total += 1
             result, rank = ranks[id(block.first.hit)]
             yield json.dumps(_block_record(block, result, rank, preview), ensure_ascii=False)
-    for result in results if packed is None else ():
+    for result in results if packed is None and not files else ():
         for rank, hit in enumerate(result.hits, 1):
             total += 1
             yield json.dumps(hit_json(hit, result, rank, preview), ensure_ascii=False)
@@ -297,6 +305,7 @@ def render_json(
             for r in results
         ],
         "hits": total,
+        "files": files,
         # the commit the index is based on, its age and how many files are overlaid on it (None: no commit)
         "base": results[0].base if results else None,
         "elapsed_ms": round((time.perf_counter() - started) * 1000, 1),

@@ -20,6 +20,7 @@ import numpy as np
 
 from kenning import walk
 from kenning.search import rank
+from kenning.search.files import rank_files
 from kenning.search.model import Model
 from kenning.search.model import shipped as shipped_model
 from kenning.search.query import searched_terms
@@ -261,6 +262,9 @@ def _run_groups(
         if plan.filters.symbol_types:
             hits = [_own_span(h, plan.filters.symbol_types, root, group.query) for h in hits]
         result = SearchResult(group.query, hits, searched, coverage, plan.mode, group.id)
+        if plan.files:
+            result.files = rank_files(hits, plan.files)
+            result.hits = [h for f in result.files for h in f.passages]
         result.confidence = judge(ranked, group.query, match_level, lambda terms: _holds(db, terms, allowed))
         if gone:
             result.notes.append(

@@ -126,6 +126,8 @@ class Plan:
     exclude: frozenset[int] = frozenset()
     # a test file's factor (rank.factor_for_tests), when the plan says it rather than each group's query
     tests: float | None = None
+    # files to rank from the passages (`search --files`, kenning.search.files); 0: a passage search
+    files: int = 0
 
 
 @dataclass(frozen=True)
@@ -138,6 +140,8 @@ class SearchRequest:
     `preview` shows a hit's own text; `budget` the tokens the answer may take (None: no budget), packed by
     `kenning.render.budget` from BUDGET_POOL hits when `limit` is None. `related` asks for the passages most
     related to a place instead of a query (`kenning.engine.related` makes its plan); its query is the place.
+    `files` ranks files instead of passages (`kenning.search.files`): `limit` is then the files per group, and
+    each result's `files` holds them.
     """
 
     queries: tuple[str, ...]
@@ -154,6 +158,7 @@ class SearchRequest:
     after: int = 0
     budget: int | None = None
     related: Place | None = None
+    files: bool = False
 
     def __post_init__(self) -> None:
         queries = (self.queries,) if isinstance(self.queries, str) else tuple(self.queries)
@@ -194,6 +199,11 @@ class SearchRequest:
                     "context lines cannot be combined with a budget",
                     hint="a budget picks the lines of each passage to show; drop -A/-B/-C or the budget",
                 )
+        if self.files and (self.before or self.after):
+            raise UsageError(
+                "context lines cannot be combined with --files",
+                hint="a file search shows each file's best passages; drop -A/-B/-C or --files",
+            )
 
     def within(self, paths: Sequence[str]) -> SearchRequest:
         """The same search restricted to these root-relative paths (a surface that serves several roots asks
@@ -213,8 +223,16 @@ class SearchRequest:
     def plan(self, default_limit: int = 10) -> Plan:
         """The plan this request runs as; `default_limit` stands for a limit the request leaves open."""
         limit = self.limit if self.limit is not None else BUDGET_POOL if self.budget else default_limit
+        files = 0
+        if self.files:
+            from kenning.search.files import FILE_BUDGET_POOL, FILE_POOL
+
+            files = (
+                self.limit if self.limit is not None else FILE_BUDGET_POOL if self.budget else default_limit
+            )
+            limit = max(FILE_POOL, files * 5)  # the passages the files are scored from
         cleaned = [q.strip() for q in self.queries]
-        depth = max(limit * 5, MIN_DEPTH)
+        depth = max(limit * 5, MIN_DEPTH) if not files else max(limit, MIN_DEPTH)
         arms = ("lexical", "semantic") if self.mode == "hybrid" else (self.mode,)
         groups = [
             Group(f"Q{i}", q, tuple(Route(a, q, depth) for a in arms)) for i, q in enumerate(cleaned, 1)
@@ -223,7 +241,13 @@ class SearchRequest:
             merged = tuple(r for g in groups for r in g.routes)
             groups = [Group("Q1", " | ".join(cleaned), merged, tuple(groups))]
         plan = Plan(
-            tuple(groups), limit, self.mode, self.filters, self.trace, prefer_symbol=self.prefer_symbol
+            tuple(groups),
+            limit,
+            self.mode,
+            self.filters,
+            self.trace,
+            prefer_symbol=self.prefer_symbol,
+            files=files,
         )
         if self.prefer_symbol:
             plan = replace(plan, weights=(*plan.weights[:2], ("symbol", SYMBOL_FIRST)))
