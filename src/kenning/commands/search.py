@@ -76,7 +76,11 @@ def cmd_search(args: argparse.Namespace) -> int:
     results = engine.search(request)
     preview = request.preview
     if request.files:
-        return _show_files(results, request, args, str(engine.root), engine.model_name, started)
+        code = _show_files(results, request, args, str(engine.root), engine.model_name, started)
+        if not wait:
+            stdout().flush()
+            engine.complete_in_background()  # a file search leaves the semantic pass pending no more than a search
+        return code
     packed = _pack(results, request.budget, preview) if request.budget else None
     if args.json:
         out(
