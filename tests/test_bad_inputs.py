@@ -252,7 +252,9 @@ def test_regression_drop_does_not_eject_a_writer_queued_behind_it(tmp_path: Path
             assert "Traceback" not in stdout + stderr and "No such file" not in stderr, stderr
         # whichever ran last, what is left is whole: an index that answers, or none at all
         status = run_cli("status", ".", cwd=root)
-        assert status.returncode == 0 and "Traceback" not in status.stderr, status.stderr
+        assert status.returncode in (0, 1) and "Traceback" not in status.stderr, (
+            status.stderr
+        )  # 1: none at all
         assert (home / "writer.lock").stat().st_ino == lock_inode, "the drop replaced the writers' lock file"
     os.close(lock_fd)
     assert run_cli("index", ".", cwd=root).returncode == 0

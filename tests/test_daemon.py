@@ -522,8 +522,8 @@ def test_regression_root_indexed_outside_the_daemon_was_never_watched(
     root = make_tree(tmp_path / "late", dict(CORPUS))
     harness.start()
     assert (
-        harness.cli("status", str(root), KENNING_MODE="server").returncode == 0
-    )  # asked about before its index
+        harness.cli("status", str(root), KENNING_MODE="server").returncode == 1
+    )  # asked about before its index: no index yet is exit 1
     assert harness.cli("index", str(root), KENNING_MODE="direct").returncode == 0
     assert (
         _hits(_search(harness, root, "token bucket").stdout)[0] == "src/limits.py"
@@ -538,7 +538,7 @@ def test_regression_folders_without_an_index_were_attached_for_good(
 ) -> None:
     h, root = served
     elsewhere = make_tree(root.parent / "plain", {"a.md": "# A\n\nnothing indexed here\n"})
-    assert h.cli("status", str(elsewhere), KENNING_MODE="server").returncode == 0
+    assert h.cli("status", str(elsewhere), KENNING_MODE="server").returncode == 1  # no index: exit 1
     assert h.cli("index", "--forget", "nowhere", str(elsewhere), KENNING_MODE="server").returncode == 2
     assert [r["root"] for r in h.status()["roots"]] == [str(root)]
 

@@ -40,7 +40,7 @@ def test_semantic_arm_finds_what_lexical_misses(tmp_path: Path) -> None:
 def test_cli_with_the_default_model(tmp_path: Path) -> None:
     root = make_tree(tmp_path / "ws", DOCS)
     env = {"KENNING_MODEL": "minilm", "KENNING_CACHE_DIR": str(tmp_path / "cache")}
-    out = run_cli("search", "cook a sauce from fresh vegetables", str(root), cwd=tmp_path, env=env)
+    out = run_cli("search", "--wait", "cook a sauce from fresh vegetables", str(root), cwd=tmp_path, env=env)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("notes/cooking.md:")
     status = run_cli("status", "--json", str(root), cwd=tmp_path, env=env)
