@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -459,7 +460,14 @@ def test_a_background_run_stopped_at_any_point_leaves_a_sound_index_the_next_run
     assert hit.returncode == 0, hit.stderr
     assert "pkg14/mod1234.py" in hit.stdout
     # that search started the next run (the claim of the stopped one is stale), which completes the index
-    _, again = _claimed_run(root)
+    # the new run writes its own claim once it is up: until then the file may still name the stopped one
+    deadline = time.monotonic() + 120
+    again = pid
+    while again == pid and time.monotonic() < deadline:
+        with contextlib.suppress(OSError, ValueError):  # the claim between its removal and its rewrite
+            _, again = _claimed_run(root)
+        if again == pid:
+            time.sleep(0.1)
     assert again != pid
     _gone(again)
     assert _consistency(directory / "index.db")[1] == 3000
