@@ -70,7 +70,8 @@ def cmd_search(args: argparse.Namespace) -> int:
     request = _request(
         args, queries, replace(selected, paths=tuple(here)), config, level, (before, after), found is None
     )
-    wait = bool(getattr(args, "wait", False))
+    # a search by meaning alone has nothing to rank before the vectors exist: its first index embeds them all
+    wait = bool(getattr(args, "wait", False)) or bool(getattr(args, "semantic", False))
     if found is None:
         first_index(engine, start, wait)
     results = engine.search(request)
