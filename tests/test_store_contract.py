@@ -341,6 +341,15 @@ def test_document_frequencies_count_the_passages_holding_each_stemmed_term(store
     assert found == {"zebra": 2, "grass": 3, "sky": 2}
 
 
+def test_document_frequencies_stale_after_a_write_on_the_same_connection(store: Store) -> None:
+    # the counts are kept between searches: a file written through the same store must show in the next ones
+    add_file(store, "a.txt", ["zebras graze the grass", "a zebra alone"])
+    assert store.document_frequencies(["zebra", "okapi"]) == {"zebra": 2}
+    add_file(store, "b.txt", ["an okapi and a zebra"])
+    assert store.document_frequencies(["zebra", "okapi"]) == {"zebra": 3, "okapi": 1}
+    assert store.document_frequencies(["okapi", "okapi"]) == {"okapi": 1}
+
+
 def test_lexical_bm25_scores_are_okapi_bm25(store: Store) -> None:
     # term frequency saturating, long passages discounted, rare terms weighing more: BM25's three parts
     if store.features.lexical_scorer != "bm25":

@@ -34,6 +34,8 @@ log = logging.getLogger(__name__)
 #: past this many passages changed since the snapshot was written (a writer between its commit and its
 #: publish, typically a whole index run), FTS5 answers: scoring them from their rows would cost more
 PENDING_MAX = 1_000
+#: the document counts one connection keeps (see `document_frequencies`) before it starts again
+DF_MEMO_MAX = 200_000
 
 
 def fts_totals(block: bytes) -> tuple[int, int]:
@@ -67,6 +69,7 @@ class LexicalPart(Connected):
     _segments: dict[str, Segment] | None = None
     _pending: tuple[str, list[tuple[int, str, str, str]], Pending] | None = None
     _views: tuple[tuple[int, bytes], Totals, list[SegmentView]] | None = None
+    _df_memo: tuple[tuple[int, int], dict[str, int]] | None = None  # (FTS5's totals, term -> documents)
 
     def restrict_lexical(self, allowed: np.ndarray) -> None:
         self._allowed = np.asarray(allowed, dtype=np.int64)
@@ -77,19 +80,27 @@ class LexicalPart(Connected):
         if not terms:
             return {}
         # FTS5's own vocabulary, as a temporary view of this connection's index: it counts a term's documents
-        # from its postings, so a lookup costs what the term's postings cost to read
+        # by reading the term's postings, a tenth of a millisecond a term, so a pasted report's few hundred
+        # terms would cost more than its search. The counts are kept for this connection while FTS5's totals
+        # stand: a serving process (daemon, MCP, the Python API) meets the same vocabulary query after query,
+        # and a count that drifted under an edit of equal totals only shifts which rare terms are searched
         self.conn.execute(
             "CREATE VIRTUAL TABLE IF NOT EXISTS temp.fts_terms USING fts5vocab(main, 'fts', 'row')"
         )
-        out: dict[str, int] = {}
-        unique = list(dict.fromkeys(terms))
+        block = self.conn.execute("SELECT block FROM fts_data WHERE id = 1").fetchone()
+        stamp = fts_totals(bytes(block[0])) if block else (0, 0)
+        if self._df_memo is None or self._df_memo[0] != stamp or len(self._df_memo[1]) > DF_MEMO_MAX:
+            self._df_memo = (stamp, {})
+        memo = self._df_memo[1]
+        unique = [t for t in dict.fromkeys(terms) if t not in memo]
         for start in range(0, len(unique), 500):
             part = unique[start : start + 500]
             rows = self.conn.execute(
                 f"SELECT term, doc FROM temp.fts_terms WHERE term IN ({','.join('?' * len(part))})", part
             )
-            out.update((str(t), int(d)) for t, d in rows)
-        return out
+            memo.update(dict.fromkeys(part, 0))
+            memo.update((str(t), int(d)) for t, d in rows)
+        return {t: memo[t] for t in terms if memo.get(t)}
 
     @guarded
     def lexical(self, query: str, limit: int, *, filtered: bool = False) -> list[tuple[int, float]]:
