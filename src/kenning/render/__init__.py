@@ -59,7 +59,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kenning.render.labels import _LABEL_CHARS, CLIP, _clip, symbol_line, trace_line
 from kenning.store.terms import query_terms
@@ -271,20 +271,55 @@ def render_json(
     started: float,
     literal: bool = False,
     packed: Packed | None = None,
-    files: bool = False,
-    total: int = 0,
 ) -> Iterator[str]:
+    """A passage search as JSON Lines: one `hit` record per hit (per block shown, with a budget), then the
+    summary."""
+    total = 0
     if packed is not None:
         ranks = {id(h): (r, rank) for r in results for rank, h in enumerate(r.hits, 1)}
         for block in packed.blocks:
             total += 1
             result, rank = ranks[id(block.first.hit)]
             yield json.dumps(_block_record(block, result, rank, preview), ensure_ascii=False)
-    for result in results if packed is None and not files else ():
+    for result in results if packed is None else ():
         for rank, hit in enumerate(result.hits, 1):
             total += 1
             yield json.dumps(hit_json(hit, result, rank, preview), ensure_ascii=False)
-    summary = {
+    summary = summary_json(
+        results, root=root, model=model, started=started, literal=literal, packed=packed, total=total
+    )
+    yield json.dumps(summary, ensure_ascii=False)
+
+
+class Budgeted(Protocol):
+    """What a summary says of a budget: a passage search's `Packed` or a file search's `PackedFiles`."""
+
+    @property
+    def budget(self) -> int: ...
+    @property
+    def used(self) -> int: ...
+    @property
+    def tokenizer(self) -> str: ...
+    @property
+    def left_out(self) -> int: ...
+    @property
+    def trimmed(self) -> int: ...
+
+
+def summary_json(
+    results: Sequence[SearchResult],
+    *,
+    root: str,
+    model: str,
+    started: float,
+    literal: bool,
+    packed: Budgeted | None,
+    total: int,
+    files: bool = False,
+) -> dict[str, Any]:
+    """The `summary` record closing a search's JSON Lines (schema above), for passages or (`files`) files:
+    `total` is how many records came before it."""
+    return {
         "type": "summary",
         "schema": JSON_SCHEMA_VERSION,
         "root": root,
@@ -301,6 +336,7 @@ def render_json(
                 "searched": r.searched,
                 "notes": r.notes,
                 "match": confidence_json(r.confidence),
+                **({"files": len(r.files or [])} if files else {}),
             }
             for r in results
         ],
@@ -321,7 +357,6 @@ def render_json(
             "trimmed": packed.trimmed,
         },
     }
-    yield json.dumps(summary, ensure_ascii=False)
 
 
 def _block_record(block: Block, result: SearchResult, rank: int, preview: Preview) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kenning.render import WEAK, matches_well, preview_lines, render_json
+from kenning.render import WEAK, matches_well, preview_lines, summary_json
 from kenning.render.tokens import TokenCounter
 from kenning.store.terms import query_terms
 from kenning.types import FileHit, Hit, Preview, SearchResult
@@ -168,25 +168,14 @@ def render_files_json(
         shown = [(r, rank, f, len(f.passages)) for r in results for rank, f in enumerate(r.files or [], 1)]
     for result, rank, found, passages in shown:
         yield json.dumps(file_json(found, result, rank, preview, passages), ensure_ascii=False)
-    lines = render_json(
+    summary = summary_json(
         results,
-        preview,
         root=root,
         model=model,
         started=started,
         literal=literal,
-        files=True,
+        packed=packed,
         total=len(shown),
+        files=True,
     )
-    summary = json.loads(list(lines)[-1])
-    for group, result in zip(summary["groups"], results, strict=True):
-        group["files"] = len(result.files or [])
-    if packed is not None:
-        summary["budget"] = {
-            "tokens": packed.budget,
-            "used": packed.used,
-            "tokenizer": packed.tokenizer,
-            "left_out": packed.left_out,
-            "trimmed": packed.trimmed,
-        }
     yield json.dumps(summary, ensure_ascii=False)
