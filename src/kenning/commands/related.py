@@ -16,10 +16,11 @@ from typing import Any
 
 from kenning.commands import err, make_engine
 from kenning.commands.options import context_lines
-from kenning.commands.search import _request, found_code, index_config, min_score, search_filters, show_hits
+from kenning.commands.search import _request, index_config, min_score, search_filters, show_hits
 
 
 def cmd_related(args: argparse.Namespace) -> int:
+    from kenning.render import Provenance
     from kenning.search import check_symbol_types
     from kenning.search.request import parse_place
     from kenning.walk import check_root
@@ -54,16 +55,8 @@ def cmd_related(args: argparse.Namespace) -> int:
         if build(engine).interrupted:
             raise Interrupted(INTERRUPTED, hint=RESUME)
     results = engine.search(request)
-    show_hits(
-        results,
-        request.preview,
-        request.budget,
-        args,
-        root=str(engine.root),
-        model=engine.model_name,
-        started=started,
-    )
-    return found_code(results, args.min_score is not None)
+    source = Provenance(str(engine.root), engine.model_name, started)
+    return show_hits(results, request.preview, request.budget, args, source)
 
 
 def add_arguments(

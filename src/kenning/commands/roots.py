@@ -17,7 +17,6 @@ from kenning.commands import make_engine
 from kenning.commands.options import context_lines
 from kenning.commands.search import (
     _request,
-    found_code,
     index_config,
     min_score,
     search_filters,
@@ -46,6 +45,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 def cmd_search_roots(args: argparse.Namespace, queries: list[str], roots: list[str]) -> int:
     from kenning.engine.roots import merged_hits, search_roots
+    from kenning.render import Provenance
     from kenning.search import check_symbol_types
     from kenning.walk import check_root
 
@@ -96,14 +96,5 @@ def cmd_search_roots(args: argparse.Namespace, queries: list[str], roots: list[s
         )
     if not results:
         raise UsageError(merged.notes[0] if merged.notes else "no root to search", hint="index a root first")
-    root = os.pathsep.join(str(e.root) for e in engines)
-    show_hits(
-        results,
-        request.preview,
-        request.budget,
-        args,
-        root=root,
-        model=engines[0].model_name,
-        started=started,
-    )
-    return found_code(results, args.min_score is not None)
+    source = Provenance(os.pathsep.join(str(e.root) for e in engines), engines[0].model_name, started)
+    return show_hits(results, request.preview, request.budget, args, source)

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
     from kenning.config import Config
     from kenning.engine import Engine
+    from kenning.render import Provenance
     from kenning.render.budget import Packed
     from kenning.search import Filters, SearchRequest
     from kenning.search.request import Place
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
+    from kenning.render import Provenance
     from kenning.search import check_symbol_types
     from kenning.walk import check_root
 
@@ -63,25 +65,15 @@ def cmd_search(args: argparse.Namespace) -> int:
     if found is None:
         first_index(engine, start, wait)
     results = engine.search(request)
+    source = Provenance(str(engine.root), engine.model_name, started)
     if request.files:
-        code = _show_files(results, request, args, str(engine.root), engine.model_name, started)
-        if not wait:
-            stdout().flush()
-            engine.complete_in_background()  # a file search leaves the semantic pass pending no more than a search
-        return code
-    show_hits(
-        results,
-        request.preview,
-        request.budget,
-        args,
-        root=str(engine.root),
-        model=engine.model_name,
-        started=started,
-    )
+        code = _show_files(results, request, args, source)
+    else:
+        code = show_hits(results, request.preview, request.budget, args, source)
     if not wait:
         stdout().flush()  # the answer is out before the background run is started
-        engine.complete_in_background()
-    return found_code(results, args.min_score is not None)
+        engine.complete_in_background()  # after a file search too: it leaves the semantic pass no more pending
+    return code
 
 
 def index_config(start: Path, flags: dict[str, Any]) -> tuple[Path | None, Config]:
@@ -112,26 +104,20 @@ def show_hits(
     preview: Preview,
     budget: int | None,
     args: argparse.Namespace,
-    *,
-    root: str,
-    model: str,
-    started: float,
-    literal: bool = False,
-) -> None:
-    """Print a passage search: JSON Lines with `--json`, else text, packed into `budget` tokens when given."""
+    source: Provenance,
+) -> int:
+    """Print a passage search: JSON Lines with `--json`, else text, packed into `budget` tokens when given; the
+    exit code."""
     from kenning.render import render_json, render_packed_text, render_text
 
     packed = _pack(results, budget, preview) if budget else None
     if args.json:
-        out(
-            render_json(
-                results, preview, root=root, model=model, started=started, literal=literal, packed=packed
-            )
-        )
+        out(render_json(results, preview, source, packed))
     elif packed is not None:
         out(render_packed_text(results, packed))
     else:
         out(render_text(results, preview))
+    return found_code(results, args.min_score is not None)
 
 
 def first_index(engine: Engine, start: Path, wait: bool) -> None:
@@ -154,10 +140,7 @@ def _show_files(
     results: Sequence[SearchResult],
     request: SearchRequest,
     args: argparse.Namespace,
-    root: str,
-    model: str,
-    started: float,
-    literal: bool = False,
+    source: Provenance,
 ) -> int:
     """Print a file search (`--files`), packed into its budget when it has one; the exit code."""
     from kenning.render.files import (
@@ -176,17 +159,7 @@ def _show_files(
         notes = sum(count.count(n) for r in results for n in r.notes)
         packed = pack_files(results, request.budget, request.preview, count, RESERVE + notes)
     if args.json:
-        out(
-            render_files_json(
-                results,
-                request.preview,
-                root=root,
-                model=model,
-                started=started,
-                packed=packed,
-                literal=literal,
-            )
-        )
+        out(render_files_json(results, request.preview, source, packed))
     elif packed is not None:
         out(render_packed_files_text(results, packed, request.preview))
     else:
@@ -302,10 +275,12 @@ def found_code(results: Sequence[Any], strict: bool) -> int:
 
 
 def _literal(start: Path, queries: list[str], config: Any, args: argparse.Namespace, started: float) -> int:
+    from kenning.render import Provenance
     from kenning.search.literal import NOTE, literal_results
     from kenning.search.request import BUDGET_POOL
     from kenning.types import Selection
 
+    source = Provenance(str(start), "none", started, literal=True)
     selection = Selection(**globs_and_types(args))
     unapplied = [
         flag
@@ -340,20 +315,10 @@ def _literal(start: Path, queries: list[str], config: Any, args: argparse.Namesp
             result.hits = [h for f in result.files for h in f.passages]
         if not args.json:
             err(NOTE)
-        return _show_files(results, request, args, str(start), "none", started, literal=True)
+        return _show_files(results, request, args, source)
     results = literal_results(
         start, queries, limit=limit, selection=selection, paths=paths, unapplied=unapplied
     )
     if not args.json:
         err(NOTE)
-    show_hits(
-        results,
-        config.preview,
-        args.budget,
-        args,
-        root=str(start),
-        model="none",
-        started=started,
-        literal=True,
-    )
-    return found_code(results, args.min_score is not None)
+    return show_hits(results, config.preview, args.budget, args, source)

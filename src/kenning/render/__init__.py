@@ -59,6 +59,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from kenning.render.labels import _LABEL_CHARS, CLIP, _clip, symbol_line, trace_line
@@ -262,15 +263,20 @@ def render_packed_text(results: Sequence[SearchResult], packed: Packed) -> Itera
     yield tokens_line(packed)
 
 
+@dataclass(frozen=True, slots=True)
+class Provenance:
+    """What a search's JSON summary says of where its answer came from: the root searched (roots, joined by the
+    path separator), the model, when the search started (`time.perf_counter()`, for `elapsed_ms`), and whether
+    the answer is a literal search's (no index)."""
+
+    root: str
+    model: str
+    started: float
+    literal: bool = False
+
+
 def render_json(
-    results: Sequence[SearchResult],
-    preview: Preview,
-    *,
-    root: str,
-    model: str,
-    started: float,
-    literal: bool = False,
-    packed: Packed | None = None,
+    results: Sequence[SearchResult], preview: Preview, source: Provenance, packed: Packed | None = None
 ) -> Iterator[str]:
     """A passage search as JSON Lines: one `hit` record per hit (per block shown, with a budget), then the
     summary."""
@@ -285,9 +291,7 @@ def render_json(
         for rank, hit in enumerate(result.hits, 1):
             total += 1
             yield json.dumps(hit_json(hit, result, rank, preview), ensure_ascii=False)
-    summary = summary_json(
-        results, root=root, model=model, started=started, literal=literal, packed=packed, total=total
-    )
+    summary = summary_json(results, source, packed=packed, total=total)
     yield json.dumps(summary, ensure_ascii=False)
 
 
@@ -308,11 +312,8 @@ class Budgeted(Protocol):
 
 def summary_json(
     results: Sequence[SearchResult],
+    source: Provenance,
     *,
-    root: str,
-    model: str,
-    started: float,
-    literal: bool,
     packed: Budgeted | None,
     total: int,
     files: bool = False,
@@ -322,8 +323,8 @@ def summary_json(
     return {
         "type": "summary",
         "schema": JSON_SCHEMA_VERSION,
-        "root": root,
-        "model": model,
+        "root": source.root,
+        "model": source.model,
         "mode": results[0].mode if results else "hybrid",
         "coverage": round(results[0].coverage, 4) if results else 1.0,
         # what ranked the hits (SearchResult.ranked_with); null for a literal search or merged roots
@@ -344,8 +345,8 @@ def summary_json(
         "files": files,
         # the commit the index is based on, its age and how many files are overlaid on it (None: no commit)
         "base": results[0].base if results else None,
-        "elapsed_ms": round((time.perf_counter() - started) * 1000, 1),
-        "literal": literal,
+        "elapsed_ms": round((time.perf_counter() - source.started) * 1000, 1),
+        "literal": source.literal,
         "good_match": any(r.hits and matches_well(r) for r in results),
         "budget": None
         if packed is None
