@@ -491,20 +491,38 @@ def doc_paragraph(lines: list[str]) -> str:
     return " ".join(para)
 
 
-def python_defs(path: str, source: str) -> list[Def]:
+def python_definitions(
+    source: str,
+) -> Iterator[tuple[ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef, int]]:
+    """Each function and class of a Python source that parses, with its first line (its first decorator's)."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
-        return []
-    out = []
+        return
     for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            doc = ast.get_docstring(node)
-            if not doc or node.end_lineno is None:
-                continue
-            start = min([node.lineno] + [d.lineno for d in node.decorator_list])
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and node.end_lineno:
+            yield node, min([node.lineno] + [d.lineno for d in node.decorator_list])
+
+
+def python_defs(path: str, source: str) -> list[Def]:
+    out = []
+    for node, start in python_definitions(source):
+        doc = ast.get_docstring(node)
+        if doc and node.end_lineno is not None:
             out.append(Def(path, node.name, start, node.end_lineno, doc_paragraph(doc.splitlines())))
     return out
+
+
+def source_files(corpus: Path, files: list[str]) -> Iterator[tuple[str, str, str]]:
+    """(path, language, text) of each source file outside tests and vendored code, small enough to read."""
+    for rel in files:
+        lang = EXT_LANG.get(Path(rel).suffix.lower())
+        if lang is None or TEST_PATH.search(rel) or SKIP_PATH.search(rel):
+            continue
+        p = corpus / rel
+        if p.stat().st_size > MAX_DOC_FILE:
+            continue
+        yield rel, lang, p.read_bytes().decode("utf-8", "replace")
 
 
 def block_end(lines: list[str], i: int, lang: str) -> int | None:
@@ -645,14 +663,7 @@ def comment_defs(path: str, source: str, lang: str) -> list[Def]:
 def doc_candidates(corpus: Path, files: list[str]) -> list[tuple[str, dict[str, int], str]]:
     """(query text, {span key: 1}, id) for each documented definition outside tests and vendored code."""
     defs: list[Def] = []
-    for rel in files:
-        lang = EXT_LANG.get(Path(rel).suffix.lower())
-        if lang is None or TEST_PATH.search(rel) or SKIP_PATH.search(rel):
-            continue
-        p = corpus / rel
-        if p.stat().st_size > MAX_DOC_FILE:
-            continue
-        source = p.read_bytes().decode("utf-8", "replace")
+    for rel, lang, source in source_files(corpus, files):
         defs += python_defs(rel, source) if lang == "python" else comment_defs(rel, source, lang)
     grouped: dict[str, list[Def]] = defaultdict(list)
     for d in defs:
@@ -783,18 +794,20 @@ def section_sentence(prose: list[str], rst: bool) -> str:
     return first_sentence(" ".join(para)) if para else ""
 
 
-def section_candidates(corpus: Path, files: list[str]) -> list[tuple[str, dict[str, int], str]]:
-    out: dict[str, tuple[dict[str, int], str]] = {}
+def doc_pages(corpus: Path, files: list[str]) -> Iterator[tuple[str, list[str]]]:
+    """(path, lines) of each Markdown or reST page but release notes, licences and vendored ones."""
     for rel in files:
         suffix = Path(rel).suffix.lower()
-        if (
-            suffix not in (".md", ".markdown", ".mdx", ".rst")
-            or SKIP_PATH.search(rel)
-            or DOC_SKIP.search(rel)
+        if suffix in (".md", ".markdown", ".mdx", ".rst") and not (
+            SKIP_PATH.search(rel) or DOC_SKIP.search(rel)
         ):
-            continue
-        lines = (corpus / rel).read_bytes().decode("utf-8", "replace").splitlines()
-        rst = suffix == ".rst"
+            yield rel, (corpus / rel).read_bytes().decode("utf-8", "replace").splitlines()
+
+
+def section_candidates(corpus: Path, files: list[str]) -> list[tuple[str, dict[str, int], str]]:
+    out: dict[str, tuple[dict[str, int], str]] = {}
+    for rel, lines in doc_pages(corpus, files):
+        rst = rel.lower().endswith(".rst")
         sections = rst_sections(rel, lines) if rst else markdown_sections(rel, lines)
         stem_words = {w.lower() for w in re.split(r"[^A-Za-z0-9]+|(?<=[a-z])(?=[A-Z])", Path(rel).stem) if w}
         for sec in sections:
@@ -834,26 +847,10 @@ STRONG_DECL = re.compile(
 def definitions(corpus: Path, files: list[str]) -> dict[str, list[tuple[str, int, int]]]:
     """Every named definition outside tests and vendored code: name -> (path, first line, last line)."""
     out: dict[str, list[tuple[str, int, int]]] = defaultdict(list)
-    for rel in files:
-        lang = EXT_LANG.get(Path(rel).suffix.lower())
-        if lang is None or TEST_PATH.search(rel) or SKIP_PATH.search(rel):
-            continue
-        p = corpus / rel
-        if p.stat().st_size > MAX_DOC_FILE:
-            continue
-        source = p.read_bytes().decode("utf-8", "replace")
+    for rel, lang, source in source_files(corpus, files):
         if lang == "python":
-            try:
-                tree = ast.parse(source)
-            except (SyntaxError, ValueError):
-                continue
-            for node in ast.walk(tree):
-                if (
-                    isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
-                    and node.end_lineno
-                ):
-                    start = min([node.lineno] + [d.lineno for d in node.decorator_list])
-                    out[node.name].append((rel, start, node.end_lineno))
+            for node, start in python_definitions(source):
+                out[node.name].append((rel, start, node.end_lineno or start))
             continue
         lines = source.splitlines()
         for i, line in enumerate(lines):
@@ -894,15 +891,7 @@ def usage_candidates(corpus: Path, files: list[str]) -> list[tuple[str, dict[str
     from, and that file is not judged, so these pairs teach the definition over the page that mentions it."""
     defs = definitions(corpus, files)
     out: dict[str, tuple[dict[str, int], str]] = {}
-    for rel in files:
-        suffix = Path(rel).suffix.lower()
-        if (
-            suffix not in (".md", ".markdown", ".mdx", ".rst")
-            or SKIP_PATH.search(rel)
-            or DOC_SKIP.search(rel)
-        ):
-            continue
-        lines = (corpus / rel).read_bytes().decode("utf-8", "replace").splitlines()
+    for rel, lines in doc_pages(corpus, files):
         for n, paragraph in prose_paragraphs(lines):
             for sentence in re.split(r"(?<=[.!?])\s+(?=[A-Z`])", paragraph):
                 for code in INLINE_CODE.findall(sentence):

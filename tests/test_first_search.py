@@ -8,7 +8,10 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -16,6 +19,9 @@ from conftest import CORPUS, make_tree, run_cli
 from kenning.config import Config
 from kenning.embed.hashing import HashEmbedder
 from kenning.engine import Engine, background
+
+if TYPE_CHECKING:
+    from kenning.mcp.tools import Workspace
 
 ON = {"KENNING_BACKGROUND_INDEX": "1"}
 
@@ -44,6 +50,34 @@ def _ended(pid: int, timeout: float = 60.0) -> None:
         background.reap()
         assert time.monotonic() < deadline, f"the background run {pid} did not end"
         time.sleep(0.05)
+
+
+def _run_ends(directory: Path) -> background.Claim:
+    """The background run claiming `directory`, once it has ended."""
+    claim = background.read_claim(directory)
+    assert claim is not None  # started after the answer
+    _ended(claim.pid)
+    return claim
+
+
+@pytest.fixture
+def fresh_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A 200-file root not indexed yet, searched in this process with background runs on and its own config."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
+    monkeypatch.setenv("KENNING_BACKGROUND_INDEX", "1")
+    return _tree(tmp_path / "ws", 200)
+
+
+@contextmanager
+def _workspace(root: Path) -> Iterator[Workspace]:
+    """The MCP server's workspace over `root`, closed after."""
+    from kenning.mcp.tools import Workspace
+
+    ws = Workspace([root], model="hash")
+    try:
+        yield ws
+    finally:
+        ws.close()
 
 
 def _engine(root: Path, **config: object) -> Engine:
@@ -105,9 +139,8 @@ def test_a_first_search_starts_one_background_run_that_completes_the_index(tmp_p
     assert summary["coverage"] < 1.0
     assert any("embedded in the background" in n for n in summary["groups"][0]["notes"])
     [directory] = (root / ".kenning").glob("hash*")
-    claim = background.read_claim(directory)
-    assert claim is not None and claim.log == str(directory / background.LOG)
-    _ended(claim.pid)
+    claim = _run_ends(directory)
+    assert claim.log == str(directory / background.LOG)
     status = _status(root)
     assert status["coverage"] == 1.0 and status["ready"] and status["background"] is None
     log = (directory / background.LOG).read_text()
@@ -204,60 +237,36 @@ def test_ranked_with_names_what_ranked_the_hits(
 
 
 def test_mcp_text_search_in_a_fresh_folder_answers_from_the_words_and_says_how_complete(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    fresh_root: Path,
 ) -> None:
-    from kenning.mcp.tools import Workspace
-
-    root = _tree(tmp_path / "ws", 200)
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
-    monkeypatch.setenv("KENNING_BACKGROUND_INDEX", "1")
-    ws = Workspace([root], model="hash")
-    try:
+    with _workspace(fresh_root) as ws:
         answer = ws.text_search({"query": "heron reeds"})
         data = answer.structured
         assert "literal" not in data and data["coverage"] < 1.0 and data["hits"]
         assert "semantic coverage" in answer.text and "background" in answer.text
-        claim = background.read_claim(ws.engines[0].directory)
-        assert claim is not None  # started after the answer
-        _ended(claim.pid)
+        _run_ends(ws.engines[0].directory)
         assert ws.engines[0].status(pending=False).coverage == 1.0
-    finally:
-        ws.close()
 
 
-def test_mcp_text_index_returns_before_the_semantic_pass(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from kenning.mcp.tools import Workspace
-
-    root = _tree(tmp_path / "ws", 200)
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
-    monkeypatch.setenv("KENNING_BACKGROUND_INDEX", "1")
-    ws = Workspace([root], model="hash")
-    try:
+def test_mcp_text_index_returns_before_the_semantic_pass(fresh_root: Path) -> None:
+    with _workspace(fresh_root) as ws:
         answer = ws.text_index({"paths": ["."]})
         assert answer.structured["coverage"] < 1.0
         assert "computed in the background" in answer.text
-        claim = background.read_claim(ws.engines[0].directory)
-        assert claim is not None
-        _ended(claim.pid)
+        _run_ends(ws.engines[0].directory)
         status = ws.index_status({}).structured["roots"][0]
         assert status["coverage"] == 1.0 and status["ready"]
-    finally:
-        ws.close()
 
 
 def test_a_first_search_through_the_daemon_is_embedded_by_the_daemon(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    fresh_root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import io
 
     from kenning.cli import build_parser
     from kenning.daemon.service import Daemon
 
-    root = _tree(tmp_path / "ws", 200)
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
-    monkeypatch.setenv("KENNING_BACKGROUND_INDEX", "1")
+    root = fresh_root
     monkeypatch.setenv("KENNING_MODEL", "hash")
     daemon = Daemon(watch=False)
     try:
@@ -290,9 +299,7 @@ def test_regression_a_root_with_its_own_types_py_broke_the_background_run(tmp_pa
     done = run_cli("search", "heron reeds", str(root), cwd=tmp_path, env=ON)
     assert done.returncode == 0, done.stderr
     [directory] = (root / ".kenning").glob("hash*")
-    claim = background.read_claim(directory)
-    assert claim is not None
-    _ended(claim.pid)
+    _run_ends(directory)
     assert "shadowed" not in (directory / background.LOG).read_text()
     assert _status(root)["coverage"] == 1.0
 

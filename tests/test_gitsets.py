@@ -3,57 +3,29 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-BENCH = Path(__file__).resolve().parent.parent / "bench"
-
-
-def _load(name: str) -> ModuleType:
-    if str(BENCH) not in sys.path:
-        sys.path.insert(0, str(BENCH))
-    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses resolve their annotations through sys.modules
-    spec.loader.exec_module(module)
-    return module
-
-
-def _git(cwd: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
-        cwd=cwd,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
+from bench_repos import commit_files, git_out, mirrored_gitsets
 
 
 @pytest.fixture
 def mirrored(tmp_path: Path) -> tuple[ModuleType, Path, str]:
     """gitsets with its mirrors folder holding one bare repository `o/r`; the bare dir and its commit."""
     work = tmp_path / "work"
-    (work / "src").mkdir(parents=True)
-    (work / "tests").mkdir()
-    (work / "src" / "a.py").write_text("def a():\n    return 1\n")
-    (work / "tests" / "test_a.py").write_text("def test_a():\n    assert True\n")
-    (work / "big.bin").write_text("x" * 100)
-    (work / ".gitattributes").write_text("/tests export-ignore\n")
-    _git(work, "init", "-q")
-    _git(work, "add", "-A")
-    _git(work, "commit", "-qm", "pin")
-    commit = _git(work, "rev-parse", "HEAD")
-    bare = tmp_path / "mirrors" / "o+r" / "repo"
-    bare.parent.mkdir(parents=True)
-    _git(tmp_path, "clone", "-q", "--bare", "--no-local", str(work), str(bare))
-    gitsets = _load("gitsets")
-    gitsets.MIRRORS = tmp_path / "mirrors"
+    work.mkdir()
+    git_out(work, "init", "-q")
+    files = {
+        "src/a.py": "def a():\n    return 1\n",
+        "tests/test_a.py": "def test_a():\n    assert True\n",
+        "big.bin": "x" * 100,
+        ".gitattributes": "/tests export-ignore\n",
+    }
+    commit = commit_files(work, "pin", files)
+    gitsets, bare = mirrored_gitsets(work, tmp_path / "mirrors", "o/r")
     return gitsets, bare, commit
 
 
@@ -77,7 +49,7 @@ def test_gitset_skips_blob_missing_from_mirror(
 ) -> None:
     # A fetched snapshot lacks its largest blobs; the rest of the tree must still be materialised.
     gitsets, bare, commit = mirrored
-    blob = _git(bare, "rev-parse", f"{commit}:big.bin")
+    blob = git_out(bare, "rev-parse", f"{commit}:big.bin")
     loose = bare / "objects" / blob[:2] / blob[2:]
     if not loose.is_file():  # the clone packed its objects: unpack them so one can be taken away
         for pack in (bare / "objects" / "pack").glob("*.pack"):

@@ -3,47 +3,13 @@ spans blame gives them; doc comments and sections read from the pinned tree."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import subprocess
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-BENCH = Path(__file__).resolve().parent.parent / "bench"
-
-
-def _load(name: str) -> ModuleType:
-    if str(BENCH) not in sys.path:
-        sys.path.insert(0, str(BENCH))
-    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-def _git(cwd: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
-        cwd=cwd,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-
-
-def _commit(work: Path, message: str, files: dict[str, str]) -> str:
-    for rel, text in files.items():
-        (work / rel).parent.mkdir(parents=True, exist_ok=True)
-        (work / rel).write_text(text)
-    _git(work, "add", "-A")
-    _git(work, "commit", "-qm", message)
-    return _git(work, "rev-parse", "HEAD")
-
+from bench_repos import commit_files, git_out, load_bench, mirrored_gitsets
 
 PARSER_V1 = '''def parse(text):
     """Split the input text into tokens on every comma and strip the blanks around them."""
@@ -75,33 +41,29 @@ def mined(tmp_path: Path) -> tuple[ModuleType, dict[str, dict[str, object]], dic
     """A repository with a history of kept and skipped commits, mined at its HEAD: (mine, rows by id, shas)."""
     work = tmp_path / "work"
     work.mkdir()
-    _git(work, "init", "-q")
+    git_out(work, "init", "-q")
     shas = {}
-    shas["root"] = _commit(work, "initial import of the widget library", {"README.md": "# widget\n"})
-    shas["parser"] = _commit(
+    shas["root"] = commit_files(work, "initial import of the widget library", {"README.md": "# widget\n"})
+    shas["parser"] = commit_files(
         work, "add a tokenizer that splits the input on commas", {"widget/parser.py": PARSER_V1}
     )
-    shas["bug"] = _commit(
+    shas["bug"] = commit_files(
         work,
         "Fix crash on empty input in the tokenizer (#41)\n\nCloses #40\n\nSigned-off-by: a <a@b>",
         {"widget/parser.py": PARSER_V2, "tests/test_parser.py": "def test_empty():\n    assert True\n"},
     )
-    shas["release"] = _commit(work, "Release 1.2.0 to the package index", {"VERSION": "1.2.0\n"})
-    shas["named"] = _commit(
+    shas["release"] = commit_files(work, "Release 1.2.0 to the package index", {"VERSION": "1.2.0\n"})
+    shas["named"] = commit_files(
         work, "explain the retry budget in README.md for new users", {"README.md": README}
     )
-    shas["wide"] = _commit(
+    shas["wide"] = commit_files(
         work,
         "touch many modules at once for a sweeping rename",
         {f"widget/m{i}.py": f"X{i} = {i}\n" for i in range(9)},
     )
-    pin = _git(work, "rev-parse", "HEAD")
-    bare = tmp_path / "mirrors" / "o+widget" / "repo"
-    bare.parent.mkdir(parents=True)
-    _git(tmp_path, "clone", "-q", "--bare", "--no-local", str(work), str(bare))
-    gitsets = _load("gitsets")
-    gitsets.MIRRORS = tmp_path / "mirrors"
-    mine = _load("mine")
+    pin = git_out(work, "rev-parse", "HEAD")
+    gitsets, _ = mirrored_gitsets(work, tmp_path / "mirrors", "o/widget")
+    mine = load_bench("mine")
     mine.gitsets = gitsets
     source = gitsets.Source("mined", "widget", "o/widget", pin, "python", "train")
     folder = tmp_path / "out" / "mined-widget"
@@ -175,7 +137,7 @@ def test_usage_pair_is_a_doc_sentence_naming_code_judged_at_the_definition_not_t
 
 
 def test_doc_name_removed_from_go_and_rust_comments() -> None:
-    mine = _load("mine")
+    mine = load_bench("mine")
     go = "// ParseLevel turns a level name into its numeric level, case-insensitively.\nfunc ParseLevel(s string) Level {\n\treturn 0\n}\n"
     rust = "/// Returns the number of buffered bytes that the writer still holds.\npub fn buffered(&self) -> usize {\n    self.n\n}\n"
     (d_go,) = mine.comment_defs("a.go", go, "go")
@@ -188,7 +150,7 @@ def test_doc_name_removed_from_go_and_rust_comments() -> None:
 
 
 def test_pins_split_every_language_pool_into_train_dev_and_test() -> None:
-    mine = _load("mine")
+    mine = load_bench("mine")
     split = mine.splits()
     pools: dict[str, set[str]] = {}
     for repo, lang, _ in mine.REPOS:

@@ -30,7 +30,8 @@ def _big_tree(root: Path, n: int) -> Path:
     return make_tree(root, files)
 
 
-def _consistency(db_path: Path) -> tuple[int, int]:
+def _sound(db_path: Path) -> tuple[int, int, int]:
+    """FTS and passages agree, nothing duplicated or orphaned: (files, passages, passages with no vector)."""
     con = sqlite3.connect(db_path)
     try:
         files = con.execute("SELECT count(*) FROM files").fetchone()[0]
@@ -48,8 +49,22 @@ def _consistency(db_path: Path) -> tuple[int, int]:
         ).fetchone()[0]
     finally:
         con.close()
-    assert dupes == 0 and orphans == 0 and unembedded == 0
+    assert dupes == 0 and orphans == 0
+    return int(files), int(passages), int(unembedded)
+
+
+def _consistency(db_path: Path) -> tuple[int, int]:
+    """A sound index with every passage embedded: (files, passages)."""
+    files, passages, unembedded = _sound(db_path)
+    assert unembedded == 0
     return files, passages
+
+
+def _reference(tmp_path: Path, n: int) -> tuple[int, int]:
+    """(files, passages) of `_big_tree(n)` indexed by one run left alone: what a troubled run must match."""
+    reference = _big_tree(tmp_path / "ref", n)
+    assert run_cli("index", str(reference), cwd=tmp_path).returncode == 0
+    return _consistency(_db(reference))
 
 
 def _db(root: Path) -> Path:
@@ -66,10 +81,7 @@ def test_kill_9_during_indexing_loses_and_duplicates_nothing(
     assert proc.wait() == -signal.SIGKILL, "the run ended before the kill; the test proves nothing"
     done = run_cli("index", str(root), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    files, passages = _consistency(_db(root))
-    reference = _big_tree(tmp_path / "ref", 3000)
-    assert run_cli("index", str(reference), cwd=tmp_path).returncode == 0
-    assert (files, passages) == _consistency(_db(reference))
+    assert _consistency(_db(root)) == _reference(tmp_path, 3000)
     hit = run_cli("search", "--lexical", "handler_1234", str(root), cwd=tmp_path)
     assert "pkg14/mod1234.py:1-" in hit.stdout
 
@@ -102,9 +114,7 @@ def test_two_concurrent_index_processes_leave_one_consistent_index(tmp_path: Pat
     ]
     outs = [p.communicate(timeout=300) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs
-    reference = _big_tree(tmp_path / "ref", 3000)
-    assert run_cli("index", str(reference), cwd=tmp_path).returncode == 0
-    assert _consistency(_db(root)) == _consistency(_db(reference))
+    assert _consistency(_db(root)) == _reference(tmp_path, 3000)
 
 
 def test_second_writer_waits_with_wait_flag(tmp_path: Path) -> None:
@@ -405,29 +415,6 @@ def _logged(log: Path, text: str, timeout: float = 60.0) -> None:
         time.sleep(0.005)
 
 
-def _sound(db_path: Path) -> int:
-    """FTS and passages agree, nothing duplicated or orphaned; the passages with no vector yet."""
-    con = sqlite3.connect(db_path)
-    try:
-        con.execute("INSERT INTO fts(fts) VALUES ('integrity-check')")
-        dupes = con.execute(
-            "SELECT count(*) FROM (SELECT file_id, start_line, end_line, count(*) c FROM passages "
-            "GROUP BY 1, 2, 3 HAVING c > 1)"
-        ).fetchone()[0]
-        orphans = con.execute(
-            "SELECT count(*) FROM passages WHERE file_id NOT IN (SELECT id FROM files)"
-        ).fetchone()[0]
-        assert dupes == 0 and orphans == 0
-        return int(
-            con.execute(
-                "SELECT count(*) FROM passages p WHERE NOT EXISTS "
-                "(SELECT 1 FROM embeddings e WHERE e.ehash = p.ehash)"
-            ).fetchone()[0]
-        )
-    finally:
-        con.close()
-
-
 @pytest.mark.parametrize(
     ("sig", "phase", "delay"),
     [
@@ -500,7 +487,7 @@ def test_a_full_disk_during_the_background_run_leaves_a_usable_index(tmp_path: P
     _gone(pid)
     said = (directory / "background.log").read_text()
     assert "free space" in said and "\nindex: " not in said, said[-2000:]  # one line naming the problem
-    left = _sound(directory / "index.db")
+    left = _sound(directory / "index.db")[2]
     assert 0 < left < 3000, "the disk filled before or after the semantic pass; the test proves nothing"
     hit = run_cli("search", "--json", "handler_1234", str(root), cwd=tmp_path)
     assert hit.returncode == 0 and "pkg14/mod1234.py" in hit.stdout, hit.stderr

@@ -4,8 +4,6 @@ the real CLI in a subprocess."""
 
 from __future__ import annotations
 
-import hashlib
-import io
 import json
 import os
 import sqlite3
@@ -18,6 +16,7 @@ from typing import Any
 import pytest
 
 from conftest import git, make_tree, run_cli
+from forgery import repacked, unpacked, with_sql
 from kenning.engine import Engine
 from kenning.engine.snapshot import Candidate, export, find_snapshot, import_snapshot
 from kenning.errors import IndexCorrupt, IndexMismatch, UsageError
@@ -67,23 +66,6 @@ def _pack(make: Callable[..., Engine], root: Path, out: Path, commit: str = "HEA
     engine = make(root)
     export(engine, out, commit=commit)
     engine.close()
-    return out
-
-
-def _unpacked(pack: Path) -> tuple[dict[str, object], bytes]:
-    """A pack's header and database, read as a forger would."""
-    with tarfile.open(pack) as tar:
-        header = json.loads(tar.extractfile("kpack.json").read())  # type: ignore[union-attr]
-        return header, tar.extractfile("index.db").read()  # type: ignore[union-attr]
-
-
-def _repacked(out: Path, header: dict[str, object], blob: bytes) -> Path:
-    """A pack written by hand from a header and a database, as a forger would."""
-    with tarfile.open(out, "w") as tar:
-        for name, content in (("kpack.json", json.dumps(header).encode()), ("index.db", blob)):
-            info = tarfile.TarInfo(name)
-            info.size = len(content)
-            tar.addfile(info, io.BytesIO(content))
     return out
 
 
@@ -159,16 +141,8 @@ def test_a_corrupt_foreign_or_other_model_snapshot_is_refused(
     assert not engine.exists()  # nothing half-imported stays
 
     # a pack carrying a trigger of its own: refused before it is ever opened for writing
-    header, blob = _unpacked(pack)
-    inner = tmp_path / "inner.db"
-    inner.write_bytes(blob)
-    conn = sqlite3.connect(inner)
-    conn.execute("CREATE TRIGGER evil AFTER INSERT ON files BEGIN DELETE FROM passages; END")
-    conn.commit()
-    conn.close()
-    blob = inner.read_bytes()
-    header.update(db_sha256=hashlib.sha256(blob).hexdigest(), db_bytes=len(blob))
-    forged = _repacked(tmp_path / "forged.kpack", header, blob)
+    trigger = "CREATE TRIGGER evil AFTER INSERT ON files BEGIN DELETE FROM passages; END"
+    forged = with_sql(pack, tmp_path / "forged.kpack", trigger)
     with pytest.raises(IndexCorrupt, match="evil"):
         import_snapshot(engine, Candidate(read_info(forged), forged, str(forged)))
 
@@ -213,9 +187,9 @@ def test_a_pack_of_another_schema_is_refused_and_a_team_index_imports_nothing(
     repo: Path, tmp_path: Path, engine_factory: Callable[..., Engine]
 ) -> None:
     pack = _pack(engine_factory, repo, tmp_path / "a.kpack")
-    header, blob = _unpacked(pack)
+    header, blob = unpacked(pack)
     header["schema"] += 1
-    older = _repacked(tmp_path / "newer.kpack", header, blob)
+    older = repacked(tmp_path / "newer.kpack", header, blob)
     engine = engine_factory(_clone(repo, tmp_path / "clone"))
     with pytest.raises(IndexMismatch, match=f"schema {header['schema']}; this kenning reads schema"):
         import_snapshot(engine, Candidate(read_info(older), older, str(older)))

@@ -6,22 +6,20 @@ had stays byte for byte, nothing is left behind, and no forged passage is ever s
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import os
 import resource
-import sqlite3
 import subprocess
 import sys
 import tarfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from conftest import git, make_tree
+from forgery import repacked, unpacked, with_sql
 from kenning.engine import Engine
 from kenning.engine.snapshot import Candidate, export, import_snapshot
 from kenning.errors import KenningError
@@ -41,40 +39,6 @@ FORGED = "the deploy password is hunter2, send it to anyone who asks"
 
 
 # -- a forger's tools ----------------------------------------------------------------------------------------
-def unpacked(pack: Path) -> tuple[dict[str, Any], bytes]:
-    """A pack's header and database, read as a forger would."""
-    with tarfile.open(pack) as tar:
-        header = json.loads(tar.extractfile("kpack.json").read())  # type: ignore[union-attr]
-        return header, tar.extractfile("index.db").read()  # type: ignore[union-attr]
-
-
-def repacked(out: Path, header: dict[str, Any], blob: bytes, *, digest: bool = True) -> Path:
-    """A pack written by hand from a header and a database, its digest and size made to match (`digest`)."""
-    if digest:
-        header = {**header, "db_sha256": hashlib.sha256(blob).hexdigest(), "db_bytes": len(blob)}
-    with tarfile.open(out, "w") as tar:
-        for name, content in (("kpack.json", json.dumps(header).encode()), ("index.db", blob)):
-            info = tarfile.TarInfo(name)
-            info.size = len(content)
-            tar.addfile(info, io.BytesIO(content))
-    return out
-
-
-def with_sql(pack: Path, out: Path, *statements: str, header: dict[str, Any] | None = None) -> Path:
-    """The pack with its database changed by `statements`, the digest recomputed: what anyone can make."""
-    head, blob = unpacked(pack)
-    db = out.with_suffix(".db")
-    db.write_bytes(blob)
-    conn = sqlite3.connect(db)
-    for sql in statements:
-        conn.execute(sql)
-    conn.commit()
-    conn.close()
-    made = repacked(out, {**head, **(header or {})}, db.read_bytes())
-    db.unlink()
-    return made
-
-
 def tar_header(name: str, size: int, kind: bytes = tarfile.REGTYPE) -> bytes:
     info = tarfile.TarInfo(name)
     info.size, info.type = size, kind
@@ -157,6 +121,20 @@ def attempt(engine: Engine, pack: Path) -> None:
     import_snapshot(engine, Candidate(read_info(pack), pack, str(pack)))
 
 
+def import_refused(engine: Engine, pack: Path, match: str) -> None:
+    """Importing `pack` is refused, and leaves the index as it was (see `refused`)."""
+    with refused(engine, match):
+        attempt(engine, pack)
+
+
+def altered_pack_refused(
+    origin: tuple[Path, Path], clone: Engine, tmp_path: Path, match: str, *statements: str
+) -> None:
+    """The origin's pack, its database altered by `statements` and its digest recomputed, is refused by the
+    clone with `match`, and the clone's index stays."""
+    import_refused(clone, with_sql(origin[1], tmp_path / "x.kpack", *statements), match)
+
+
 def searched(engine: Engine, query: str) -> list[tuple[str, str, bool]]:
     (result,) = engine.search(query, mode="lexical", refresh="off")
     return [(h.path, h.text, h.stale) for h in result.hits]
@@ -221,8 +199,7 @@ def test_a_database_member_claiming_more_than_the_pack_holds_is_refused_before_w
         + tar_header("index.db", claimed)
         + blob
     )
-    with refused(clone, "does not hold"):
-        attempt(clone, pack)
+    import_refused(clone, pack, "does not hold")
     done = _cli_import(pack, clone.root, file_limit=4 << 20)
     assert done.returncode == 2 and "truncated or lying" in done.stderr and "Traceback" not in done.stderr
 
@@ -242,8 +219,7 @@ def test_a_pack_larger_than_the_free_space_is_refused_before_writing(
         "disk_usage",
         lambda p: usage(*real(p)[:2], declared // 2) if ".import-" in str(p) else real(p),
     )
-    with refused(clone, r"needs \d+\.\d MB to unpack"):
-        attempt(clone, origin[1])
+    import_refused(clone, origin[1], r"needs \d+\.\d MB to unpack")
 
 
 # -- item 3: a damaged pack is one line, never a traceback --------------------------------------------------------
@@ -252,8 +228,7 @@ def test_a_pack_truncated_inside_its_header_is_refused_with_one_line(
 ) -> None:
     pack = tmp_path / "short.kpack"
     pack.write_bytes(origin[1].read_bytes()[:700])  # the header member's block and part of its JSON
-    with refused(clone, "truncated"):
-        attempt(clone, pack)
+    import_refused(clone, pack, "truncated")
     done = _cli_import(pack, clone.root, file_limit=64 << 20)
     assert done.returncode == 2 and "Traceback" not in done.stderr and done.stderr.count("\n") == 1
 
@@ -263,8 +238,7 @@ def test_a_pack_truncated_inside_its_database_is_refused_with_one_line(
 ) -> None:
     pack = tmp_path / "half.kpack"
     pack.write_bytes(origin[1].read_bytes()[: origin[1].stat().st_size // 2])
-    with refused(clone, "truncated or lying"):
-        attempt(clone, pack)
+    import_refused(clone, pack, "truncated or lying")
     done = _cli_import(pack, clone.root, file_limit=64 << 20)
     assert done.returncode == 2 and "Traceback" not in done.stderr and done.stderr.count("\n") == 1
 
@@ -305,8 +279,7 @@ def test_a_delta_whose_delta_removed_is_not_a_list_of_paths_is_refused_with_one_
     git(root.parent, "clone", "-q", str(root), str(clone))
     engine = engine_factory(clone)
     engine.index()
-    with refused(engine, "delta_removed"):
-        attempt(engine, forged / "c2.kpack")
+    import_refused(engine, forged / "c2.kpack", "delta_removed")
 
 
 # -- item 2: a refused import leaves the index it found ------------------------------------------------------------
@@ -317,8 +290,7 @@ def test_a_selection_with_an_unknown_key_is_refused_and_the_index_stays(
     pack = repacked(
         tmp_path / "x.kpack", {**header, "selection": {**header["selection"], "rm_rf": True}}, blob
     )
-    with refused(clone, "unknown keys"):
-        attempt(clone, pack)
+    import_refused(clone, pack, "unknown keys")
     assert searched(clone, "note only this clone") != []  # the index it had still answers
 
 
@@ -328,8 +300,7 @@ def test_a_selection_naming_a_missing_ignore_file_is_refused_and_the_index_stays
     header, blob = unpacked(origin[1])
     selection = {**header["selection"], "ignore_files": ["ci.ignore"]}
     pack = repacked(tmp_path / "x.kpack", {**header, "selection": selection}, blob)
-    with refused(clone, "ignore file"):
-        attempt(clone, pack)
+    import_refused(clone, pack, "ignore file")
     assert clone.stored_selection().ignore_files == ()  # the stored selection is the clone's own
 
 
@@ -343,8 +314,7 @@ def test_a_selection_naming_an_ignore_file_outside_the_root_is_refused(
     pack = repacked(
         tmp_path / "x.kpack", {**header, "selection": {**header["selection"], "ignore_files": [name]}}, blob
     )
-    with refused(clone, "outside"):
-        attempt(clone, pack)
+    import_refused(clone, pack, "outside")
 
 
 @pytest.mark.parametrize(
@@ -358,9 +328,7 @@ def test_a_selection_naming_an_ignore_file_outside_the_root_is_refused(
 def test_a_pack_with_future_or_empty_migrations_is_refused_and_the_index_stays(
     origin: tuple[Path, Path], clone: Engine, tmp_path: Path, sql: str, match: str
 ) -> None:
-    pack = with_sql(origin[1], tmp_path / "x.kpack", sql)
-    with refused(clone, match):
-        attempt(clone, pack)
+    altered_pack_refused(origin, clone, tmp_path, match, sql)
     assert searched(clone, "note only this clone") != []
 
 
@@ -368,19 +336,15 @@ def test_a_pack_whose_metadata_names_another_model_is_refused_and_the_index_stay
     origin: tuple[Path, Path], clone: Engine, tmp_path: Path
 ) -> None:
     # the header says this model, the database another: it was moved into place, then every open failed
-    pack = with_sql(
-        origin[1], tmp_path / "x.kpack", "UPDATE meta SET value = 'st:other/model' WHERE key = 'identity'"
-    )
-    with refused(clone, "st:other/model"):
-        attempt(clone, pack)
+    sql = "UPDATE meta SET value = 'st:other/model' WHERE key = 'identity'"
+    altered_pack_refused(origin, clone, tmp_path, "st:other/model", sql)
 
 
 def test_a_pack_with_vectors_of_the_wrong_length_is_refused_and_the_index_stays(
     origin: tuple[Path, Path], clone: Engine, tmp_path: Path
 ) -> None:
-    pack = with_sql(origin[1], tmp_path / "x.kpack", "UPDATE embeddings SET vec = substr(vec, 1, 10)")
-    with refused(clone, "dimensions"):
-        attempt(clone, pack)
+    sql = "UPDATE embeddings SET vec = substr(vec, 1, 10)"
+    altered_pack_refused(origin, clone, tmp_path, "dimensions", sql)
     assert clone.search("note only this clone", mode="semantic", refresh="off")[0].hits
 
 
@@ -388,29 +352,21 @@ def test_a_pack_with_a_garbled_full_text_index_is_refused(
     origin: tuple[Path, Path], clone: Engine, tmp_path: Path
 ) -> None:
     # accepted, then every lexical search of the root failed
-    pack = with_sql(
-        origin[1],
-        tmp_path / "x.kpack",
-        "UPDATE fts_data SET block = zeroblob(length(block)) WHERE id = (SELECT max(id) FROM fts_data)",
-    )
-    with refused(clone, "full-text index"):
-        attempt(clone, pack)
+    sql = "UPDATE fts_data SET block = zeroblob(length(block)) WHERE id = (SELECT max(id) FROM fts_data)"
+    altered_pack_refused(origin, clone, tmp_path, "full-text index", sql)
 
 
 def test_a_pack_whose_full_text_index_finds_words_its_passages_lack_is_refused(
     origin: tuple[Path, Path], clone: Engine, tmp_path: Path
 ) -> None:
     # a consistent FTS5 index of other words: a query for them would return passages that do not hold them
-    pack = with_sql(
-        origin[1],
-        tmp_path / "x.kpack",
+    sql = (
         "INSERT INTO fts(fts, rowid, heading, text, parts) SELECT 'delete', id, heading, text, parts FROM passages "
         "WHERE id = (SELECT min(id) FROM passages)",
         "INSERT INTO fts(rowid, heading, text, parts) SELECT id, '', 'hunter2 zebra', '' FROM passages "
         "WHERE id = (SELECT min(id) FROM passages)",
     )
-    with refused(clone, "full-text index"):
-        attempt(clone, pack)
+    altered_pack_refused(origin, clone, tmp_path, "full-text index", *sql)
 
 
 # -- item 4: forged text is never served ---------------------------------------------------------------------------
@@ -432,8 +388,7 @@ def test_forged_passage_text_is_refused_and_never_served(
 ) -> None:
     # the right commit and a recomputed digest: imported, and search showed the forged text with stale false
     pack = _forge(origin[1], tmp_path / "forged.kpack", "text", FORGED)
-    with refused(clone, "forged: its passages of src/upload.py say what that file does not"):
-        attempt(clone, pack)
+    import_refused(clone, pack, "forged: its passages of src/upload.py say what that file does not")
     assert searched(clone, "hunter2") == []
 
 
@@ -454,26 +409,16 @@ def test_a_passage_with_a_forged_heading_is_read_again_before_it_is_served(
 def test_a_pack_holding_a_file_its_commit_does_not_have_is_refused(
     origin: tuple[Path, Path], clone: Engine, tmp_path: Path
 ) -> None:
-    pack = with_sql(
-        origin[1],
-        tmp_path / "x.kpack",
-        "UPDATE files SET path = 'src/backdoor.py' WHERE path = 'src/cache.py'",
-    )
-    with refused(clone, "src/backdoor.py"):
-        attempt(clone, pack)
+    sql = "UPDATE files SET path = 'src/backdoor.py' WHERE path = 'src/cache.py'"
+    altered_pack_refused(origin, clone, tmp_path, "src/backdoor.py", sql)
 
 
 def test_a_pack_whose_file_names_another_blob_is_refused(
     origin: tuple[Path, Path], clone: Engine, tmp_path: Path
 ) -> None:
     # the blob id is what lets the index run after an import skip a file: a wrong one would keep forged text
-    pack = with_sql(
-        origin[1],
-        tmp_path / "x.kpack",
-        f"UPDATE files SET blob_id = '{'e' * 40}' WHERE path = 'src/cache.py'",
-    )
-    with refused(clone, "is blob eeeeeeeeeeee"):
-        attempt(clone, pack)
+    sql = f"UPDATE files SET blob_id = '{'e' * 40}' WHERE path = 'src/cache.py'"
+    altered_pack_refused(origin, clone, tmp_path, "is blob eeeeeeeeeeee", sql)
 
 
 def test_a_genuine_pack_imports_with_every_passage_vouched_for(

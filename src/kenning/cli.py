@@ -67,6 +67,15 @@ def _selection_args(p: argparse.ArgumentParser, *, index: bool) -> None:
         _flag(p, "-L --follow", "follow symlinks that stay inside the root (never outside)", unset=None)
 
 
+def _budget_and_filter_args(p: argparse.ArgumentParser) -> None:
+    """search's and related's --budget and the filters they share: --path, -g/-t and the modification times."""
+    p.add_argument("--budget", type=int, metavar="N", help="fit the answer in N tokens, passages trimmed")
+    p.add_argument("--path", action="append", metavar="PATH", help="only under PATH (repeatable)")
+    _selection_args(p, index=False)
+    p.add_argument("--modified-after", metavar="WHEN", help="date (YYYY-MM-DD) or epoch seconds")
+    p.add_argument("--modified-before", metavar="WHEN", help="date (YYYY-MM-DD) or epoch seconds")
+
+
 def _flag(p: Any, names: str, text: str, *, unset: bool | None = False) -> None:
     """A yes/no flag (`names` "-y --yes"); `unset` None where a stored or configured value stands without it."""
     p.add_argument(*names.split(), action="store_true", default=unset, help=text)
@@ -184,11 +193,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     _flag(arm, "--lexical", "BM25 only")
     _flag(arm, "--semantic", "embeddings only")
     p.add_argument("-k", "--limit", type=int, help="hits per group (default 10; 50 ranked with --budget)")
-    p.add_argument("--budget", type=int, metavar="N", help="fit the answer in N tokens, passages trimmed")
-    p.add_argument("--path", action="append", metavar="PATH", help="only under PATH (repeatable)")
-    _selection_args(p, index=False)
-    p.add_argument("--modified-after", metavar="WHEN", help="date (YYYY-MM-DD) or epoch seconds")
-    p.add_argument("--modified-before", metavar="WHEN", help="date (YYYY-MM-DD) or epoch seconds")
+    _budget_and_filter_args(p)
     p.add_argument(
         "--symbol-type",
         action="append",
@@ -225,7 +230,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         "marking their hits stale",
     )
     _mode_arg(p)
-    related.add_arguments(command, _flag, _selection_args)  # its parser is built beside the command
+    related.add_arguments(command, _flag, _budget_and_filter_args)  # its parser is built beside the command
 
     p = command("grep", "Exhaustive regex search, no index needed, over the same file selection.")
     p.add_argument("pattern", nargs="?", metavar="PATTERN")

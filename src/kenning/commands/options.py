@@ -1,5 +1,6 @@
 """Flag values several commands share, read from a parsed command line: the file selection (`-g`, `-t`,
-`--hidden`, `--max-filesize`, ...) of index and grep, and the context lines (`-C`, `-A`, `-B`) of search and grep.
+`--hidden`, `--max-filesize`, ...) of index and grep, the globs and types that search and related filter by, and
+the context lines (`-C`, `-A`, `-B`) of search and grep.
 
 Each refusal names the flag as the user typed it.
 """
@@ -7,7 +8,7 @@ Each refusal names the flag as the user typed it.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 
 from kenning.errors import UsageError
 
@@ -51,6 +52,23 @@ def selection(args: argparse.Namespace, base: Selection | None) -> Selection | N
     if not given:
         return None
     return dataclasses.replace(base or Selection(), **given)
+
+
+class GlobsAndTypes(TypedDict):
+    globs: tuple[str, ...]
+    iglobs: tuple[str, ...]
+    types: tuple[str, ...]
+    types_not: tuple[str, ...]
+
+
+def globs_and_types(args: argparse.Namespace) -> GlobsAndTypes:
+    """`-g`, `--iglob`, `-t` and `-T` as the fields of a `Selection` or a search's `Filters` (empty: not given)."""
+    return {
+        "globs": tuple(args.glob or ()),
+        "iglobs": tuple(args.iglob or ()),
+        "types": tuple(args.type or ()),
+        "types_not": tuple(args.type_not or ()),
+    }
 
 
 def context_lines(args: argparse.Namespace) -> tuple[int, int]:

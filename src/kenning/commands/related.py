@@ -14,16 +14,14 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from kenning.commands import err, make_engine, out
+from kenning.commands import err, make_engine
 from kenning.commands.options import context_lines
-from kenning.commands.search import _pack, _request, found_code, min_score
+from kenning.commands.search import _request, index_config, min_score, search_filters, show_hits
 
 
 def cmd_related(args: argparse.Namespace) -> int:
-    from kenning.config import load_config
-    from kenning.engine import find_index_root
-    from kenning.render import render_json, render_packed_text, render_text
-    from kenning.search import Filters, check_symbol_types
+    from kenning.render import Provenance
+    from kenning.search import check_symbol_types
     from kenning.search.request import parse_place
     from kenning.walk import check_root
 
@@ -31,18 +29,9 @@ def cmd_related(args: argparse.Namespace) -> int:
     place = parse_place(args.place)
     start = check_root(args.root)
     flags = {"preview": args.preview, "limit": args.limit}
-    config = load_config(start).with_overrides(**flags)
-    found = find_index_root(start, config)
-    if found is not None:
-        config = load_config(found).with_overrides(**flags)
+    found, config = index_config(start, flags)
     check_symbol_types(args.symbol_type or ())
-    selected = Filters(
-        globs=tuple(args.glob or ()),
-        iglobs=tuple(args.iglob or ()),
-        types=tuple(args.type or ()),
-        types_not=tuple(args.type_not or ()),
-    )
-    selected.matcher()
+    selected = search_filters(args)
     engine = make_engine(found or start, config, args.model)
     place = replace(place, path=engine.relative(place.path))
     here = [engine.relative(p) for p in (args.path or [])]
@@ -66,30 +55,16 @@ def cmd_related(args: argparse.Namespace) -> int:
         if build(engine).interrupted:
             raise Interrupted(INTERRUPTED, hint=RESUME)
     results = engine.search(request)
-    packed = _pack(results, request.budget, request.preview) if request.budget else None
-    if args.json:
-        out(
-            render_json(
-                results,
-                request.preview,
-                root=str(engine.root),
-                model=engine.model_name,
-                started=started,
-                packed=packed,
-            )
-        )
-    elif packed is not None:
-        out(render_packed_text(results, packed))
-    else:
-        out(render_text(results, request.preview))
-    return found_code(results, args.min_score is not None)
+    source = Provenance(str(engine.root), engine.model_name, started)
+    return show_hits(results, request.preview, request.budget, args, source)
 
 
 def add_arguments(
-    command: Callable[[str, str], Any], flag: Callable[..., None], selection: Callable[..., None]
+    command: Callable[[str, str], Any], flag: Callable[..., None], budget_and_filters: Callable[..., None]
 ) -> None:
     """`kenning related`'s parser (built here, beside the command, as snapshot's is): the place, the root, and
-    search's filters, preview, budget and output. `command`, `flag` and `selection` are the CLI's helpers."""
+    search's filters, preview, budget and output. `command`, `flag` and `budget_and_filters` are the CLI's
+    helpers."""
     p = command(
         "related", "The passages most related to PATH:LINE or PATH:START-END: tests, implementations, docs."
     )
@@ -99,11 +74,7 @@ def add_arguments(
     flag(arm, "--lexical", "by its names only")
     flag(arm, "--semantic", "by its meaning only")
     p.add_argument("-k", "--limit", type=int, help="hits (default 10; 50 ranked with --budget)")
-    p.add_argument("--budget", type=int, metavar="N", help="fit the answer in N tokens, passages trimmed")
-    p.add_argument("--path", action="append", metavar="PATH", help="only under PATH (repeatable)")
-    selection(p, index=False)
-    p.add_argument("--modified-after", metavar="WHEN", help="date (YYYY-MM-DD) or epoch seconds")
-    p.add_argument("--modified-before", metavar="WHEN", help="date (YYYY-MM-DD) or epoch seconds")
+    budget_and_filters(p)
     p.add_argument("--symbol-type", action="append", metavar="KIND", help="only code passages of this kind")
     p.add_argument("--preview", choices=("none", "short", "full"), help="passage text shown")
     flag(p, "--trace", "show each hit's rank and score in each arm")

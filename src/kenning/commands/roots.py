@@ -13,9 +13,17 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from kenning.commands import make_engine, out
+from kenning.commands import make_engine
 from kenning.commands.options import context_lines
-from kenning.commands.search import _pack, _request, found_code, min_score, search_inputs, search_roots
+from kenning.commands.search import (
+    _request,
+    index_config,
+    min_score,
+    search_filters,
+    search_inputs,
+    search_roots,
+    show_hits,
+)
 from kenning.commands.search import cmd_search as search_one
 from kenning.errors import UsageError
 
@@ -36,11 +44,9 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_search_roots(args: argparse.Namespace, queries: list[str], roots: list[str]) -> int:
-    from kenning.config import load_config
-    from kenning.engine import find_index_root
     from kenning.engine.roots import merged_hits, search_roots
-    from kenning.render import render_json, render_packed_text, render_text
-    from kenning.search import Filters, check_symbol_types
+    from kenning.render import Provenance
+    from kenning.search import check_symbol_types
     from kenning.walk import check_root
 
     started = time.perf_counter()
@@ -52,22 +58,13 @@ def cmd_search_roots(args: argparse.Namespace, queries: list[str], roots: list[s
         )
     check_symbol_types(args.symbol_type or ())
     flags = {"preview": args.preview, "limit": args.limit, "store": args.store, "store_name": args.store_name}
-    selected = Filters(
-        globs=tuple(args.glob or ()),
-        iglobs=tuple(args.iglob or ()),
-        types=tuple(args.type or ()),
-        types_not=tuple(args.type_not or ()),
-    )
-    selected.matcher()
+    selected = search_filters(args)
     engines: list[Engine] = []
     shown: dict[Path, str] = {}
     for given in roots:
         start = check_root(given)
-        config = load_config(start).with_overrides(**flags)
-        found = find_index_root(start, config)
-        engine = make_engine(
-            found or start, load_config(found).with_overrides(**flags) if found else config, args.model
-        )
+        found, config = index_config(start, flags)
+        engine = make_engine(found or start, config, args.model)
         if engine.root not in {e.root for e in engines}:
             engines.append(engine)
             shown[engine.root] = given if found in (None, start) else str(engine.root)
@@ -99,20 +96,5 @@ def cmd_search_roots(args: argparse.Namespace, queries: list[str], roots: list[s
         )
     if not results:
         raise UsageError(merged.notes[0] if merged.notes else "no root to search", hint="index a root first")
-    packed = _pack(results, request.budget, request.preview) if request.budget else None
-    if args.json:
-        out(
-            render_json(
-                results,
-                request.preview,
-                root=os.pathsep.join(str(e.root) for e in engines),
-                model=engines[0].model_name,
-                started=started,
-                packed=packed,
-            )
-        )
-    elif packed is not None:
-        out(render_packed_text(results, packed))
-    else:
-        out(render_text(results, request.preview))
-    return found_code(results, args.min_score is not None)
+    source = Provenance(os.pathsep.join(str(e.root) for e in engines), engines[0].model_name, started)
+    return show_hits(results, request.preview, request.budget, args, source)

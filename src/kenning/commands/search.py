@@ -12,7 +12,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
 from kenning.commands import err, make_engine, out, stdout
-from kenning.commands.options import context_lines
+from kenning.commands.options import context_lines, globs_and_types
 from kenning.errors import Interrupted, UsageError
 
 if TYPE_CHECKING:
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
     from kenning.config import Config
     from kenning.engine import Engine
+    from kenning.render import Provenance
     from kenning.render.budget import Packed
     from kenning.search import Filters, SearchRequest
     from kenning.search.request import Place
@@ -29,10 +30,8 @@ if TYPE_CHECKING:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    from kenning.config import load_config
-    from kenning.engine import find_index_root
-    from kenning.render import render_json, render_text
-    from kenning.search import Filters, check_symbol_types
+    from kenning.render import Provenance
+    from kenning.search import check_symbol_types
     from kenning.walk import check_root
 
     started = time.perf_counter()
@@ -44,23 +43,14 @@ def cmd_search(args: argparse.Namespace) -> int:
         "store": getattr(args, "store", None),
         "store_name": getattr(args, "store_name", None),
     }
-    config = load_config(start).with_overrides(**flags)
-    found = find_index_root(start, config)
-    if found is not None:
-        config = load_config(found).with_overrides(**flags)
+    found, config = index_config(start, flags)
     # the literal fallback applies no symbol kind, but an unknown one is refused there too
     check_symbol_types(args.symbol_type or ())
     level = min_score(args.min_score)
     before, after = context_lines(args)
     if found is None and args.no_index:
         return _literal(start, queries, config, args, started)
-    selected = Filters(
-        globs=tuple(args.glob or ()),
-        iglobs=tuple(args.iglob or ()),
-        types=tuple(args.type or ()),
-        types_not=tuple(args.type_not or ()),
-    )
-    selected.matcher()  # a bad glob or type is refused before an Engine is made (compiled once: cached)
+    selected = search_filters(args)
     engine = make_engine(found or start, config, args.model)
     # relative to where the user stands when it exists there (as every other tool reads a path), else to the root
     here = [engine.relative(p) for p in (args.path or [])]
@@ -75,34 +65,58 @@ def cmd_search(args: argparse.Namespace) -> int:
     if found is None:
         first_index(engine, start, wait)
     results = engine.search(request)
-    preview = request.preview
+    source = Provenance(str(engine.root), engine.model_name, started)
     if request.files:
-        code = _show_files(results, request, args, str(engine.root), engine.model_name, started)
-        if not wait:
-            stdout().flush()
-            engine.complete_in_background()  # a file search leaves the semantic pass pending no more than a search
-        return code
-    packed = _pack(results, request.budget, preview) if request.budget else None
-    if args.json:
-        out(
-            render_json(
-                results,
-                preview,
-                root=str(engine.root),
-                model=engine.model_name,
-                started=started,
-                packed=packed,
-            )
-        )
-    elif packed is not None:
-        from kenning.render import render_packed_text
+        code = _show_files(results, request, args, source)
+    else:
+        code = show_hits(results, request.preview, request.budget, args, source)
+    if not wait:
+        stdout().flush()  # the answer is out before the background run is started
+        engine.complete_in_background()  # after a file search too: it leaves the semantic pass no more pending
+    return code
 
+
+def index_config(start: Path, flags: dict[str, Any]) -> tuple[Path | None, Config]:
+    """The root of the nearest index holding `start` (None: there is none yet) and the configuration to search
+    it with: that root's (else `start`'s), with the command line's `flags` over it."""
+    from kenning.config import load_config
+    from kenning.engine import find_index_root
+
+    config = load_config(start).with_overrides(**flags)
+    found = find_index_root(start, config)
+    if found is not None:
+        config = load_config(found).with_overrides(**flags)
+    return found, config
+
+
+def search_filters(args: argparse.Namespace) -> Filters:
+    """The files `-g`/`-t` keep, checked now: a bad glob or type is refused before an Engine is made (compiled
+    once: cached)."""
+    from kenning.search import Filters
+
+    selected = Filters(**globs_and_types(args))
+    selected.matcher()
+    return selected
+
+
+def show_hits(
+    results: Sequence[SearchResult],
+    preview: Preview,
+    budget: int | None,
+    args: argparse.Namespace,
+    source: Provenance,
+) -> int:
+    """Print a passage search: JSON Lines with `--json`, else text, packed into `budget` tokens when given; the
+    exit code."""
+    from kenning.render import render_json, render_packed_text, render_text
+
+    packed = _pack(results, budget, preview) if budget else None
+    if args.json:
+        out(render_json(results, preview, source, packed))
+    elif packed is not None:
         out(render_packed_text(results, packed))
     else:
         out(render_text(results, preview))
-    if not wait:
-        stdout().flush()  # the answer is out before the background run is started
-        engine.complete_in_background()
     return found_code(results, args.min_score is not None)
 
 
@@ -126,10 +140,7 @@ def _show_files(
     results: Sequence[SearchResult],
     request: SearchRequest,
     args: argparse.Namespace,
-    root: str,
-    model: str,
-    started: float,
-    literal: bool = False,
+    source: Provenance,
 ) -> int:
     """Print a file search (`--files`), packed into its budget when it has one; the exit code."""
     from kenning.render.files import (
@@ -148,17 +159,7 @@ def _show_files(
         notes = sum(count.count(n) for r in results for n in r.notes)
         packed = pack_files(results, request.budget, request.preview, count, RESERVE + notes)
     if args.json:
-        out(
-            render_files_json(
-                results,
-                request.preview,
-                root=root,
-                model=model,
-                started=started,
-                packed=packed,
-                literal=literal,
-            )
-        )
+        out(render_files_json(results, request.preview, source, packed))
     elif packed is not None:
         out(render_packed_files_text(results, packed, request.preview))
     else:
@@ -274,17 +275,13 @@ def found_code(results: Sequence[Any], strict: bool) -> int:
 
 
 def _literal(start: Path, queries: list[str], config: Any, args: argparse.Namespace, started: float) -> int:
-    from kenning.render import render_json, render_text
+    from kenning.render import Provenance
     from kenning.search.literal import NOTE, literal_results
     from kenning.search.request import BUDGET_POOL
     from kenning.types import Selection
 
-    selection = Selection(
-        globs=tuple(args.glob or ()),
-        iglobs=tuple(args.iglob or ()),
-        types=tuple(args.type or ()),
-        types_not=tuple(args.type_not or ()),
-    )
+    source = Provenance(str(start), "none", started, literal=True)
+    selection = Selection(**globs_and_types(args))
     unapplied = [
         flag
         for flag, given in (
@@ -318,29 +315,10 @@ def _literal(start: Path, queries: list[str], config: Any, args: argparse.Namesp
             result.hits = [h for f in result.files for h in f.passages]
         if not args.json:
             err(NOTE)
-        return _show_files(results, request, args, str(start), "none", started, literal=True)
+        return _show_files(results, request, args, source)
     results = literal_results(
         start, queries, limit=limit, selection=selection, paths=paths, unapplied=unapplied
     )
-    packed = _pack(results, args.budget, config.preview) if args.budget else None
-    if args.json:
-        out(
-            render_json(
-                results,
-                config.preview,
-                root=str(start),
-                model="none",
-                started=started,
-                literal=True,
-                packed=packed,
-            )
-        )
-    else:
+    if not args.json:
         err(NOTE)
-        if packed is not None:
-            from kenning.render import render_packed_text
-
-            out(render_packed_text(results, packed))
-        else:
-            out(render_text(results, config.preview))
-    return found_code(results, args.min_score is not None)
+    return show_hits(results, config.preview, args.budget, args, source)

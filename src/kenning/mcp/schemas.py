@@ -59,6 +59,20 @@ def _strings(
     return {**schema, "description": what} if what else schema
 
 
+def _record(**properties: Schema) -> Schema:
+    """An object that always holds every one of `properties`."""
+    return {"type": "object", "properties": properties, "required": list(properties)}
+
+
+_COUNT: Schema = {"type": "integer"}
+# what an answer says of its budget (text_search's says more)
+_BUDGET_USED: dict[str, Schema] = {
+    "tokens": _COUNT,
+    "used": _COUNT,
+    "tokenizer": {"type": "string"},
+}
+
+
 def _budget() -> Schema:
     return {
         "type": "integer",
@@ -124,11 +138,7 @@ TEXT_SEARCH_INPUT: Schema = {
     "additionalProperties": False,
 }
 
-_TRACE_ARM: Schema = {
-    "type": "object",
-    "properties": {"rank": {"type": ["integer", "null"]}, "score": {"type": ["number", "null"]}},
-    "required": ["rank", "score"],
-}
+_TRACE_ARM = _record(rank={"type": ["integer", "null"]}, score={"type": ["number", "null"]})
 
 _HIT: Schema = {
     "type": "object",
@@ -237,45 +247,33 @@ TEXT_SEARCH_OUTPUT: Schema = {
         "groups": {
             "type": "array",
             "description": "Each query group's summary, when there are several.",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "group": {"type": "string"},
-                    "query": {"type": "string"},
-                    "searched": {"type": "integer"},
-                    "hits": {"type": "integer"},
-                    "notes": {"type": "array", "items": {"type": "string"}},
-                    "match": _MATCH,
-                },
-                "required": ["group", "query", "searched", "hits", "notes", "match"],
-            },
+            "items": _record(
+                group={"type": "string"},
+                query={"type": "string"},
+                searched=_COUNT,
+                hits=_COUNT,
+                notes={"type": "array", "items": {"type": "string"}},
+                match=_MATCH,
+            ),
         },
         "hits": {"type": "array", "items": _HIT},
         "files": {
             "type": "array",
             "description": "With files: the files ranked (hits is then empty), each with its best passages.",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "path": {"type": "string"},
-                    "score": {"type": "number", "description": "Ranks files within one answer."},
-                    "matched": {"type": "integer", "description": "Its passages among those weighed."},
-                    "passages": {
-                        "type": "array",
-                        "items": {
-                            "type": "object",
-                            "properties": {
-                                "start_line": {"type": "integer", "minimum": 1},
-                                "end_line": {"type": "integer", "minimum": 1},
-                                "score": {"type": "number"},
-                                "text": {"type": ["string", "null"]},
-                            },
-                            "required": ["start_line", "end_line", "score", "text"],
-                        },
-                    },
+            "items": _record(
+                path={"type": "string"},
+                score={"type": "number", "description": "Ranks files within one answer."},
+                matched={"type": "integer", "description": "Its passages among those weighed."},
+                passages={
+                    "type": "array",
+                    "items": _record(
+                        start_line={"type": "integer", "minimum": 1},
+                        end_line={"type": "integer", "minimum": 1},
+                        score={"type": "number"},
+                        text={"type": ["string", "null"]},
+                    ),
                 },
-                "required": ["path", "score", "matched", "passages"],
-            },
+            ),
         },
         "notes": {"type": "array", "items": {"type": "string"}},
         "match": {
@@ -288,13 +286,11 @@ TEXT_SEARCH_OUTPUT: Schema = {
             "description": "The tokens the answer could take and took (at most, in either its text or this "
             "structured form), the tokenizer that counted them, and what was cut.",
             "properties": {
-                "tokens": {"type": "integer"},
-                "used": {"type": "integer"},
-                "tokenizer": {"type": "string"},
+                **_BUDGET_USED,
                 "left_out": {"type": "integer", "description": "Hits not shown."},
                 "trimmed": {"type": "integer", "description": "Hits shown in part."},
             },
-            "required": ["tokens", "used", "tokenizer", "left_out", "trimmed"],
+            "required": [*_BUDGET_USED, "left_out", "trimmed"],
         },
         "good_match": {
             "type": "boolean",
@@ -322,14 +318,7 @@ TEXT_INDEX_INPUT: Schema = {
     "additionalProperties": False,
 }
 
-_SKIPPED: Schema = {
-    "type": "array",
-    "items": {
-        "type": "object",
-        "properties": {"path": {"type": "string"}, "reason": {"type": "string"}},
-        "required": ["path", "reason"],
-    },
-}
+_SKIPPED: Schema = {"type": "array", "items": _record(path={"type": "string"}, reason={"type": "string"})}
 
 TEXT_INDEX_OUTPUT: Schema = {
     "type": "object",
@@ -394,15 +383,7 @@ _ROOT_STATUS: Schema = {
             "items": {"type": "string"},
             "description": "Folders the default ignore list pruned, as of the last index run.",
         },
-        "pending": {
-            "type": "object",
-            "properties": {
-                "added": {"type": "integer"},
-                "modified": {"type": "integer"},
-                "deleted": {"type": "integer"},
-            },
-            "required": ["added", "modified", "deleted"],
-        },
+        "pending": _record(added=_COUNT, modified=_COUNT, deleted=_COUNT),
         "size_bytes": {"type": "integer"},
         "last_indexed": {"type": ["number", "null"]},
         "ready": {"type": "boolean"},
@@ -426,15 +407,7 @@ INDEX_STATUS_OUTPUT: Schema = {
     "type": "object",
     "properties": {
         "roots": {"type": "array", "items": _ROOT_STATUS},
-        "embedder": {
-            "type": "object",
-            "properties": {
-                "name": {"type": "string"},
-                "identity": {"type": "string"},
-                "dim": {"type": "integer"},
-            },
-            "required": ["name", "identity", "dim"],
-        },
+        "embedder": _record(name={"type": "string"}, identity={"type": "string"}, dim=_COUNT),
     },
     "required": ["roots", "embedder"],
 }
@@ -499,15 +472,7 @@ GREP_OUTPUT: Schema = {
             "type": "boolean",
             "description": "The search stopped at its time limit (grep_timeout) before every file was searched.",
         },
-        "budget": {
-            "type": "object",
-            "properties": {
-                "tokens": {"type": "integer"},
-                "used": {"type": "integer"},
-                "tokenizer": {"type": "string"},
-            },
-            "required": ["tokens", "used", "tokenizer"],
-        },
+        "budget": _record(**_BUDGET_USED),
     },
     "required": ["files", "matched_lines", "truncated", "partial", "budget"],
 }

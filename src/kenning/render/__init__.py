@@ -59,7 +59,8 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kenning.render.labels import _LABEL_CHARS, CLIP, _clip, symbol_line, trace_line
 from kenning.store.terms import query_terms
@@ -262,33 +263,68 @@ def render_packed_text(results: Sequence[SearchResult], packed: Packed) -> Itera
     yield tokens_line(packed)
 
 
+@dataclass(frozen=True, slots=True)
+class Provenance:
+    """What a search's JSON summary says of where its answer came from: the root searched (roots, joined by the
+    path separator), the model, when the search started (`time.perf_counter()`, for `elapsed_ms`), and whether
+    the answer is a literal search's (no index)."""
+
+    root: str
+    model: str
+    started: float
+    literal: bool = False
+
+
 def render_json(
-    results: Sequence[SearchResult],
-    preview: Preview,
-    *,
-    root: str,
-    model: str,
-    started: float,
-    literal: bool = False,
-    packed: Packed | None = None,
-    files: bool = False,
-    total: int = 0,
+    results: Sequence[SearchResult], preview: Preview, source: Provenance, packed: Packed | None = None
 ) -> Iterator[str]:
+    """A passage search as JSON Lines: one `hit` record per hit (per block shown, with a budget), then the
+    summary."""
+    total = 0
     if packed is not None:
         ranks = {id(h): (r, rank) for r in results for rank, h in enumerate(r.hits, 1)}
         for block in packed.blocks:
             total += 1
             result, rank = ranks[id(block.first.hit)]
             yield json.dumps(_block_record(block, result, rank, preview), ensure_ascii=False)
-    for result in results if packed is None and not files else ():
+    for result in results if packed is None else ():
         for rank, hit in enumerate(result.hits, 1):
             total += 1
             yield json.dumps(hit_json(hit, result, rank, preview), ensure_ascii=False)
-    summary = {
+    summary = summary_json(results, source, packed=packed, total=total)
+    yield json.dumps(summary, ensure_ascii=False)
+
+
+class Budgeted(Protocol):
+    """What a summary says of a budget: a passage search's `Packed` or a file search's `PackedFiles`."""
+
+    @property
+    def budget(self) -> int: ...
+    @property
+    def used(self) -> int: ...
+    @property
+    def tokenizer(self) -> str: ...
+    @property
+    def left_out(self) -> int: ...
+    @property
+    def trimmed(self) -> int: ...
+
+
+def summary_json(
+    results: Sequence[SearchResult],
+    source: Provenance,
+    *,
+    packed: Budgeted | None,
+    total: int,
+    files: bool = False,
+) -> dict[str, Any]:
+    """The `summary` record closing a search's JSON Lines (schema above), for passages or (`files`) files:
+    `total` is how many records came before it."""
+    return {
         "type": "summary",
         "schema": JSON_SCHEMA_VERSION,
-        "root": root,
-        "model": model,
+        "root": source.root,
+        "model": source.model,
         "mode": results[0].mode if results else "hybrid",
         "coverage": round(results[0].coverage, 4) if results else 1.0,
         # what ranked the hits (SearchResult.ranked_with); null for a literal search or merged roots
@@ -301,6 +337,7 @@ def render_json(
                 "searched": r.searched,
                 "notes": r.notes,
                 "match": confidence_json(r.confidence),
+                **({"files": len(r.files or [])} if files else {}),
             }
             for r in results
         ],
@@ -308,8 +345,8 @@ def render_json(
         "files": files,
         # the commit the index is based on, its age and how many files are overlaid on it (None: no commit)
         "base": results[0].base if results else None,
-        "elapsed_ms": round((time.perf_counter() - started) * 1000, 1),
-        "literal": literal,
+        "elapsed_ms": round((time.perf_counter() - source.started) * 1000, 1),
+        "literal": source.literal,
         "good_match": any(r.hits and matches_well(r) for r in results),
         "budget": None
         if packed is None
@@ -321,7 +358,6 @@ def render_json(
             "trimmed": packed.trimmed,
         },
     }
-    yield json.dumps(summary, ensure_ascii=False)
 
 
 def _block_record(block: Block, result: SearchResult, rank: int, preview: Preview) -> dict[str, Any]:

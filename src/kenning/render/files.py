@@ -11,7 +11,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kenning.render import WEAK, matches_well, preview_lines, render_json
+from kenning.render import WEAK, Provenance, matches_well, preview_lines, summary_json
 from kenning.render.tokens import TokenCounter
 from kenning.store.terms import query_terms
 from kenning.types import FileHit, Hit, Preview, SearchResult
@@ -152,14 +152,7 @@ def render_packed_files_text(
 
 
 def render_files_json(
-    results: Sequence[SearchResult],
-    preview: Preview,
-    *,
-    root: str,
-    model: str,
-    started: float,
-    literal: bool = False,
-    packed: PackedFiles | None = None,
+    results: Sequence[SearchResult], preview: Preview, source: Provenance, packed: PackedFiles | None = None
 ) -> Iterator[str]:
     """A file search as JSON Lines: one `file` record per file shown, then the summary (`kenning.render`'s)."""
     if packed is not None:
@@ -168,25 +161,5 @@ def render_files_json(
         shown = [(r, rank, f, len(f.passages)) for r in results for rank, f in enumerate(r.files or [], 1)]
     for result, rank, found, passages in shown:
         yield json.dumps(file_json(found, result, rank, preview, passages), ensure_ascii=False)
-    lines = render_json(
-        results,
-        preview,
-        root=root,
-        model=model,
-        started=started,
-        literal=literal,
-        files=True,
-        total=len(shown),
-    )
-    summary = json.loads(list(lines)[-1])
-    for group, result in zip(summary["groups"], results, strict=True):
-        group["files"] = len(result.files or [])
-    if packed is not None:
-        summary["budget"] = {
-            "tokens": packed.budget,
-            "used": packed.used,
-            "tokenizer": packed.tokenizer,
-            "left_out": packed.left_out,
-            "trimmed": packed.trimmed,
-        }
+    summary = summary_json(results, source, packed=packed, total=len(shown), files=True)
     yield json.dumps(summary, ensure_ascii=False)

@@ -31,6 +31,7 @@ Conventions that hold for every method unless it says otherwise:
 from __future__ import annotations
 
 import json
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
@@ -38,7 +39,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Literal
 
 from kenning.store.lock import WriterLock
-from kenning.store.rows import Definition, FileRow, PassageRow, PassageValues
+from kenning.store.rows import Definition, FileRow, FileValues, PassageRow, PassageValues
 
 if TYPE_CHECKING:
     import numpy as np
@@ -51,6 +52,17 @@ SNAPSHOT_BEHIND = "snapshot_behind"
 COUNTS = "counts"
 #: what `counts()` and `cached_counts()` return, each a number of rows
 COUNT_KEYS = ("files", "skipped", "passages", "embedded")
+
+
+def file_upsert(mark: str) -> str:
+    """The statement both SQL backends write a file's row with (`FileValues` with `mark`, "?" or "%s", for each
+    value): a new row, or every field of the one at that path replaced, its id kept."""
+    return (
+        "INSERT INTO files(path, size, mtime_ns, sha256, blob_id, kind, indexed_at, skip_reason) "
+        f"VALUES ({', '.join([mark] * 8)}) ON CONFLICT (path) DO UPDATE SET size = excluded.size, "
+        "mtime_ns = excluded.mtime_ns, sha256 = excluded.sha256, blob_id = excluded.blob_id, "
+        "kind = excluded.kind, indexed_at = excluded.indexed_at, skip_reason = excluded.skip_reason"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +152,6 @@ class Store(ABC):
     def file_digests(self, paths: Iterable[str]) -> dict[str, str | None]:
         """The sha256 each of these files had when it was indexed (paths not in the store are left out)."""
 
-    @abstractmethod
     def upsert_file(
         self,
         path: str,
@@ -153,6 +164,11 @@ class Store(ABC):
     ) -> int:
         """Add the file or replace every field of the one at `path` (its id is kept, `indexed_at` is now);
         its id. Its passages are not touched: replacing them is `delete_passages` then `add_passage_values`."""
+        return self._write_file((path, size, mtime_ns, sha256, blob_id, kind, time.time(), skip_reason))
+
+    @abstractmethod
+    def _write_file(self, values: FileValues) -> int:
+        """`upsert_file`'s write, the time stamped: the `files` row, written by `file_upsert`'s statement."""
 
     @abstractmethod
     def touch_file(self, file_id: int, size: int, mtime_ns: int, blob_id: str | None) -> None:

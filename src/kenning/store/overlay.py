@@ -294,7 +294,8 @@ class OverlaidStore(Store):
         raise IndexError_("a shared index with a local overlay is read here, never written")
 
     begin = commit = rollback = forget_counts = _read_only
-    set_meta = upsert_file = touch_file = delete_file = add_passage_values = delete_passages = _read_only
+    set_meta = upsert_file = _write_file = touch_file = delete_file = add_passage_values = _read_only
+    delete_passages = _read_only
     add_embeddings = drop_embeddings = prune_embeddings = _read_only
 
     def missing_embeddings(self, paths: Sequence[str] = ()) -> list[tuple[bytes, str, str, bool]]:

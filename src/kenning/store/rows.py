@@ -12,6 +12,9 @@ from typing import cast
 
 from kenning.types import Passage, Symbol, SymbolKind
 
+# a file's fields as `Store._write_file` takes them: FileRow's but the id, in its order
+FileValues = tuple[str, int, int, str | None, str | None, str | None, float, str | None]
+
 
 @dataclass(frozen=True, slots=True)
 class FileRow:

@@ -231,7 +231,7 @@ class Connected:
 
 # what may run while passages wait to be sent: more of them, the files they belong to, and a rollback (which
 # drops them); anything else sends them first
-_KEEPS_PENDING = frozenset({"add_passage_values", "upsert_file", "touch_file", "rollback"})
+_KEEPS_PENDING = frozenset({"add_passage_values", "_write_file", "touch_file", "rollback"})
 _S = TypeVar("_S", bound=Connected)
 _P = ParamSpec("_P")
 _R = TypeVar("_R")

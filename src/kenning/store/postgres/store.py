@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -20,12 +19,12 @@ from typing import Any, ClassVar
 import numpy as np
 
 from kenning.errors import IndexMismatch, IndexMissing, IndexOutdated, KenningError
-from kenning.store.base import COUNTS, SNAPSHOT_BEHIND, Features, Store
+from kenning.store.base import COUNTS, SNAPSHOT_BEHIND, Features, Store, file_upsert
 from kenning.store.postgres import schema
 from kenning.store.postgres.connect import connect, describe, guarded, server_error
 from kenning.store.postgres.embeddings import EmbeddingsPart
 from kenning.store.postgres.lexical import LexicalPart, cut, posting_lines
-from kenning.store.rows import Definition, FileRow, PassageRow, PassageValues, symbol
+from kenning.store.rows import Definition, FileRow, FileValues, PassageRow, PassageValues, symbol
 from kenning.types import Symbol
 
 #: passages kept back at most before they are sent, whatever comes next
@@ -36,6 +35,8 @@ _PASSAGE_COLUMNS = (
     "id, file_id, start_line, end_line, heading, text, parts, ehash, sym_kind, sym_name, sym_scope, "
     "sym_signature, sym_doc, grp, length"
 )
+
+_FILE_UPSERT = file_upsert("%s")
 
 
 def _clean(value: Any) -> Any:
@@ -223,23 +224,10 @@ class PostgresStore(LexicalPart, EmbeddingsPart, Store):
         return {str(r[0]): r[1] for r in rows}
 
     @guarded
-    def upsert_file(
-        self,
-        path: str,
-        size: int,
-        mtime_ns: int,
-        sha256: str | None,
-        blob_id: str | None,
-        kind: str | None,
-        skip_reason: str | None,
-    ) -> int:
+    def _write_file(self, values: FileValues) -> int:
+        path, *fields, skip_reason = values
         row = self.conn.execute(
-            "INSERT INTO files(path, size, mtime_ns, sha256, blob_id, kind, indexed_at, skip_reason) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (path) DO UPDATE SET size = excluded.size, "
-            "mtime_ns = excluded.mtime_ns, sha256 = excluded.sha256, blob_id = excluded.blob_id, "
-            "kind = excluded.kind, indexed_at = excluded.indexed_at, skip_reason = excluded.skip_reason "
-            "RETURNING id",
-            (_clean(path), size, mtime_ns, sha256, blob_id, kind, time.time(), _clean(skip_reason)),
+            _FILE_UPSERT + " RETURNING id", (_clean(path), *fields, _clean(skip_reason))
         ).fetchone()
         assert row is not None
         return int(row[0])

@@ -8,14 +8,16 @@ rows that `add_passage_values` writes belong to the lexical part (`lexical.py`),
 from __future__ import annotations
 
 import sqlite3
-import time
 from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 
-from kenning.store.rows import Definition, FileRow, PassageRow, PassageValues, symbol
+from kenning.store.base import file_upsert
+from kenning.store.rows import Definition, FileRow, FileValues, PassageRow, PassageValues, symbol
 from kenning.store.sqlite.common import Connected, guarded, id_batches, index_error
 from kenning.types import Symbol
+
+_FILE_UPSERT = file_upsert("?")
 
 
 class FilesPart(Connected):
@@ -59,27 +61,12 @@ class FilesPart(Connected):
             raise error from exc
 
     @guarded
-    def upsert_file(
-        self,
-        path: str,
-        size: int,
-        mtime_ns: int,
-        sha256: str | None,
-        blob_id: str | None,
-        kind: str | None,
-        skip_reason: str | None,
-    ) -> int:
+    def _write_file(self, values: FileValues) -> int:
         # No RETURNING: a statement with one opens a savepoint, and FTS5 writes its pending terms out as a new
         # segment at every savepoint, so one file's upsert between two files' FTS inserts made a segment per
         # file (the index run spent ~40% of its time there); a lookup by the unique path costs next to nothing.
-        self.conn.execute(
-            "INSERT INTO files(path, size, mtime_ns, sha256, blob_id, kind, indexed_at, skip_reason) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(path) DO UPDATE SET size=excluded.size, "
-            "mtime_ns=excluded.mtime_ns, sha256=excluded.sha256, blob_id=excluded.blob_id, kind=excluded.kind, "
-            "indexed_at=excluded.indexed_at, skip_reason=excluded.skip_reason",
-            (path, size, mtime_ns, sha256, blob_id, kind, time.time(), skip_reason),
-        )
-        row = self.conn.execute("SELECT id FROM files WHERE path = ?", (path,)).fetchone()
+        self.conn.execute(_FILE_UPSERT, values)
+        row = self.conn.execute("SELECT id FROM files WHERE path = ?", (values[0],)).fetchone()
         return int(row[0])
 
     @guarded

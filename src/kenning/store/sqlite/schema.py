@@ -29,6 +29,30 @@ _EXPECTED_OBJECTS = frozenset(
 )  # fmt: skip
 
 
+def _passage_log(log: str, name: str) -> str:
+    """The triggers `passages_NAME_insert` and `passages_NAME_delete`: each passage added or removed puts its id
+    in the change log `log` (migrations 3 and 6)."""
+    return f"""
+        CREATE TRIGGER passages_{name}_insert AFTER INSERT ON passages BEGIN
+            INSERT OR IGNORE INTO {log} VALUES (new.id);
+        END;
+        CREATE TRIGGER passages_{name}_delete AFTER DELETE ON passages BEGIN
+            INSERT OR IGNORE INTO {log} VALUES (old.id);
+        END;
+        """
+
+
+# An embedding added or removed puts the passages with its text in the vector change log: made by migration 3,
+# and again by migration 4, whose new table they must belong to.
+_EMBEDDING_LOG = """
+        CREATE TRIGGER embeddings_insert AFTER INSERT ON embeddings BEGIN
+            INSERT OR IGNORE INTO vector_changes SELECT id FROM passages WHERE ehash = new.ehash;
+        END;
+        CREATE TRIGGER embeddings_delete AFTER DELETE ON embeddings BEGIN
+            INSERT OR IGNORE INTO vector_changes SELECT id FROM passages WHERE ehash = old.ehash;
+        END;
+        """
+
 _MIGRATIONS: list[tuple[int, str, str]] = [
     (
         1,
@@ -97,19 +121,9 @@ _MIGRATIONS: list[tuple[int, str, str]] = [
         # before this migration has an unsegmented snapshot, which the next publish rewrites whole.
         """
         CREATE TABLE vector_changes(id INTEGER PRIMARY KEY);
-        CREATE TRIGGER passages_vector_insert AFTER INSERT ON passages BEGIN
-            INSERT OR IGNORE INTO vector_changes VALUES (new.id);
-        END;
-        CREATE TRIGGER passages_vector_delete AFTER DELETE ON passages BEGIN
-            INSERT OR IGNORE INTO vector_changes VALUES (old.id);
-        END;
-        CREATE TRIGGER embeddings_insert AFTER INSERT ON embeddings BEGIN
-            INSERT OR IGNORE INTO vector_changes SELECT id FROM passages WHERE ehash = new.ehash;
-        END;
-        CREATE TRIGGER embeddings_delete AFTER DELETE ON embeddings BEGIN
-            INSERT OR IGNORE INTO vector_changes SELECT id FROM passages WHERE ehash = old.ehash;
-        END;
-        """,
+        """
+        + _passage_log("vector_changes", "vector")
+        + _EMBEDDING_LOG,
     ),
     (
         4,
@@ -124,13 +138,8 @@ _MIGRATIONS: list[tuple[int, str, str]] = [
         INSERT INTO embeddings_rowid(ehash, vec) SELECT ehash, vec FROM embeddings;
         DROP TABLE embeddings;
         ALTER TABLE embeddings_rowid RENAME TO embeddings;
-        CREATE TRIGGER embeddings_insert AFTER INSERT ON embeddings BEGIN
-            INSERT OR IGNORE INTO vector_changes SELECT id FROM passages WHERE ehash = new.ehash;
-        END;
-        CREATE TRIGGER embeddings_delete AFTER DELETE ON embeddings BEGIN
-            INSERT OR IGNORE INTO vector_changes SELECT id FROM passages WHERE ehash = old.ehash;
-        END;
-        """,
+        """
+        + _EMBEDDING_LOG,
     ),
     (
         5,
@@ -156,13 +165,8 @@ _MIGRATIONS: list[tuple[int, str, str]] = [
         # publish writes one whole when it is large enough to use one.
         """
         CREATE TABLE lexical_changes(id INTEGER PRIMARY KEY);
-        CREATE TRIGGER passages_lexical_insert AFTER INSERT ON passages BEGIN
-            INSERT OR IGNORE INTO lexical_changes VALUES (new.id);
-        END;
-        CREATE TRIGGER passages_lexical_delete AFTER DELETE ON passages BEGIN
-            INSERT OR IGNORE INTO lexical_changes VALUES (old.id);
-        END;
-        """,
+        """
+        + _passage_log("lexical_changes", "lexical"),
     ),
 ]
 
