@@ -398,6 +398,19 @@ def test_http_status_needs_the_token(served: tuple[DaemonHarness, Path]) -> None
     assert h.token not in log
 
 
+def test_regression_the_status_page_asked_for_a_favicon_and_got_a_404(harness: DaemonHarness) -> None:
+    import urllib.request
+
+    harness.start()
+    assert harness.http("/favicon.ico") == (204, None)
+    request = urllib.request.Request(
+        f"{harness.info['url']}/", headers={"Authorization": f"Bearer {harness.token}"}
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        page = response.read().decode()
+    assert '<link rel="icon" href="data:,">' in page  # so a browser does not ask for /favicon.ico at all
+
+
 def test_oversized_socket_request_is_refused(served: tuple[DaemonHarness, Path]) -> None:
     h, root = served
     with socket.socket(socket.AF_UNIX) as s:

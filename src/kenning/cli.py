@@ -323,12 +323,35 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     p = command("serve", "Run the daemon in the foreground (for supervisors and containers).")
     _serve_args(p)
 
-    p = command("daemon", "Start, stop or ask about the background daemon (one per user).")
-    # one positional list: argparse cannot place "ROOT..." after options when it follows another positional
-    p.add_argument("words", nargs="+", metavar="start|stop|status [ROOT...]")
-    _serve_args(p, roots=False)
-    _flag(p, "--json", "status as JSON")
-    p.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS", help="how long start/stop wait")
+    p = command("daemon", "Start, stop or ask about the background daemon (one per user and home).")
+    if not isinstance(p, _Unused):  # each action its own parser, so `daemon start --help` is start's help
+        acts = p.add_subparsers(dest="action", metavar="ACTION", required=True, parser_class=_Parser)
+        q = acts.add_parser(
+            "start",
+            help="start the daemon in the background (or attach ROOTs to the running one)",
+            description="Start the daemon in the background and wait until it answers; when it already runs, "
+            "attach the ROOTs to it.",
+        )
+        q.add_argument("roots", nargs="*", metavar="ROOT", help="roots to attach up front (more attach on use)")
+        _serve_args(q, roots=False)
+        q.add_argument(
+            "--timeout", type=float, default=30.0, metavar="SECONDS", help="how long to wait for it to answer"
+        )
+        q = acts.add_parser(
+            "stop",
+            help="stop the running daemon",
+            description="Ask the running daemon to stop (SIGTERM, then SIGKILL, if it does not) and wait until "
+            "it has let go of its lock.",
+        )
+        q.add_argument(
+            "--timeout", type=float, default=30.0, metavar="SECONDS", help="how long to wait for its wind-down"
+        )
+        q = acts.add_parser(
+            "status",
+            help="roots, coverage, queue, watcher health, memory and addresses of the running daemon",
+            description="Describe the running daemon (exit 0), or say none runs (exit 1).",
+        )
+        _flag(q, "--json", "status as JSON")
 
     p = command("gate", "Claude Code PreToolUse hook: deny grep until a kenning search has run.")
     p.add_argument("--budget", type=int, default=3, help="grep calls each kenning search grants (1-20)")
@@ -349,8 +372,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser(first if first in (*COMMANDS, *SURFACES) else None)
     try:
         args, extra = parse(parser, first, attach_pattern_values(words))
-        if args.command == "daemon" and not any(w.startswith("-") for w in extra):
-            args.words += extra  # `daemon start --listen X ROOT`: roots after options
+        if args.command == "daemon" and args.action == "start" and not any(w.startswith("-") for w in extra):
+            args.roots += extra  # `daemon start --listen X ROOT`: roots after options
         elif extra:
             parser.error(f"unrecognized arguments: {' '.join(extra)}")
     except KenningError as exc:

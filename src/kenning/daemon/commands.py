@@ -28,16 +28,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_daemon(args: argparse.Namespace) -> int:
     from kenning.daemon import control
 
-    action, roots = args.words[0], args.words[1:]
-    if action not in ("start", "stop", "status"):
-        raise UsageError(f"unknown daemon action {action!r}", hint="use start, stop or status")
-    if roots and action != "start":
-        raise UsageError(
-            f"`kenning daemon {action}` takes no roots", hint="roots go with `kenning daemon start`"
-        )
+    action = args.action
     if action == "start":
         return control.start(
-            roots, listen=args.listen, idle=args.idle, watch=not args.no_watch, timeout=args.timeout
+            args.roots, listen=args.listen, idle=args.idle, watch=not args.no_watch, timeout=args.timeout
         )
     if action == "stop":
         return control.stop(timeout=args.timeout)
