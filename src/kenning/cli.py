@@ -332,7 +332,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             description="Start the daemon in the background and wait until it answers; when it already runs, "
             "attach the ROOTs to it.",
         )
-        q.add_argument("roots", nargs="*", metavar="ROOT", help="roots to attach up front (more attach on use)")
+        q.add_argument(
+            "roots", nargs="*", metavar="ROOT", help="roots to attach up front (more attach on use)"
+        )
         _serve_args(q, roots=False)
         q.add_argument(
             "--timeout", type=float, default=30.0, metavar="SECONDS", help="how long to wait for it to answer"
@@ -344,7 +346,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             "it has let go of its lock.",
         )
         q.add_argument(
-            "--timeout", type=float, default=30.0, metavar="SECONDS", help="how long to wait for its wind-down"
+            "--timeout",
+            type=float,
+            default=30.0,
+            metavar="SECONDS",
+            help="how long to wait for its wind-down",
         )
         q = acts.add_parser(
             "status",
