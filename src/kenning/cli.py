@@ -193,7 +193,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         "--symbol-type",
         action="append",
         metavar="KIND",
-        help="only code passages of this symbol kind: module, class, interface, function, value, alias "
+        help="only code passages of this symbol kind: module, class, interface, impl, function, value, alias "
         "(repeatable)",
     )
     _flag(p, "--prefer-symbol", "rank passages defining a symbol named like a query word higher")
