@@ -101,7 +101,7 @@ def connect(timeout: float = 5.0) -> socket.socket | None:
     if not os.path.exists(path):
         return None
     if not _ours(folder, path):
-        # another user could have made /tmp/kenning-<uid> first: never send them a query or our settings
+        # another user could have made /tmp/kenning-<uid>-<home> first: never send them a query or our settings
         sys.stderr.write(
             f"kenning: warning: ignoring {path}: it or its folder is not private to this user "
             "(remove the folder; kenning works in-process meanwhile)\n"
