@@ -325,39 +325,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
     p = command("daemon", "Start, stop or ask about the background daemon (one per user and home).")
     if not isinstance(p, _Unused):  # each action its own parser, so `daemon start --help` is start's help
-        acts = p.add_subparsers(dest="action", metavar="ACTION", required=True, parser_class=_Parser)
-        q = acts.add_parser(
-            "start",
-            help="start the daemon in the background (or attach ROOTs to the running one)",
-            description="Start the daemon in the background and wait until it answers; when it already runs, "
-            "attach the ROOTs to it.",
-        )
-        q.add_argument(
-            "roots", nargs="*", metavar="ROOT", help="roots to attach up front (more attach on use)"
-        )
-        _serve_args(q, roots=False)
-        q.add_argument(
-            "--timeout", type=float, default=30.0, metavar="SECONDS", help="how long to wait for it to answer"
-        )
-        q = acts.add_parser(
-            "stop",
-            help="stop the running daemon",
-            description="Ask the running daemon to stop (SIGTERM, then SIGKILL, if it does not) and wait until "
-            "it has let go of its lock.",
-        )
-        q.add_argument(
-            "--timeout",
-            type=float,
-            default=30.0,
-            metavar="SECONDS",
-            help="how long to wait for its wind-down",
-        )
-        q = acts.add_parser(
-            "status",
-            help="roots, coverage, queue, watcher health, memory and addresses of the running daemon",
-            description="Describe the running daemon (exit 0), or say none runs (exit 1).",
-        )
-        _flag(q, "--json", "status as JSON")
+        from kenning.daemon.commands import add_arguments
+
+        add_arguments(p, _flag, _serve_args, _Parser)
 
     p = command("gate", "Claude Code PreToolUse hook: deny grep until a kenning search has run.")
     p.add_argument("--budget", type=int, default=3, help="grep calls each kenning search grants (1-20)")
