@@ -490,7 +490,9 @@ class Daemon:
 
     @property
     def info_path(self) -> Path:
-        return self.runtime_base / "kenning" / "daemon.json"
+        from kenning.daemon.paths import runtime_dir
+
+        return Path(runtime_dir(self.env, create=False)) / "daemon.json"
 
     def start(self, deadline: Deadline, *roots: Path, stressed: bool = False) -> None:
         argv = STRESSED if stressed else KENNING

@@ -59,7 +59,9 @@ class DaemonHarness:
 
     @property
     def runtime(self) -> Path:
-        return self.runtime_base / "kenning"
+        from kenning.daemon.paths import runtime_dir
+
+        return Path(runtime_dir(self.env, create=False))
 
     @property
     def info(self) -> dict[str, Any]:

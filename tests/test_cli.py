@@ -19,6 +19,20 @@ def test_every_command_has_help_with_examples(tmp_path: Path) -> None:
         assert out.returncode == 0 and "examples:" in out.stdout, command
 
 
+def test_regression_daemon_start_help_printed_the_generic_daemon_help(tmp_path: Path) -> None:
+    seen = set()
+    for action, own in (("start", "--listen"), ("stop", "--timeout"), ("status", "--json")):
+        out = run_cli("daemon", action, "--help", cwd=tmp_path)
+        assert out.returncode == 0 and out.stdout.startswith(f"usage: kenning daemon {action} "), out.stdout
+        assert own in out.stdout
+        seen.add(out.stdout)
+    assert len(seen) == 3  # each its own
+    assert "--listen" not in run_cli("daemon", "status", "--help", cwd=tmp_path).stdout
+    # an action's options stay its own, and roots still follow options
+    out = run_cli("daemon", "status", "--timeout", "3", cwd=tmp_path)
+    assert out.returncode == 2 and "unrecognized arguments: --timeout 3" in out.stderr
+
+
 def test_version_goes_to_stdout(tmp_path: Path) -> None:
     # it went to stderr: `v=$(kenning --version)` captured nothing
     out = run_cli("--version", cwd=tmp_path)

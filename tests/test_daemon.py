@@ -398,6 +398,19 @@ def test_http_status_needs_the_token(served: tuple[DaemonHarness, Path]) -> None
     assert h.token not in log
 
 
+def test_regression_the_status_page_asked_for_a_favicon_and_got_a_404(harness: DaemonHarness) -> None:
+    import urllib.request
+
+    harness.start()
+    assert harness.http("/favicon.ico") == (204, None)
+    request = urllib.request.Request(
+        f"{harness.info['url']}/", headers={"Authorization": f"Bearer {harness.token}"}
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        page = response.read().decode()
+    assert '<link rel="icon" href="data:,">' in page  # so a browser does not ask for /favicon.ico at all
+
+
 def test_oversized_socket_request_is_refused(served: tuple[DaemonHarness, Path]) -> None:
     h, root = served
     with socket.socket(socket.AF_UNIX) as s:
@@ -1115,3 +1128,91 @@ def test_regression_stop_killed_a_daemon_still_winding_down(harness: DaemonHarne
         finally:
             stopping.kill()
         assert stopping.returncode == 0 and err == "kenning daemon: stopped\n"
+
+
+# -- issue 32: a daemon of another home, its lock ----------------------------------------------------------------
+
+
+@pytest.fixture
+def two_homes(tmp_path: Path) -> Iterator[tuple[DaemonHarness, DaemonHarness]]:
+    """Two homes of this user without XDG_RUNTIME_DIR, as on a server or in a container: the runtime folder is
+    then under /tmp, shared by every home of the user."""
+    pair = (DaemonHarness(tmp_path / "a"), DaemonHarness(tmp_path / "b"))
+    for h in pair:
+        h.env.pop("XDG_RUNTIME_DIR")
+    yield pair
+    for h in pair:
+        h.cli("daemon", "stop", "--timeout", "60")
+        h.close()
+        shutil.rmtree(h.runtime, ignore_errors=True)
+        shutil.rmtree(h.runtime_base, ignore_errors=True)
+
+
+def test_regression_a_daemon_of_another_home_was_shown_and_kept_as_ours(
+    two_homes: tuple[DaemonHarness, DaemonHarness], corpus: Path
+) -> None:
+    theirs, ours = two_homes
+    theirs.start()
+    # shown with its token file (in the other home) and its pid; now this home has no daemon
+    out = ours.cli("daemon", "status")
+    assert (out.returncode, out.stdout.split(" (")[0]) == (1, "kenning daemon: not running")
+    assert str(theirs.home) not in out.stdout + out.stderr
+    # `start` said "already running" and exited 0, and no call of this home was ever answered by it
+    out = ours.cli("daemon", "start", "--listen", "127.0.0.1:0", str(corpus), "--timeout", "300")
+    assert out.returncode == 0, out.stderr
+    assert "started (pid" in out.stderr and "already running" not in out.stderr
+    assert ours.status()["token_file"].startswith(str(ours.home))
+    searched = ours.cli("search", "retry", str(corpus), "--lexical", "--json", KENNING_MODE="server")
+    assert searched.returncode == 0 and _hits(searched.stdout), searched.stderr  # answered by this home's
+    # and the other home still has its own
+    assert theirs.status()["token_file"].startswith(str(theirs.home))
+
+
+def test_regression_a_daemon_with_another_config_home_fell_back_in_process_without_a_word(
+    served: tuple[DaemonHarness, Path], tmp_path: Path
+) -> None:
+    h, root = served
+    elsewhere = {"XDG_CONFIG_HOME": str(tmp_path / "other-cfg")}
+    out = h.cli("search", "retry backoff", str(root), "--lexical", "--json", **elsewhere)
+    assert out.returncode == 0 and "src/upload.py" in _hits(out.stdout)  # answered in-process
+    assert out.stderr.splitlines() == [
+        "kenning: warning: the running daemon was started with another $XDG_CONFIG_HOME than this shell's; "
+        "working in-process (restart it from this shell with `kenning daemon stop && kenning daemon start`)"
+    ]
+    # `daemon start` from that shell named it instead of saying "already running"
+    started = h.cli("daemon", "start", **elsewhere)
+    assert started.returncode == 2 and "already running" not in started.stderr
+    assert (
+        "started with another $XDG_CONFIG_HOME" in started.stderr and "kenning daemon stop" in started.stderr
+    )
+    shown = h.cli("daemon", "status", **elsewhere)
+    assert shown.returncode == 0 and "calls from here run in-process" in shown.stdout
+    assert "calls from here" not in h.cli("daemon", "status").stdout
+
+
+def test_regression_daemon_lock_stayed_after_daemon_stop(harness: DaemonHarness, corpus: Path) -> None:
+    out = harness.cli("daemon", "start", "--listen", "127.0.0.1:0", "--timeout", "300")
+    assert out.returncode == 0, out.stderr
+    assert (harness.runtime / "daemon.lock").exists()
+    out = harness.cli("daemon", "stop", "--timeout", "300")
+    assert out.returncode == 0 and "stopped" in out.stderr
+    assert sorted(p.name for p in harness.runtime.iterdir()) == []
+    # asking again creates nothing either, and a new daemon takes the lock as before
+    assert harness.cli("daemon", "status").returncode == 1
+    assert not (harness.runtime / "daemon.lock").exists()
+    harness.start(corpus)
+    assert harness.cli("daemon", "status").returncode == 0
+    assert harness.stop() == 0
+    assert not (harness.runtime / "daemon.lock").exists()
+
+
+def test_a_lock_file_left_by_a_killed_daemon_is_taken_over_and_removed(harness: DaemonHarness) -> None:
+    from kenning.daemon import paths
+
+    harness.start()
+    assert harness.stop(signal.SIGKILL) == -signal.SIGKILL
+    assert (harness.runtime / "daemon.lock").exists()  # the kernel let go of the lock, the file stays
+    assert not paths.lock_held(str(harness.runtime))
+    out = harness.cli("daemon", "stop")
+    assert out.returncode == 0 and "not running" in out.stderr
+    assert not (harness.runtime / "daemon.lock").exists()

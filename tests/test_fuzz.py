@@ -18,8 +18,12 @@ new one. A few cases are also run as real `python -m kenning.cli` processes, to 
 The MCP cases run through one real `kenning mcp` stdio session spoken to in raw JSON-RPC, since the SDK's client
 will not send a lone surrogate.
 
-Seed and size: $KENNING_FUZZ_SEED (default below); $KENNING_FUZZ_CLI, $KENNING_FUZZ_MCP and $KENNING_FUZZ_HTTP
-(case counts); $KENNING_FUZZ_LOG names a file to get every case and its outcome as JSON Lines. Findings
+Argument order: for `search`, `grep`, `status` and `symbols`, well-formed command lines are run twice, options
+first (the canonical order) and options placed between and after the positionals, as ripgrep and git take them;
+both must give the same exit code, stdout and stderr.
+
+Seed and size: $KENNING_FUZZ_SEED (default below); $KENNING_FUZZ_CLI, $KENNING_FUZZ_ORDER (pairs),
+$KENNING_FUZZ_MCP and $KENNING_FUZZ_HTTP (case counts); $KENNING_FUZZ_LOG names a file to get every case and its outcome as JSON Lines. Findings
 in areas other engineers are fixing are reported as xfail tests naming the bug, not as failures; see KNOWN.
 RELIABILITY.md has the figures and the command to rerun.
 """
@@ -48,6 +52,7 @@ import pytest
 
 SEED = int(os.environ.get("KENNING_FUZZ_SEED", "20160516"))
 CLI_CASES = int(os.environ.get("KENNING_FUZZ_CLI", "1000"))
+ORDER_CASES = int(os.environ.get("KENNING_FUZZ_ORDER", "40"))
 MCP_CASES = int(os.environ.get("KENNING_FUZZ_MCP", "700"))
 HTTP_CASES = int(os.environ.get("KENNING_FUZZ_HTTP", "300"))
 CASE_TIMEOUT = 15.0  # a CLI case or MCP call taking longer counts as a hang
@@ -55,6 +60,10 @@ TRACEBACK = "Traceback (most recent call last)"
 # the commands fuzzed: the others serve, start processes or change agents' configuration
 FUZZED = ("index", "search", "grep", "status", "symbols", "models", "gate")
 MARKER = f"OUTSIDE-THE-ROOT-{SEED:x}-MARKER"
+# the commands whose command lines are also run with their options moved among the positionals
+ORDERED = ("search", "grep", "status", "symbols")
+# left out of those: they change the index or name a server, so the second run would not meet the first's state
+UNORDERED_OPTIONS = {"--store", "--store-name", "--mode", "--refresh", "--wait"}
 # how often each command and tool is drawn: the ones that take the most input, most often
 COMMAND_WEIGHTS = {"search": 5, "grep": 5, "index": 3, "symbols": 2, "status": 1, "gate": 1, "models": 0.3}
 TOOL_WEIGHTS = {"text_search": 5, "grep": 5, "symbols": 3, "text_index": 2, "index_status": 0.5}
@@ -469,6 +478,47 @@ def cli_case(rng: random.Random, commands: dict[str, Command], place: Place) -> 
     return argv
 
 
+def order_case(rng: random.Random, commands: dict[str, Command], place: Place) -> tuple[list[str], list[str]]:
+    """A well-formed command line of one of ORDERED twice: its options first, then with each option (and its
+    value) moved to a random place among or after the positionals, at least one of them past a positional."""
+    while True:
+        command = commands[rng.choice(ORDERED)]
+        usable = [o for o in command.options if not UNORDERED_OPTIONS.intersection(o.names)]
+        groups: list[list[str]] = []
+        for option in rng.sample(usable, k=min(len(usable), rng.choice([1, 1, 2, 2, 3]))):
+            flag = rng.choice(option.names)
+            if option.choices:
+                groups.append([flag, rng.choice(option.choices)])
+            elif option.metavar:
+                good = [v for v in _pools(option.metavar.lower(), place)[0] if not v.startswith("-")]
+                groups.append([flag, rng.choice(good)])
+            else:
+                groups.append([flag])
+        positionals: list[str] = []
+        for name in command.positionals:
+            if name == "ROOT":
+                positionals.append(rng.choice([".", "src"]))
+            elif command.name == "symbols":
+                positionals.append(rng.choice(["src/upload.py", "src/limits.py", "notes/café ☕.txt"]))
+            elif name == "PATH":  # grep's: one or two, so an option can also land between two of them
+                places = [".", "src", "src/upload.py", "docs/", "README.md", "notes/café ☕.txt"]
+                positionals += rng.sample(places, k=rng.choice([1, 1, 2]))
+            else:
+                good = [v for v in _pools(name.lower(), place)[0] if v.strip() and not v.startswith("-")]
+                positionals.append(rng.choice(good))
+        if not groups or not positionals:
+            continue
+        slots = [rng.randint(0, len(positionals)) for _ in groups]
+        if not any(slots):
+            slots[rng.randrange(len(slots))] = rng.randint(1, len(positionals))
+        canonical = [command.name, *(w for g in groups for w in g), *positionals]
+        moved = [command.name, *(w for g, at in zip(groups, slots, strict=True) if at == 0 for w in g)]
+        for n, positional in enumerate(positionals, 1):
+            moved.append(positional)
+            moved += [w for g, at in zip(groups, slots, strict=True) if at == n for w in g]
+        return canonical, moved
+
+
 @functools.cache
 def _inside(place: Place) -> list[str]:
     return [p for p in _paths(place) if not _leads_out(p, place)]
@@ -859,6 +909,8 @@ class Report:
     findings: list[Finding] = field(default_factory=list)
     seconds: float = 0.0
     agreed: int = 0
+    ordered: int = 0  # command lines run in both orders
+    ordered_answers: Counter[str] = field(default_factory=Counter)
     help_commands: list[str] = field(default_factory=list)
     mcp_stderr: str = ""
     phases: dict[str, float] = field(default_factory=dict)  # seconds from the start to each phase's end
@@ -967,10 +1019,31 @@ def fuzz(base: Path) -> Report:
                 report.agreed += 1
             else:
                 report.add("cli", json.dumps(argv)[:400], f"loop and process differ: {looped} vs {real}")
+        report.phases["cli"] = time.monotonic() - started
+        # options anywhere: from a known index, each pair must answer alike (a generator of its own, so the cases
+        # above stay what the seed made them)
+        reset = loop.run(["index", "--reset-selection", "--rebuild", "."])
+        assert reset.code == 0, reset.err
+        order_rng = random.Random(SEED + 1)
+        for _ in range(ORDER_CASES):
+            canonical, moved = order_case(order_rng, commands, place)
+            first, second = loop.run(canonical), loop.run(moved)
+            report.ordered += 1
+            report.ordered_answers[f"exit {first.code}"] += 1
+            for argv, outcome in ((canonical, first), (moved, second)):
+                report.add("order", json.dumps(argv)[:400], cli_violation(argv, outcome))
+            steady = [(o.code, _steady(o.out), _steady(o.err)) for o in (first, second)]
+            if steady[0] != steady[1]:
+                report.add(
+                    "order",
+                    json.dumps([canonical, moved])[:600],
+                    f"options moved changed the answer: {first} vs {second}"[:1500],
+                )
+            _log({"argv": canonical, "moved": moved, "code": first.code, "moved_code": second.code})
     finally:
         loop.close()
 
-    report.phases["cli"] = time.monotonic() - started
+    report.phases["argument order"] = time.monotonic() - started
     # a workspace of its own: what the CLI cases left in the first one's index is not this session's to meet
     place = _plant(base / "mcp")
     session = McpSession(place)
@@ -1083,6 +1156,7 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Report]:
         f"{found.seconds:.0f} s, {found.cli + found.mcp + found.http - failed} passed; "
         f"outcomes {dict(found.outcomes)}; "
         f"{found.agreed} looped cases matched a real process; "
+        f"{found.ordered} command lines answered alike in both argument orders ({dict(found.ordered_answers)}); "
         + ", ".join(f"{k} done at {v:.0f} s" for k, v in found.phases.items())
     )
     for f in found.findings:
@@ -1099,6 +1173,14 @@ def test_fuzz_cli_no_traceback_documented_exit_codes_nothing_from_outside(report
     new = [f for f in report.findings if f.surface == "cli" and f.known is None]
     assert not new, "\n".join(f"{f.case}\n  {f.why[:800]}" for f in new[:10])
     assert report.agreed >= 3  # the loop stands for the real command
+
+
+def test_fuzz_options_between_and_after_positionals_answer_as_before_them(report: Report) -> None:
+    found = [f for f in report.findings if f.surface == "order"]
+    assert not found, "\n".join(f"{f.case}\n  {f.why[:800]}" for f in found[:10])
+    assert report.ordered == ORDER_CASES
+    # well-formed lines: most get past the arguments to an answer, so the comparison compares answers
+    assert report.ordered_answers["exit 0"] + report.ordered_answers["exit 1"] >= ORDER_CASES * 0.6
 
 
 def test_fuzz_mcp_every_request_answered_no_traceback_nothing_from_outside(report: Report) -> None:

@@ -106,7 +106,11 @@ NOT_GREP = [
     "rg --files",
     "# grep x",
     "echo hi # rg",
-    "git grep x",
+    "git grep --help",
+    "git log -S grep",
+    "bash -c 'echo grep x'",
+    "bash script.sh",
+    'echo x | bash -c "grep y"',  # a filter over bash's own stdin
     "find . -exec grep x {} +",
     "command -v grep",
     "which rg",
@@ -116,6 +120,20 @@ NOT_GREP = [
     "ps aux | grep -v grep",
     "ps aux | grep -e retry",
     "cat <<EOF\ngrep x\nEOF",
+]
+
+
+# regression (issue 32): these passed the gate as if they ran no grep
+RUNS_GREP += [
+    "git grep x",
+    "git --no-pager grep -n retry_count",
+    "git -C src grep x",
+    'bash -c "rg x"',
+    "sh -c 'cd src && grep -rn x .'",
+    'bash -lc "rg -n x src"',
+    'bash -o pipefail -c "rg x | head"',
+    "zsh -c 'sh -c \"rg x\"'",
+    'eval "rg x src"',
 ]
 
 
@@ -141,6 +159,9 @@ def test_grep_elsewhere_does_not_count(command: str) -> None:
         ("grep -inC2 x -- -odd-name", ["-odd-name"]),
         ("rg -- -x dir", ["dir"]),
         ("find . | xargs grep x", ["."]),
+        ("git grep -e x -- src docs", ["src", "docs"]),
+        ("git -C lib grep x", ["lib/."]),
+        ('bash -c "rg x tests"', ["tests"]),
     ],
 )
 def test_grep_path_operands(command: str, paths: list[str]) -> None:
@@ -330,7 +351,7 @@ def test_other_hook_events_and_tools_pass(tmp_path: Path, ws: Path) -> None:
         "",
         "",
     )
-    assert hook_cli(tmp_path, bash(ws, "git grep -n retry_count; pytest -q")) == (0, "", "")
+    assert hook_cli(tmp_path, bash(ws, "git log -n 3; pytest -q")) == (0, "", "")
 
 
 @pytest.mark.parametrize(
@@ -411,3 +432,16 @@ def test_regression_gate_given_deeply_nested_json_gave_a_traceback(tmp_path: Pat
     # found by tests/test_fuzz.py: json.loads raised RecursionError, which the hook did not expect
     code, _, err = hook_cli(tmp_path, "[" * 100_000)
     assert code == 0 and "allowing the call" in err and len(err.splitlines()) == 1  # never blocks a tool
+
+
+def test_regression_git_grep_and_bash_c_rg_passed_the_search_first_gate(tmp_path: Path, ws: Path) -> None:
+    for command in (
+        "git grep -n retry_count",
+        'bash -c "rg -n retry_count"',
+        "sh -c 'grep -rn retry_count src'",
+    ):
+        code, stdout, _ = hook_cli(tmp_path, bash(ws, command))
+        assert code == 0 and "kenning" in is_denial(stdout), command
+    # a search inside a script grants as one typed at the prompt does
+    assert hook_cli(tmp_path, bash(ws, "bash -c 'kenning search \"upload retries\" .'"))[:2] == (0, "")
+    assert hook_cli(tmp_path, bash(ws, "git grep -n retry_count"))[:2] == (0, "")

@@ -491,3 +491,25 @@ def test_a_config_file_that_is_not_utf8_is_refused(home: Path) -> None:
     r = cli(home, "install", "--yes", "--target", "codex")
     assert r.returncode == 2 and "is not UTF-8 text" in r.stderr
     assert tree(home) == before
+
+
+def test_regression_the_gates_state_stayed_after_uninstall(home: Path) -> None:
+    assert cli(home, "install", "--target", "claude", "--gate", "--yes").returncode == 0
+    ws = home.parent / "ws"
+    ws.mkdir()
+    (ws / "notes.md").write_text("# Notes\n\nuploads are retried with backoff\n")
+    assert run_cli("index", str(ws), cwd=home.parent).returncode == 0
+    # the hook, as Claude Code runs it, records the search's grant
+    hook = {"session_id": "s1", "cwd": str(ws), "hook_event_name": "PreToolUse", "tool_name": "Bash"}
+    hook["tool_input"] = {"command": 'kenning search "upload retries"'}  # type: ignore[assignment]
+    assert cli(home, "gate", stdin=json.dumps(hook)).returncode == 0
+    grants = home.parent / "state" / "kenning" / "gate"
+    assert list(grants.glob("*.json"))
+    shown = cli(home, "uninstall", "--target", "claude", "--dry-run")
+    assert "delete " + str(grants) + "/ (the search-first gate's grants)" in shown.stdout and grants.is_dir()
+    r = cli(home, "uninstall", "--target", "claude", "--yes")
+    assert r.returncode == 0, r.stderr
+    assert not grants.exists() and not (home.parent / "state" / "kenning").exists()
+    # with nothing else left, a second uninstall has nothing to do
+    again = cli(home, "uninstall", "--target", "claude", "--yes")
+    assert again.stdout.startswith("nothing to change")

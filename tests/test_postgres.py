@@ -169,6 +169,38 @@ def test_a_role_with_select_only_can_search_but_not_index(pg_url: str, repo: Pat
     assert "refused kenning" in refused.stderr or "permission denied" in refused.stderr
 
 
+def test_regression_a_reader_searching_while_a_writer_runs_was_told_to_run_kenning_index(
+    pg_url: str, repo: Path
+) -> None:
+    from kenning.store.postgres import AdvisoryLock
+
+    assert pg(pg_url, "index", str(repo), cwd=repo.parent).returncode == 0
+    # roles are the server's, not a database's: a name of its own, apart from the other reader test's
+    for statement in (
+        "CREATE ROLE kenning_busy_reader LOGIN",
+        "GRANT USAGE ON SCHEMA kenning_repo TO kenning_busy_reader",
+        "GRANT SELECT ON ALL TABLES IN SCHEMA kenning_repo TO kenning_busy_reader",
+        # the index as a writer leaves it mid-run: passages without their vectors yet, totals counted live
+        "DELETE FROM kenning_repo.vectors WHERE ehash IN (SELECT ehash FROM kenning_repo.vectors LIMIT 2)",
+        "DELETE FROM kenning_repo.meta WHERE key = 'counts'",
+    ):
+        sql(pg_url, statement)
+    reader = pg_url.replace("postgres@", "kenning_busy_reader@")
+
+    def notes() -> list[str]:
+        found = pg(reader, "search", "token bucket", str(repo), "--json", cwd=repo.parent)
+        assert found.returncode == 0, found.stderr
+        summary = json.loads(found.stdout.splitlines()[-1])
+        return [n for g in summary["groups"] for n in g["notes"] if "semantic coverage" in n]
+
+    with AdvisoryLock(pg_url, "kenning_repo").hold(operation="index"):
+        [note] = notes()
+        assert "run `kenning index`" not in note  # a reader with SELECT alone cannot, and a writer is at it
+        assert "another kenning process is writing this index" in note
+    [note] = notes()  # no writer: finishing it is a writer's job
+    assert "`kenning index`" in note
+
+
 def test_a_second_writer_is_refused_or_queued_behind_the_first(pg_url: str, repo: Path) -> None:
     from kenning.store.postgres import AdvisoryLock
 

@@ -122,7 +122,7 @@ def test_symbol_type_filters_before_ranking(code_ws: Path) -> None:
     assert {(h["path"], h["start_line"]) for h in hits} >= {("config.py", 12), ("config.py", 27)}
     assert all(kinds(h) & {"function"} for h in hits)
     bad = run_cli("search", "--symbol-type", "Function", "x", str(code_ws))
-    assert bad.returncode == 2 and "module, class, interface, function, value, alias" in bad.stderr
+    assert bad.returncode == 2 and "module, class, interface, impl, function, value, alias" in bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1
 
 
@@ -202,7 +202,7 @@ def test_no_index_search_refuses_a_bad_symbol_type_and_says_what_it_ignored(tmp_
     """Regression: --no-index returned before --symbol-type was checked, and applied none of it."""
     root = make_tree(tmp_path / "w", {"a.py": "def compute_checksum(data):\n    return sum(data)\n"})
     bad = run_cli("search", "--no-index", "--symbol-type", "method", "compute_checksum", str(root))
-    assert bad.returncode == 2 and "module, class, interface, function, value, alias" in bad.stderr
+    assert bad.returncode == 2 and "module, class, interface, impl, function, value, alias" in bad.stderr
     ok = run_cli("search", "--no-index", "--symbol-type", "class", "compute_checksum", str(root))
     assert ok.returncode == 0 and "--symbol-type need the index" in ok.stdout
 
@@ -261,3 +261,32 @@ def test_regression_fusing_a_query_with_itself_changed_the_ranking(
     [two] = engine.search([query, query], fuse=True, prefer_symbol=True)
     assert (one.hits[0].path, one.hits[0].start_line) == ("config.py", 12)
     assert [(h.path, h.start_line) for h in two.hits] == [(h.path, h.start_line) for h in one.hits]
+
+
+RUST_LIB = """\
+pub struct Meter {
+    pub value: f64,
+}
+
+impl Meter {
+    pub fn doubled(&self) -> f64 {
+        self.value * 2.0
+    }
+}
+"""
+
+
+def test_regression_a_rust_impl_block_was_listed_as_a_class(tmp_path: Path) -> None:
+    root = make_tree(tmp_path / "crate", {"src/lib.rs": RUST_LIB})
+    data = json.loads(run_cli("symbols", "--json", str(root / "src" / "lib.rs")).stdout)
+    assert [(s["kind"], s["scope"]) for s in data["symbols"]] == [
+        ("class", "Meter"),
+        ("impl", "Meter"),
+        ("function", "Meter.doubled"),
+    ]
+    # its own kind to filter by, and the struct is no longer found as two classes
+    assert run_cli("index", str(root)).returncode == 0
+    impls = _hits(root, "--symbol-type", "impl", "meter doubled")
+    assert [h["symbol"]["kind"] for h in impls] == ["impl"]  # type: ignore[index]
+    classes = _hits(root, "--symbol-type", "class", "meter")
+    assert [h["symbol"]["kind"] for h in classes] == ["class"]  # type: ignore[index]

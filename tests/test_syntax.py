@@ -137,14 +137,14 @@ EXPECTED = {
         interface Shape 8-11
         function Shape.area 10-10
         class Square 13-17
-        class Square 19-25
+        impl Square 19-25
         function Square.area 20-24
         module units 27-33
         alias units.Metres 28-28
         function units.größe 30-32
         class Kind 35-38
         function describe 40-66
-        class Kind 68-72
+        impl Kind 68-72
         function Kind.fmt 69-71
     """,
     "java": """

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from embed_server import Behaviour, embedding_server
+from kenning.daemon.paths import runtime_dir
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Locator, Page
@@ -158,7 +159,7 @@ def served() -> Iterator[Served]:
                 stdout=out,
                 stderr=subprocess.STDOUT,
             )
-        info_file = runtime / "kenning" / "daemon.json"
+        info_file = Path(runtime_dir(env, create=False)) / "daemon.json"
         token_file = home / ".local" / "state" / "kenning" / "daemon" / "token"
         deadline = time.monotonic() + 30
         served: Served | None = None

@@ -198,7 +198,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         "--symbol-type",
         action="append",
         metavar="KIND",
-        help="only code passages of this symbol kind: module, class, interface, function, value, alias "
+        help="only code passages of this symbol kind: module, class, interface, impl, function, value, alias "
         "(repeatable)",
     )
     _flag(p, "--prefer-symbol", "rank passages defining a symbol named like a query word higher")
@@ -328,12 +328,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     p = command("serve", "Run the daemon in the foreground (for supervisors and containers).")
     _serve_args(p)
 
-    p = command("daemon", "Start, stop or ask about the background daemon (one per user).")
-    # one positional list: argparse cannot place "ROOT..." after options when it follows another positional
-    p.add_argument("words", nargs="+", metavar="start|stop|status [ROOT...]")
-    _serve_args(p, roots=False)
-    _flag(p, "--json", "status as JSON")
-    p.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS", help="how long start/stop wait")
+    p = command("daemon", "Start, stop or ask about the background daemon (one per user and home).")
+    if not isinstance(p, _Unused):  # each action its own parser, so `daemon start --help` is start's help
+        from kenning.daemon.commands import add_arguments
+
+        add_arguments(p, _flag, _serve_args, _Parser)
 
     p = command("gate", "Claude Code PreToolUse hook: deny grep until a kenning search has run.")
     p.add_argument("--budget", type=int, default=3, help="grep calls each kenning search grants (1-20)")
@@ -354,8 +353,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser(first if first in (*COMMANDS, *SURFACES) else None)
     try:
         args, extra = parse(parser, first, attach_pattern_values(words))
-        if args.command == "daemon" and not any(w.startswith("-") for w in extra):
-            args.words += extra  # `daemon start --listen X ROOT`: roots after options
+        if args.command == "daemon" and args.action == "start" and not any(w.startswith("-") for w in extra):
+            args.roots += extra  # `daemon start --listen X ROOT`: roots after options
         elif extra:
             parser.error(f"unrecognized arguments: {' '.join(extra)}")
     except KenningError as exc:

@@ -15,8 +15,9 @@ Mode = Literal["hybrid", "lexical", "semantic"]
 # while a daemon brings them in, or search the index as it is
 Refresh = Literal["wait", "background", "off"]
 REFRESH_POLICIES: tuple[Refresh, ...] = ("wait", "background", "off")
-SymbolKind = Literal["module", "class", "interface", "function", "value", "alias"]
-SYMBOL_KINDS: tuple[SymbolKind, ...] = ("module", "class", "interface", "function", "value", "alias")
+# `impl`: a Rust impl block (methods of a type declared elsewhere), not the type itself
+SymbolKind = Literal["module", "class", "interface", "impl", "function", "value", "alias"]
+SYMBOL_KINDS: tuple[SymbolKind, ...] = ("module", "class", "interface", "impl", "function", "value", "alias")
 
 
 def within(rel: str, prefixes: Sequence[str]) -> bool:

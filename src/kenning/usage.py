@@ -92,7 +92,9 @@ EXAMPLES = {
     "daemon": """examples:
   kenning daemon start ~/src/project       start the background daemon, attach a root
   kenning daemon status                    roots, coverage, queue, watcher health, memory, web address
-  kenning daemon stop""",
+  kenning daemon status --json             the same as one JSON object
+  kenning daemon stop --timeout 60         wait up to a minute for its wind-down
+  kenning daemon start --help              each action's own options""",
     "gate": """examples:
   (run by Claude Code as a PreToolUse hook; `kenning install --gate` registers it)
   echo '{"session_id":"demo","cwd":"'"$PWD"'","tool_name":"Grep","tool_input":{"pattern":"x"}}' | kenning gate""",

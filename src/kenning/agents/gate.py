@@ -1,7 +1,8 @@
 """The search-first gate: a Claude Code PreToolUse hook that holds back grep until a kenning search has run.
 
 This module owns the hook's stdin/stdout protocol, a small shell tokenizer that finds which programs a Bash
-command runs (and where a grep or rg in it would look), and the per-session ledger of grants under
+command runs (and where a grep, rg or `git grep` in it would look, inside `bash -c`/`sh -c`/`eval` scripts
+too), and the per-session ledger of grants under
 ``$XDG_STATE_HOME/kenning/gate/``. A kenning search grants ``budget`` grep calls for ``window_minutes`` in
 that session and index root; a new search resets the grant.
 
@@ -29,6 +30,12 @@ from kenning.store.layout import find_index_root
 MAX_ROOTS = 64  # grants kept per session; the oldest go first
 STALE_SECONDS = 86400.0  # ledgers untouched this long are pruned; no window outlives them
 GREPS = {"grep", "egrep", "fgrep", "rg"}
+# shells whose -c runs a script given as text: its commands are read as if typed (`bash -c "rg x"`)
+SHELLS = {"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash"}
+_SHELL_VALUES = {"-o", "+o", "-O", "+O", "--rcfile", "--init-file"}
+# git's own options before its command that take a value as the next word; -C and --work-tree say where
+_GIT_VALUES = {"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--config-env", "--super-prefix"}
+_NESTING = 4  # `bash -c "sh -c '...'"` is read this deep; deeper is not how anyone greps
 _MCP_SEARCH = re.compile(r"^mcp__.*kenning.*__text_search$")
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _SUBST = "$(…)"  # stands in for a substitution's output: never a path we can resolve
@@ -65,6 +72,8 @@ _GREP_OPTIONS: dict[str, tuple[str, frozenset[str], frozenset[str]]] = {
            "--field-match-separator", "--path-separator", "--dfa-size-limit", "--regex-size-limit", "--engine",
            "--after-context", "--before-context", "--context", "--hyperlink-format", "--generate"}),
            frozenset({"-h", "--help", "-V", "--version", "--files", "--type-list"})),
+    "git": ("efABCm", frozenset({"--max-count", "--max-depth", "--threads", "--after-context",
+            "--before-context", "--context", "--open-files-in-pager"}), frozenset({"-h", "--help"})),
 }  # fmt: skip
 
 
@@ -252,9 +261,49 @@ def program(argv: Sequence[str]) -> tuple[str, list[str], bool] | None:
     return None
 
 
+def shell_script(args: Sequence[str]) -> str | None:
+    """The script text of `bash -c SCRIPT` (any of SHELLS, options in any cluster: `-lc`, `-e -c`); None when
+    the shell runs a file or its stdin."""
+    i, given = 0, False
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            i += 1
+            break
+        if arg in _SHELL_VALUES:
+            i += 2
+        elif arg.startswith("--"):
+            i += 1
+        elif arg[:1] in "-+" and len(arg) > 1:
+            given = given or (arg[0] == "-" and "c" in arg[1:])
+            i += 2 if arg[-1] in "oO" else 1  # `-eo pipefail`: the option's value follows
+        else:
+            break
+    return args[i] if given and i < len(args) else None
+
+
+def git_grep(args: Sequence[str]) -> tuple[list[str], list[str]] | None:
+    """For `git [-C DIR ...] grep ARGS`: (the folders git was pointed at, ARGS); None for any other git
+    command."""
+    where: list[str] = []
+    i = 0
+    while i < len(args) and args[i].startswith("-"):
+        arg = args[i]
+        i += 1
+        key, eq, value = arg.partition("=")
+        if key in ("-C", "--work-tree"):
+            where.append(value if eq else (args[i] if i < len(args) else ""))
+        if key in _GIT_VALUES and not eq:
+            i += 1
+    if i < len(args) and args[i] == "grep":
+        return where, list(args[i + 1 :])
+    return None
+
+
 def grep_paths(name: str, args: Sequence[str]) -> list[str] | None:
-    """The path operands of a grep/rg (after its pattern); None when it would not search (`--help`)."""
-    shorts, longs, quits = _GREP_OPTIONS["rg" if name == "rg" else "grep"]
+    """The path operands of a grep/rg/git grep (after its pattern); None when it would not search
+    (`--help`)."""
+    shorts, longs, quits = _GREP_OPTIONS[name if name in ("rg", "git") else "grep"]
     operands: list[str] = []
     pattern_given = False  # by -e/-f, so every operand is a path
     i = 0
@@ -325,13 +374,35 @@ def classify(tool_name: str, tool_input: Mapping[str, Any], cwd: Path) -> tuple[
     command = tool_input.get("command")
     if tool_name != "Bash" or not isinstance(command, str):
         return False, []
+    return _shell(command, piped_in=False, depth=0)
+
+
+def _shell(text: str, *, piped_in: bool, depth: int) -> tuple[bool, list[list[str]]]:
+    """`classify` for shell text; `piped_in`: the text's stdin is a pipe (`... | bash -c "grep x"`)."""
     searched, greps = False, []
-    for words, piped in pipeline_commands(command):
+    for n, (words, piped) in enumerate(pipeline_commands(text)):
+        piped = piped or (piped_in and n == 0)
         found = program(words)
         if found is None:
             continue
         name, args, via_xargs = found
         searched = searched or (name in ("kenning", "ken") and args[:1] == ["search"])
+        script = shell_script(args) if name in SHELLS else " ".join(args) if name == "eval" else None
+        if script is not None and depth < _NESTING:
+            inner_searched, inner_greps = _shell(script, piped_in=piped, depth=depth + 1)
+            searched = searched or inner_searched
+            greps += inner_greps
+            continue
+        if name == "git":
+            called = git_grep(args)
+            if called is None:
+                continue
+            where, args = called
+            paths = grep_paths("git", args)
+            if paths is not None:
+                # git grep never reads stdin: without paths it searches the tree from where it runs
+                greps.append([os.path.join(*where, p) for p in paths or ["."]])
+            continue
         paths = grep_paths(name, args) if name in GREPS else None
         if paths is None or (not paths and piped and not via_xargs and not _recursive(name, args)):
             continue  # not a search, or a filter over the previous command's output

@@ -486,6 +486,11 @@ def run(
     table = _targets(home, env, list(command) if command else server_command(), not uninstall, gate)
     state = _State(state_dir(env, home) / "install")
     changes, skipped = _plan_agents(names, table, not uninstall, state)
+    # the gate's grants (kenning.agents.gate): state of Claude Code's hook, gone with it
+    grants = state_dir(env, home) / "gate"
+    leftover = (
+        grants if uninstall and "claude" in names and "claude" not in skipped and grants.is_dir() else None
+    )
     for name, exc in skipped.items():
         print(f"note: {name} left out: {exc}", file=out)
     names = [n for n in names if n not in skipped]
@@ -501,7 +506,7 @@ def run(
     override = table["codex"][1].path.with_name("AGENTS.override.md")
     if "codex" in names and not uninstall and override.exists():
         print(f"note: Codex reads {_show(override, home)} instead of AGENTS.md while it exists", file=out)
-    if not changes:
+    if not changes and leftover is None:
         print(
             f"nothing to change: kenning is {'not' if uninstall else 'already'} installed for {', '.join(names)}",
             file=out,
@@ -511,6 +516,8 @@ def run(
     for ch in changes:
         label = f"  ({'-' if uninstall else '+'} {ch.edit.label})" if ch.edit.label else ""
         print(f"  {ch.verb} {ch.edit.show}{label}", file=out)
+    if leftover is not None:
+        print(f"  delete {_show(leftover, home)}/ (the search-first gate's grants)", file=out)
     if dry_run:
         print("dry run: nothing changed", file=out)
         return 0
@@ -527,6 +534,9 @@ def run(
     try:
         if uninstall:
             _uninstall(changes, state)
+            if leftover is not None:
+                shutil.rmtree(leftover)
+                _rmdir(leftover.parent)  # the state folder, when nothing else of kenning's is kept there
         else:
             for ch in changes:
                 _install(ch, state)

@@ -29,7 +29,7 @@ from kenning.types import FileKind, Passage
 __all__ = ["CHUNKER_VERSION", "Chunker", "Source", "chunk_text", "register_chunker"]
 
 #: Bump whenever the passages produced for some input change: the index stores it and re-chunks on change.
-CHUNKER_VERSION = 3
+CHUNKER_VERSION = 4
 
 
 class Chunker(Protocol):

@@ -25,6 +25,9 @@ from kenning.errors import DaemonError
 # settings that change what a command does: a daemon started with others must not answer for this caller
 ENV_PREFIXES = ("KENNING_",)
 ENV_NAMES = ("HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "NO_COLOR")
+# of those, the ones a shell keeps for good (where settings and indexes live), unlike a KENNING_* set for one call:
+# a daemon started with others declines every call of this shell until it is restarted, so each decline says so
+ENV_LASTING = ("HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME")
 # settings that change how a daemon runs, or where it finds a file pinned by its hash, never what it answers
 ENV_IGNORED = (
     "KENNING_MODE",
@@ -98,7 +101,7 @@ def connect(timeout: float = 5.0) -> socket.socket | None:
     if not os.path.exists(path):
         return None
     if not _ours(folder, path):
-        # another user could have made /tmp/kenning-<uid> first: never send them a query or our settings
+        # another user could have made /tmp/kenning-<uid>-<home> first: never send them a query or our settings
         sys.stderr.write(
             f"kenning: warning: ignoring {path}: it or its folder is not private to this user "
             "(remove the folder; kenning works in-process meanwhile)\n"
@@ -233,6 +236,12 @@ def run(command: str, args: dict[str, Any], *, required: bool) -> int | None:
             sys.stderr.write(
                 "kenning: warning: the running daemon is another kenning install or version; working "
                 f"in-process (restart it with {RESTART})\n"
+            )
+        elif outcome.get("reason") == "env" and outcome.get("setting") in ENV_LASTING:
+            setting = outcome["setting"]
+            sys.stderr.write(
+                f"kenning: warning: the running daemon was started with another ${setting} than this shell's; "
+                f"working in-process (restart it from this shell with {RESTART})\n"
             )
         return None
     sys.stdout.flush()

@@ -17,6 +17,40 @@ from kenning.errors import UsageError
 
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Callable
+
+
+def add_arguments(
+    p: argparse.ArgumentParser, flag: Callable[..., None], serve_args: Callable[..., None], parser_class: type
+) -> None:
+    """`kenning daemon`'s actions, each a parser of its own (so `daemon start --help` is start's help); `flag` and
+    `serve_args` are the CLI's helpers for a yes/no flag and for the options `serve` shares."""
+    acts: Any = p.add_subparsers(dest="action", metavar="ACTION", required=True, parser_class=parser_class)
+    q = acts.add_parser(
+        "start",
+        help="start the daemon in the background (or attach ROOTs to the running one)",
+        description="Start the daemon in the background and wait until it answers; when it already runs, "
+        "attach the ROOTs to it.",
+    )
+    serve_args(q)
+    q.add_argument(
+        "--timeout", type=float, default=30.0, metavar="SECONDS", help="how long to wait for it to answer"
+    )
+    q = acts.add_parser(
+        "stop",
+        help="stop the running daemon",
+        description="Ask the running daemon to stop (SIGTERM, then SIGKILL, if it does not) and wait until it "
+        "has let go of its lock.",
+    )
+    q.add_argument(
+        "--timeout", type=float, default=30.0, metavar="SECONDS", help="how long to wait for its wind-down"
+    )
+    q = acts.add_parser(
+        "status",
+        help="roots, coverage, queue, watcher health, memory and addresses of the running daemon",
+        description="Describe the running daemon (exit 0), or say none runs (exit 1).",
+    )
+    flag(q, "--json", "status as JSON")
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -28,16 +62,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_daemon(args: argparse.Namespace) -> int:
     from kenning.daemon import control
 
-    action, roots = args.words[0], args.words[1:]
-    if action not in ("start", "stop", "status"):
-        raise UsageError(f"unknown daemon action {action!r}", hint="use start, stop or status")
-    if roots and action != "start":
-        raise UsageError(
-            f"`kenning daemon {action}` takes no roots", hint="roots go with `kenning daemon start`"
-        )
+    action = args.action
     if action == "start":
         return control.start(
-            roots, listen=args.listen, idle=args.idle, watch=not args.no_watch, timeout=args.timeout
+            args.roots, listen=args.listen, idle=args.idle, watch=not args.no_watch, timeout=args.timeout
         )
     if action == "stop":
         return control.stop(timeout=args.timeout)

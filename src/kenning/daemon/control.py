@@ -34,6 +34,14 @@ def start(
     probe = client.connect()
     if probe is not None:
         probe.close()
+        other = _other_settings(client.call("status", timeout=STATUS_TIMEOUT))
+        if other:
+            # it would decline every call of this shell: "already running" would promise what it cannot do
+            raise DaemonError(
+                f"a kenning daemon started with another {other} than this shell's is running: it cannot "
+                "answer for this shell",
+                hint="stop it with `kenning daemon stop`, then start it again from this shell",
+            )
         # attaching only registers the roots: a daemon that takes longer is stopped (Ctrl-Z) or stuck
         attached = client.call("attach", roots=absolute, timeout=timeout) if absolute else []
         info = paths.read_info(paths.runtime_dir()) or {}
@@ -85,6 +93,7 @@ def stop(*, timeout: float) -> int:
         for leftover in (paths.info_path(runtime), paths.socket_path(runtime)):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(leftover)
+        paths.remove_stale_lock(runtime)  # left by a daemon killed with -9
         sys.stderr.write("kenning daemon: not running\n")
         return 0
     info = paths.read_info(runtime)
@@ -129,15 +138,7 @@ def stop(*, timeout: float) -> int:
 
 def _running(runtime: str) -> bool:
     """A daemon holds the runtime folder's lock for as long as it lives."""
-    from filelock import FileLock, Timeout
-
-    lock = FileLock(paths.lock_path(runtime))
-    try:
-        lock.acquire(timeout=0)
-    except Timeout:
-        return True
-    lock.release()
-    return False
+    return paths.lock_held(runtime)
 
 
 #: a status request is answered from memory at once; a daemon silent this long is stopped (Ctrl-Z) or stuck
@@ -167,6 +168,17 @@ def status(*, as_json: bool) -> int:
     return 0
 
 
+def _other_settings(data: dict[str, Any]) -> str:
+    """The lasting settings (HOME, XDG_CONFIG_HOME, ...) the running daemon has and this shell has not, as
+    `$NAME (its value)`; "" when they agree (or the daemon is too old to say)."""
+    theirs = data.get("settings") if isinstance(data, dict) else None
+    if not isinstance(theirs, dict):
+        return ""
+    ours = client.relevant_env()
+    differ = [k for k in client.ENV_LASTING if k in theirs and theirs[k] != ours.get(k)]
+    return ", ".join(f"${k} ({theirs[k] or 'unset'})" for k in differ)
+
+
 def status_lines(data: dict[str, Any]) -> list[str]:
     from kenning.render import human_size
 
@@ -181,6 +193,11 @@ def status_lines(data: dict[str, Any]) -> list[str]:
         f"  log     {data.get('log')}",
         f"  models  {', '.join(data.get('models') or []) or 'none loaded'}",
     ]
+    other = _other_settings(data)
+    if other:
+        lines.append(
+            f"  note    started with another {other} than this shell's: calls from here run in-process"
+        )
     roots = data.get("roots") or []
     if not roots:
         lines.append("  no roots attached (`kenning daemon start ROOT`, or search one)")

@@ -230,6 +230,11 @@ def build_app(daemon: Daemon, *, token: str, port: int, mcp_version: str) -> ASG
         body = resources.files("kenning.daemon").joinpath(f"web/{name}").read_text("utf-8")
         return Response(body, media_type=STATIC[name], headers={"Cache-Control": "no-store"})
 
+    async def favicon(request: Request) -> Response:
+        # the page names no icon file (its <link rel=icon> is empty), but a browser opened on /status or a job
+        # still asks for this one: nothing, rather than a 404 in the log and the console
+        return Response(status_code=204, headers={"Cache-Control": "max-age=86400"})
+
     async def status(request: Request) -> Response:
         return JSONResponse(await run_in_threadpool(daemon.status))
 
@@ -276,6 +281,7 @@ def build_app(daemon: Daemon, *, token: str, port: int, mcp_version: str) -> ASG
         routes=[
             Route("/", page),
             Route("/static/{name}", static),
+            Route("/favicon.ico", favicon),
             Route("/status", status),
             Route("/api/search", search),
             Route("/api/rebuild", rebuild, methods=["POST"]),

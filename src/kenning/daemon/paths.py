@@ -3,17 +3,25 @@
 Kept to the standard library's `os` and `json` so the CLI can find a running daemon without importing anything
 heavy: a search through the daemon pays for this module, not for numpy.
 
-- runtime folder: `$XDG_RUNTIME_DIR/kenning`, else `/tmp/kenning-<uid>` (short, so the socket path fits the
-  ~104-byte limit of AF_UNIX on macOS); mode 0700 and owned by the user, or it is refused. It holds
-  `daemon.sock` (0600), `daemon.json` (pid, port, start time) and `daemon.lock` (one daemon per user).
+- runtime folder: `$XDG_RUNTIME_DIR/kenning-<home>`, else `/tmp/kenning-<uid>-<home>`, where `<home>` is 8 hex
+  digits of a hash of $HOME: one daemon per user and home, since a daemon answers only callers with its HOME
+  (its settings and indexes live there), and a daemon of another home on the same socket would be shown as ours
+  and silently declined. Short, so the socket path fits the ~104-byte limit of AF_UNIX on macOS; mode 0700 and
+  owned by the user, or it is refused. It holds `daemon.sock` (0600), `daemon.json` (pid, port, start time) and
+  `daemon.lock` (held while the daemon runs, removed when it stops).
 - state folder: `<state>/daemon/token` (0600, 43 random URL-safe characters) and `log.jsonl`.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
+import hashlib
 import json
 import os
 import stat
+import time
 from typing import Any
 
 from kenning.errors import DaemonError
@@ -23,13 +31,20 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 MIN_TOKEN = 32
 
 
+def home_key(env: dict[str, str] | os._Environ[str] | None = None) -> str:
+    """8 hex digits naming this caller's home, as the daemon compares it (HOME, else the user's from passwd)."""
+    env = os.environ if env is None else env
+    home = env.get("HOME") or os.path.expanduser("~")
+    return hashlib.sha256(os.path.realpath(home).encode("utf-8", "surrogateescape")).hexdigest()[:8]
+
+
 def runtime_dir(env: dict[str, str] | os._Environ[str] | None = None, *, create: bool = True) -> str:
     env = os.environ if env is None else env
     base = env.get("XDG_RUNTIME_DIR", "")
     if base and os.path.isabs(base) and os.path.isdir(base):
-        path = os.path.join(base, "kenning")
+        path = os.path.join(base, f"kenning-{home_key(env)}")
     else:
-        path = f"/tmp/kenning-{os.getuid()}"
+        path = f"/tmp/kenning-{os.getuid()}-{home_key(env)}"
     if create:
         _private_dir(path)
     return path
@@ -69,8 +84,77 @@ def socket_path(runtime: str) -> str:
 
 
 def lock_path(runtime: str) -> str:
-    """Held by the running daemon: one per user."""
+    """Held by the running daemon: one per user and home."""
     return os.path.join(runtime, "daemon.lock")
+
+
+class DaemonLock:
+    """The daemon's lock: an flock on `daemon.lock`, held for as long as the daemon lives (the kernel lets go of
+    it even on kill -9), and the file removed when the daemon lets go.
+
+    Removing a lock file is safe only if every taker checks, once it holds the lock, that the file it locked is
+    still the one at the path: a taker that opened the file just before the holder removed it locks a file
+    nobody else will ever open, and must try again on the new one. `probe` never creates the file."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.fd: int | None = None
+
+    def acquire(self, wait: float = 0.2) -> bool:
+        """Take the lock; False when another process holds it after `wait` seconds (a `probe` holds it for
+        microseconds: a daemon starting then must not take it for a running one)."""
+        deadline = time.monotonic() + wait
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                os.close(fd)
+                if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                    raise
+                if time.monotonic() >= deadline:
+                    return False
+                time.sleep(0.02)
+                continue
+            try:
+                same = os.path.samestat(os.fstat(fd), os.lstat(self.path))
+            except FileNotFoundError:
+                same = False
+            if same:
+                self.fd = fd
+                return True
+            os.close(fd)  # removed by the daemon that held it, after we opened it: lock the file there now
+
+    def release(self) -> None:
+        """Remove the file while still holding it (see the class), then let go."""
+        if self.fd is None:
+            return
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
+        os.close(self.fd)
+        self.fd = None
+
+
+def lock_held(runtime: str) -> bool:
+    """Whether a daemon holds the runtime folder's lock, without creating the lock file."""
+    try:
+        fd = os.open(lock_path(runtime), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False  # no lock file: no daemon has run here since the last one stopped cleanly
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        return exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN)
+    finally:
+        os.close(fd)  # and with it our lock, if we got it
+    return False
+
+
+def remove_stale_lock(runtime: str) -> None:
+    """Remove a lock file no daemon holds (one left by a daemon killed with -9), taking it first as a daemon would."""
+    lock = DaemonLock(lock_path(runtime))
+    if os.path.exists(lock.path) and lock.acquire(wait=0):
+        lock.release()
 
 
 def info_path(runtime: str) -> str:

@@ -1,4 +1,4 @@
-"""`kenning serve`: the daemon process. One per user (a lock in the runtime folder), serving the CLI on a Unix
+"""`kenning serve`: the daemon process. One per user and home (a lock in the runtime folder), serving the CLI on a Unix
 socket and MCP, `/status` and the status page on loopback HTTP, until SIGINT/SIGTERM or `kenning daemon stop`.
 
 Start-up refuses, with one line and exit 2, rather than serve half-working: another daemon running, a non-loopback
@@ -208,14 +208,15 @@ class Server:
 
         command = request.get("command")
         args = request.get("args")
-        why = self.daemon.env_mismatch(request.get("env") or {})
+        setting = self.daemon.env_mismatch(request.get("env") or {})
+        why = f"its {setting} differs from the caller's" if setting else None
         reason = "env"
         if request.get("code") != self.daemon.code:
             why, reason = OTHER_CODE, "code"  # the CLI says how to restart the daemon
         if not why and (command not in ROUTABLE or not isinstance(args, dict)):
             why, reason = f"it does not run `{command}`", "command"
         if why or not isinstance(args, dict):
-            await _send(writer, {"fallback": why, "reason": reason})
+            await _send(writer, {"fallback": why, "reason": reason, "setting": setting})
             return
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[Any] = asyncio.Queue()
@@ -302,8 +303,6 @@ def serve(
     foreground: bool = True,
 ) -> int:
     """Run the daemon until stopped. Raises DaemonError (exit 2) when it cannot start."""
-    from filelock import FileLock, Timeout
-
     from kenning.version import version
 
     # a stop signal before or after the HTTP server's own handling (uvicorn re-raises it once it has shut down)
@@ -321,10 +320,8 @@ def serve(
         listen or os.environ.get("KENNING_LISTEN") or f"127.0.0.1:{paths.DEFAULT_PORT}"
     )
     http_timeout = _http_timeout()
-    lock = FileLock(paths.lock_path(runtime))
-    try:
-        lock.acquire(timeout=0)
-    except Timeout:
+    lock = paths.DaemonLock(paths.lock_path(runtime))
+    if not lock.acquire():
         info = paths.read_info(runtime) or {}
         raise DaemonError(
             f"a kenning daemon is already running (pid {info.get('pid', '?')})",

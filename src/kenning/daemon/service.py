@@ -20,7 +20,7 @@ from typing import Any, TextIO
 
 from kenning import walk
 from kenning.config import Config
-from kenning.daemon.client import code_identity, relevant_env
+from kenning.daemon.client import ENV_LASTING, code_identity, relevant_env
 from kenning.daemon.runtime import Job, ModelPool, RootRuntime
 from kenning.engine import Engine, background
 from kenning.engine.index import IndexReport
@@ -119,10 +119,11 @@ class Daemon:
 
     # -- the CLI, in-process -------------------------------------------------------------------------------
     def env_mismatch(self, env: dict[str, str]) -> str | None:
-        """Why this daemon cannot answer for a caller with `env`, or None when their settings agree."""
+        """The first setting this daemon and a caller with `env` disagree on (it cannot answer for that
+        caller), or None when their settings agree."""
         for key in sorted(set(env) | set(self.env)):
             if env.get(key) != self.env.get(key):
-                return f"its {key} differs from the caller's"
+                return key
         return None
 
     def run_cli(
@@ -166,6 +167,8 @@ class Daemon:
             "models": self.pool.names(),
             "watch": self.watch,
             "idle_timeout": self.idle,
+            # where its settings and indexes live: a caller whose differ is declined (`kenning daemon status`)
+            "settings": {k: self.env.get(k) for k in ENV_LASTING},
             **self.addresses,
             "roots": [r.status() for r in self.runtimes()],
         }

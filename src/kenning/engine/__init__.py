@@ -449,8 +449,9 @@ class Engine:
         ranked_with = background.ranked_with(
             request.mode, counts["embedded"], counts["passages"], expect_vectors
         )
-        if semantic and expect_vectors and counts["embedded"] < counts["passages"] and db is self._db:
-            # hybrid.py's note says only the share: this one says who embeds the rest, and how long it takes
+        if semantic and expect_vectors and counts["embedded"] < counts["passages"]:
+            # hybrid.py's note says only the share: this one says who embeds the rest, and how long it takes (a
+            # team's index under this machine's edits too: its reader must not be told to run the writer)
             coverage = background.coverage_note(self, counts["embedded"], counts["passages"])
             for result in results:
                 result.notes[:] = [n for n in result.notes if not n.startswith("semantic coverage is ")]

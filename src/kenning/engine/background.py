@@ -261,7 +261,19 @@ def coverage_note(engine: Engine, embedded: int, passages: int) -> str:
         return f"{head}: a background run (pid {claim.pid}) is embedding the rest{eta}; {how}"
     if wanted(engine):
         return f"{head}: the rest is embedded in the background (`kenning status` shows it); {how}"
+    if _writer_at_work(engine):
+        # a reader of a team's index (SELECT alone) cannot run `kenning index`, and need not: it is under way
+        return f"{head}: another kenning process is writing this index and embeds the rest as it goes; {how}"
     return f"{head}: run `kenning index` to finish embedding; {how}"
+
+
+def _writer_at_work(engine: Engine) -> bool:
+    """Whether some process holds the index's writer lock (a lock file, or PostgreSQL's advisory lock); False
+    when that cannot be told (the probe only picks the note's wording)."""
+    try:
+        return engine.writer.active()
+    except Exception:
+        return False
 
 
 def ranked_with(mode: str, embedded: int, passages: int, expect_vectors: bool) -> str:

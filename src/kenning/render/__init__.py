@@ -7,7 +7,7 @@ JSON Lines schema, version 1 (`kenning search --json`): one object per line.
    "text": str|null, "text_start_line": int|null, "symbol": {"kind", "name", "scope", "signature", "doc"}|null, "defines": [...],
    "trace": {"lexical": {"rank", "score"}, "semantic": {"rank", "score"}, "symbol": {"rank", "score"}|null,
    "fused_rank", "demoted": float|null}|null}`
-  `symbol` is the code symbol the passage belongs to (kind is module, class, interface, function, value or alias);
+  `symbol` is the code symbol the passage belongs to (kind is module, class, interface, impl, function, value or alias);
   `defines` lists `{"kind", "name", "scope"}` of every symbol whose definition starts in the passage (a passage
   packing several small symbols has no `symbol` of its own but defines each of them).
   `text` is the passage as the preview level shows it (null for `--preview none`); `text_start_line` is the line

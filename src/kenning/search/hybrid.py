@@ -368,7 +368,7 @@ def _tests(plan: Plan, query: str) -> float:
     return plan.tests if plan.tests is not None else rank.factor_for_tests(query)
 
 
-_KIND_ORDER = {"class": 0, "interface": 0, "function": 1, "module": 2, "alias": 3, "value": 4}
+_KIND_ORDER = {"class": 0, "interface": 0, "impl": 0, "function": 1, "module": 2, "alias": 3, "value": 4}
 
 
 def _definitions(

@@ -164,7 +164,7 @@ SPECS: dict[str, Spec] = {
         (enum_item name: (_) @name) @class
         (union_item name: (_) @name) @class
         (impl_item type: [(type_identifier) (scoped_type_identifier)
-            (generic_type type: (_) @name)] @name) @class
+            (generic_type type: (_) @name)] @name) @impl
         (trait_item name: (_) @name) @interface
         (mod_item name: (_) @name body: (_)) @module
         (const_item name: (_) @name) @value

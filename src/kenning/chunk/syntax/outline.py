@@ -27,7 +27,7 @@ NAME_CHARS = 80
 _KINDS: frozenset[str] = frozenset(SYMBOL_KINDS)
 # Kinds whose qualified names say where they belong ("ns::Outer::method", "M.f", "A\\B"): the qualifier
 # joins the scope. Values and aliases keep their text whole ("crate::x::{A, B}" is one re-export).
-_QUALIFIED: frozenset[str] = frozenset({"module", "class", "interface", "function"})
+_QUALIFIED: frozenset[str] = frozenset({"module", "class", "interface", "impl", "function"})
 _QUALIFIED_CHARS = frozenset(".:\\<[")
 _QUALIFIER = re.compile(r"::|[.:\\]")
 _GENERICS = re.compile(r"<[^<>]*>|\[[^\[\]]*\]")
