@@ -321,6 +321,43 @@ def table(results: dict[str, Any], variants: list[Variant], key: str) -> str:
     return "\n".join(lines)
 
 
+def paired(results_files: list[Path], work: Path, pairs: list[tuple[str, str]], flips: int = 10_000) -> str:
+    """Each pair (x, y) over every query of every set both ran: the mean of x's nDCG@10 less y's, how many queries
+    each wins, and a paired randomisation test (the share of `flips` random sign flips whose mean is as far from
+    0), from score.py's per-query figures of the run files beside each results file."""
+    import csv
+
+    per: dict[str, dict[tuple[str, str], float]] = {}
+    for results in results_files:
+        for run in sorted((results.parent / "runs").glob("*.jsonl")):
+            name, _, variant = run.name.removesuffix(".jsonl").partition(".")
+            if not any(variant in pair for pair in pairs):
+                continue
+            tsv = run.with_suffix(".per-query.tsv")
+            score(resolve(name, work).qrels, run, per_query=tsv)
+            rows = list(csv.reader(tsv.open(), delimiter="\t"))
+            col = [c.lower() for c in rows[0]].index("ndcg@10")
+            per.setdefault(variant, {}).update({(name, r[0]): float(r[col]) for r in rows[1:]})
+    rng = np.random.default_rng(0)
+    lines = ["| pair | queries | mean difference | better / worse | p |", "|---|---:|---:|---:|---:|"]
+    for x, y in pairs:
+        keys = sorted(set(per.get(x, {})) & set(per.get(y, {})))
+        if not keys:
+            continue
+        diffs = np.array([per[x][k] - per[y][k] for k in keys])
+        mean = float(diffs.mean())
+        far = 0
+        for start in range(0, flips, 500):  # 500 flips at a time: all at once is flips x queries doubles
+            signs = rng.choice((-1.0, 1.0), size=(min(500, flips - start), len(diffs)))
+            far += int((np.abs((signs * diffs).mean(axis=1)) >= abs(mean) - 1e-12).sum())
+        p = far / flips if flips else 1.0
+        lines.append(
+            f"| {x} vs {y} | {len(keys):,} | {mean:+.4f} | {int((diffs > 1e-9).sum())} / "
+            f"{int((diffs < -1e-9).sum())} | {p:.4f} |"
+        )
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--sets", default="dev")
@@ -337,6 +374,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--report-only", action="store_true")
     parser.add_argument(
         "--also", action="append", default=[], help="another run's results.json, reported too"
+    )
+    parser.add_argument(
+        "--paired", default="", help="X:Y,...: per-query differences of variant X against Y over every query"
     )
     args = parser.parse_args(argv)
     variants = [VARIANTS[n] for n in args.variants.split(",")]
@@ -396,6 +436,15 @@ def main(argv: list[str] | None = None) -> None:
         "",
         table(results, variants, "span"),
     ]
+    if args.paired:
+        pairs = [(x, y) for x, _, y in (spec.partition(":") for spec in args.paired.split(","))]
+        files = [results_path, *(Path(f) for f in args.also)]
+        head += [
+            "",
+            "### Paired over every query (nDCG@10, file level)",
+            "",
+            paired(files, Path(args.work), pairs),
+        ]
     if skipped:
         head += ["", "Not run: " + "; ".join(f"{k} ({v})" for k, v in sorted(skipped.items()))]
     text = "\n".join(head) + "\n"
