@@ -20,12 +20,13 @@ runs there as a new user's first command does: `kenning search --json QUERY COPY
 before the answer. Linux only (/proc).
 
 `--repos` measures public repositories pinned by commit (`REPOS`: about 2k, 5k and 20k passages, none of them an
-evaluation set's), each written out of a local git mirror (`<mirrors>/<owner>+<name>/repo`, as
-`git cat-file` reads it: a blob the mirror lacks is left out and counted) instead of FOLDER. `--semble` runs
-semble 0.7.0 cold on the same files beside it (its own virtual environment and local Model2Vec folders, built
-by bench/quality/peer_run.py in the quality bench's cache; offline): one process that indexes the folder and
-answers the query (bench/quality/peers/semble_peer.py), in its hybrid mode with kenning's static model, its
-wall and CPU seconds measured as kenning's are.
+evaluation set's), each written out of a local git mirror (`<mirrors>/<owner>+<name>/repo`, read as
+bench/gitsets.py reads the git sets: from git's objects, a blob the mirror lacks left out) instead of FOLDER.
+
+`--semble` runs semble 0.7.0 cold on the same files beside it (its own virtual environment and local Model2Vec
+folders, built by bench/quality/peer_run.py in the quality bench's cache; offline): one process that indexes
+the folder and answers the query (bench/quality/peers/semble_peer.py), in its hybrid mode with kenning's static
+model, its wall and CPU seconds measured as kenning's are.
 """
 
 from __future__ import annotations
@@ -172,46 +173,18 @@ REPOS = {
 
 
 def materialise(repo: Repo, mirrors: Path, dest: Path) -> tuple[Path, int]:
-    """The repository's files at its pinned commit, written from the local mirror into `dest`; the folder and
-    how many blobs the mirror lacked (left out)."""
-    git = mirrors / repo.name.replace("/", "+") / "repo"
-    if not git.is_dir():
-        raise SystemExit(f"no mirror of {repo.name} at {git}: fetch it first")
-    listing = subprocess.run(
-        ["git", "--git-dir", str(git), "ls-tree", "-r", "-z", repo.commit],
-        capture_output=True,
-        check=True,
-    ).stdout
-    entries = []
-    for entry in listing.split(b"\0"):
-        if not entry:
-            continue
-        meta, _, path = entry.partition(b"\t")
-        mode, kind, oid = meta.split()
-        name = path.decode()
-        if kind == b"blob" and mode != b"120000" and (not repo.paths or name.split("/", 1)[0] in repo.paths):
-            entries.append((oid.decode(), name))
-    batch = subprocess.run(
-        ["git", "--git-dir", str(git), "cat-file", "--batch"],
-        input="".join(f"{oid}\n" for oid, _ in entries).encode(),
-        capture_output=True,
-        check=True,
-    ).stdout
+    """The repository's files at its pinned commit (its `paths` only, when it names some), written from the local
+    mirror into `dest` as the git sets are (bench/gitsets.py: read from git's objects, a blob the mirror lacks left
+    out); the folder and how many files were written. Never cloned: without a local mirror it stops."""
+    sys.path[:0] = [str(HERE)]
+    import gitsets
+
+    if not (mirrors / repo.name.replace("/", "+") / "repo" / "HEAD").is_file():
+        raise SystemExit(f"no local mirror of {repo.name} under {mirrors}")
+    gitsets.MIRRORS = mirrors
     folder = dest / repo.name.partition("/")[2]
-    missing, at = 0, 0
-    for _, path in entries:
-        end = batch.index(b"\n", at)
-        header = batch[at:end].split()
-        at = end + 1
-        if header[-1] == b"missing":
-            missing += 1
-            continue
-        size = int(header[2])
-        target = folder / path
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(batch[at : at + size])
-        at += size + 1
-    return folder, missing
+    source = gitsets.Source("fresh", folder.name, repo.name, repo.commit, "", "", include=repo.paths)
+    return folder, gitsets.extract(source, folder)
 
 
 def semble(folder: Path, query: str, home: Path) -> dict[str, Any]:
@@ -290,10 +263,8 @@ def main() -> None:
             if key not in REPOS:
                 parser.error(f"unknown repository {key!r}: use {', '.join(REPOS)}")
             repo = REPOS[key]
-            folder, missing = materialise(repo, args.mirrors, Path(tmp) / "src")
-            note = f"{repo.name}@{repo.commit[:12]}" + (
-                f", {missing} blobs absent from the mirror" if missing else ""
-            )
+            folder, files = materialise(repo, args.mirrors, Path(tmp) / "src")
+            note = f"{repo.name}@{repo.commit[:12]}, {files:,} files"
             report(args, folder, repo.query, Path(tmp) / key, note)
 
 
