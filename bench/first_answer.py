@@ -1,25 +1,30 @@
 """A fresh index's first answer against the complete index's, on every development set (issue 31): nDCG@10 of each
 way a first answer can be ranked, and what the cheap parts cost.
 
-    python bench/first_answer.py [--sets dev|NAME,...] [--variants a,b,c1,...] [--out bench/history/DATE-first-answer.md]
-                                 [--cache ~/.cache/kenning-bench] [--work bench/.work]
+    python bench/first_answer.py [--sets dev|NAME,...] [--variants a,b,c1,...] [--work bench/.work]
+                                 [--cache ~/.cache/kenning-bench-first-answer] [--seed ~/.cache/kenning-bench]
+                                 [--results FILE] [--also FILE ...] [--report-only] [--paired X:Y,...] [--out FILE]
 
-Each set's index is the one bench/quality/run.py builds and caches (every passage embedded); a first answer is
-simulated over it as bench/ranker/dump.py's `first` state does: the store says no passage has a vector, no vector
-index is searched, and the leaders' transformer vectors are read from the finished index (the numbers the
-transformer gives them, at no cost). The variants (`VARIANTS`):
+Each set's index is the one bench/quality/run.py builds and caches (every passage embedded), copied from that
+cache (`--seed`) into this study's own (`--cache`) when the corpus was written anew since; a set with no finished
+index is skipped and named, never built here. A first answer is simulated over it as bench/ranker/dump.py's
+`first` state does: the store says no passage has a vector, no vector index is searched, and the leaders'
+transformer vectors are read from the finished index (the numbers the transformer gives them, at no cost). The
+variants (`VARIANTS`):
 
 - `a` complete: the hybrid search over the finished index;
 - `b` today's first answer: BM25 (and the definitions route), its first fusion's 40 leaders scored by the
   transformer (`kenning.search.hybrid.Rescore`);
-- `c1` the static model's vectors of every passage as a cheap dense arm (`Rescore.cheap`): its candidates join the
-  fusion that picks the leaders, the transformer scores those as in `b`;
+- `c1` the static model's vectors of every passage as a cheap dense arm: its candidates join the fusion that picks
+  the leaders, the transformer scores those as in `b`. The engine has no such arm: `Cheap` adds it around the
+  engine's own functions for this study;
 - the rest vary `c1` and `b`: how many leaders (`depth`), the cheap arm's weight when picking (`pick`) and whether it
   stays in the final fusion (`keep`).
 
 The static vectors are computed here from the index's passage texts (embedder `minilm-static`, as a first search
 would compute them); their seconds are recorded per set. Queries run at limit 100, as bench/quality/run.py's do.
-Scored with shared/eval/score.py (file level; line spans too for the sets judged by span).
+Scored with shared/eval/score.py (file level; line spans too for the sets judged by span). `--paired` compares
+two variants query by query over every set of the results given.
 """
 
 from __future__ import annotations
