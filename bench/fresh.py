@@ -3,6 +3,7 @@ has embedded every passage.
 
     python bench/fresh.py FOLDER [--query "how are files cut into passages"] [--model minilm] [--wait]
                                  [--out bench/history/DATE-first-search.md]
+    python bench/fresh.py --repos small,medium,large [--mirrors /work/.mirror] [--semble] [--out ...]
 
 The folder is copied to a temporary directory first (no index, nothing of the user's touched), and the real CLI
 runs there as a new user's first command does: `kenning search --json QUERY COPY`, with background runs on
@@ -17,6 +18,15 @@ runs there as a new user's first command does: `kenning search --json QUERY COPY
 
 `--wait` measures the old behaviour beside it on a second copy: `kenning search --wait`, everything embedded
 before the answer. Linux only (/proc).
+
+`--repos` measures public repositories pinned by commit (`REPOS`: about 2k, 5k and 20k passages, none of them an
+evaluation set's), each written out of a local git mirror (`<mirrors>/<owner>+<name>/repo`, read as
+bench/gitsets.py reads the git sets: from git's objects, a blob the mirror lacks left out) instead of FOLDER.
+
+`--semble` runs semble 0.7.0 cold on the same files beside it (its own virtual environment and local Model2Vec
+folders, built by bench/quality/peer_run.py in the quality bench's cache; offline): one process that indexes
+the folder and answers the query (bench/quality/peers/semble_peer.py), in its hybrid mode with kenning's static
+model, its wall and CPU seconds measured as kenning's are.
 """
 
 from __future__ import annotations
@@ -31,9 +41,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+HERE = Path(__file__).resolve().parent
 TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -131,34 +143,151 @@ def waited(folder: Path, query: str, model: str, home: Path) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class Repo:
+    name: str  # owner/name on GitHub
+    commit: str
+    query: str
+    passages: int  # kenning's default index, as counted when pinned
+    paths: tuple[str, ...] = ()  # the folders kept (all when empty)
+
+
+REPOS = {
+    "small": Repo(
+        "BurntSushi/toml", "d733fc535e4a9f3c454e421a87b90ade5d49bf31", "decode a table into a struct", 1_748
+    ),
+    "medium": Repo(
+        "samber/lo",
+        "f75f39097da911621c7fd629579563f1ebfcffd0",
+        "filter the elements of a slice with a predicate",
+        5_117,
+    ),
+    "large": Repo(
+        "ktorio/ktor",
+        "ef92e5537d7465961f1b3f2b21e217fc35bcfa1f",
+        "retry a failed request with backoff",
+        19_848,
+        ("ktor-server", "ktor-client"),
+    ),
+}
+
+
+def materialise(repo: Repo, mirrors: Path, dest: Path) -> tuple[Path, int]:
+    """The repository's files at its pinned commit (its `paths` only, when it names some), written from the local
+    mirror into `dest` as the git sets are (bench/gitsets.py: read from git's objects, a blob the mirror lacks left
+    out); the folder and how many files were written. Never cloned: without a local mirror it stops."""
+    sys.path[:0] = [str(HERE)]
+    import gitsets
+
+    if not (mirrors / repo.name.replace("/", "+") / "repo" / "HEAD").is_file():
+        raise SystemExit(f"no local mirror of {repo.name} under {mirrors}")
+    gitsets.MIRRORS = mirrors
+    folder = dest / repo.name.partition("/")[2]
+    source = gitsets.Source("fresh", folder.name, repo.name, repo.commit, "", "", include=repo.paths)
+    return folder, gitsets.extract(source, folder)
+
+
+def semble(folder: Path, query: str, home: Path) -> dict[str, Any]:
+    """semble 0.7.0 cold on `folder`: one process that indexes it and answers `query`."""
+    sys.path[:0] = [str(HERE / "quality")]
+    from peer_run import PEERS_DIR, ensure_venv, semble_models
+
+    cache = Path.home() / ".cache" / "kenning-bench"
+    python = ensure_venv(cache, "semble", ("semble==0.7.0",))
+    model = semble_models(cache, python)["static"]
+    queries = home / "semble-query.jsonl"
+    queries.write_text(json.dumps({"query_id": "1", "text": query}) + "\n")
+    stats = home / "semble-stats.json"
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    subprocess.run(
+        [
+            str(python),
+            str(PEERS_DIR / "semble_peer.py"),
+            "--corpus",
+            str(folder),
+            "--queries",
+            str(queries),
+            "--out",
+            str(home / "semble-run.jsonl"),
+            "--stats",
+            str(stats),
+            "--depth",
+            "10",
+            "--unit",
+            "window",
+            "--alpha",
+            "auto",
+            "--model",
+            model,
+            "--scratch",
+            str(home / "semble-scratch"),
+        ],
+        check=True,
+        env=dict(os.environ, HF_HUB_OFFLINE="1", PYTHONDONTWRITEBYTECODE="1"),
+        capture_output=True,
+    )
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    got = json.loads(stats.read_text())
+    return {
+        "first_answer_s": round(wall, 2),
+        "first_answer_cpu_s": round(
+            (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), 2
+        ),
+        "passages": got["units"],
+        "ranked_with": "semble hybrid (kenning's static model)",
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("folder", type=Path)
+    parser.add_argument("folder", type=Path, nargs="?")
+    parser.add_argument("--repos", help=f"pinned repositories instead of FOLDER: {', '.join(REPOS)}")
+    parser.add_argument("--mirrors", type=Path, default=Path("/work/.mirror"), help="local git mirrors")
+    parser.add_argument("--semble", action="store_true", help="semble 0.7.0 cold beside kenning")
     parser.add_argument("--query", default="how are files cut into passages")
     parser.add_argument("--model", default="minilm")
     parser.add_argument("--wait", action="store_true", help="also measure `search --wait` on another copy")
     parser.add_argument("--out", type=Path, help="append the results, as Markdown, to this file")
     args = parser.parse_args()
-    folder = args.folder.resolve()
-    load = os.getloadavg()[0]
+    if (args.folder is None) == (args.repos is None):
+        parser.error("give a FOLDER or --repos")
     with tempfile.TemporaryDirectory(prefix="kenning-fresh-") as tmp:
-        rows = {"first search": fresh(folder, args.query, args.model, Path(tmp))}
-        if args.wait:
-            rows["search --wait (before)"] = waited(folder, args.query, args.model, Path(tmp))
+        if args.repos is None:
+            report(args, args.folder.resolve(), args.query, Path(tmp), "")
+            return
+        for key in args.repos.split(","):
+            if key not in REPOS:
+                parser.error(f"unknown repository {key!r}: use {', '.join(REPOS)}")
+            repo = REPOS[key]
+            folder, files = materialise(repo, args.mirrors, Path(tmp) / "src")
+            note = f"{repo.name}@{repo.commit[:12]}, {files:,} files"
+            report(args, folder, repo.query, Path(tmp) / key, note)
+
+
+def report(args: argparse.Namespace, folder: Path, query: str, home: Path, note: str) -> None:
+    load = os.getloadavg()[0]
+    home.mkdir(parents=True, exist_ok=True)
+    rows = {"first search": fresh(folder, query, args.model, home)}
+    if args.wait:
+        rows["search --wait (before)"] = waited(folder, query, args.model, home)
+    if args.semble:
+        rows["semble 0.7.0, cold"] = semble(folder, query, home)
     machine = f"{platform.machine()}, {os.cpu_count()} cores, load {load:.2f} at the start"
     keys = list(dict.fromkeys(k for r in rows.values() for k in r))
     lines = [
-        f"`python bench/fresh.py {' '.join(sys.argv[1:])}` on {folder.name}/ ({time.strftime('%Y-%m-%d %H:%M')} UTC, "
-        f"{machine}, model {args.model})",
+        f"`python bench/fresh.py {' '.join(sys.argv[1:])}` on {folder.name}/ {('(' + note + ') ') if note else ''}"
+        f"({time.strftime('%Y-%m-%d %H:%M')} UTC, {machine}, model {args.model}, query {query!r})",
         "",
         "| run | " + " | ".join(keys) + " |",
         "|" + "---|" * (len(keys) + 1),
     ]
     for name, row in rows.items():
         lines.append(f"| {name} | " + " | ".join(str(row.get(k, "")) for k in keys) + " |")
-    print("\n".join(lines))
+    print("\n".join(lines), flush=True)
     if args.out:
         with args.out.open("a", encoding="utf-8") as out:
             out.write("\n".join(lines) + "\n\n")

@@ -168,6 +168,7 @@ class StaticEmbedder(Embedder):
         self.built = False
         self._lock = threading.Lock()
         self._table: np.ndarray | None = None
+        self._rows: np.ndarray | None = None  # the table in float32, as the sums read it
         self._tokenizer: Any = None
         self._key = ""
 
@@ -224,6 +225,7 @@ class StaticEmbedder(Embedder):
             _write_atomic(path, table)
         self._tokenizer = tokenizer
         self._table = table
+        self._rows = table.astype(np.float32)
 
     def prepare(self, entry: Path | None = None) -> None:
         """Distil the raw token vectors into the cache (fetching the weights first if they are not here)."""
@@ -266,21 +268,24 @@ class StaticEmbedder(Embedder):
             shutil.rmtree(tmp, ignore_errors=True)
 
     def embed_batch(self, texts: Sequence[str]) -> Vectors:
-        if self._table is None:
+        if self._rows is None:
             self.load()
-        assert self._table is not None
+        assert self._rows is not None
         if not texts:
             return np.zeros((0, self.dim), np.float32)
         encodings = self._tokenizer.encode_batch(list(texts), add_special_tokens=False)
-        lengths = np.fromiter((len(e.ids) for e in encodings), np.int64, len(encodings))
-        ids = np.fromiter((i for e in encodings for i in e.ids), np.int64, int(lengths.sum()))
+        rows = self._rows
         sums = np.zeros((len(texts), self.dim), np.float32)
-        if len(ids):
-            rows = self._table[ids].astype(np.float32)
-            starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-            full = lengths > 0
-            sums[full] = np.add.reduceat(rows, starts[full], axis=0)
-        return normalise(sums / np.maximum(lengths, 1)[:, None])
+        lengths = np.ones(len(texts), np.float32)
+        # a text's rows summed on their own: gathering a whole batch's rows at once (hundreds of thousands of
+        # them) wrote and reread an array of hundreds of megabytes, 50 times slower than this on a 5,000-passage
+        # folder (9 s against 0.18 s of CPU beside the tokenizer's 1.1 s)
+        for i, encoding in enumerate(encodings):
+            ids = encoding.ids
+            if ids:
+                sums[i] = rows[np.asarray(ids, np.intp)].sum(axis=0)
+                lengths[i] = len(ids)
+        return normalise(sums / lengths[:, None])
 
     def table(self) -> np.ndarray:
         """The token table (float32), for export."""
