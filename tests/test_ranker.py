@@ -199,3 +199,44 @@ def test_regression_a_threshold_between_two_floats_is_compared_in_double_as_ligh
     x = np.zeros((2, len(FEATURES)), np.float32)
     x[:, F["lex_norm"]] = [1.0, 0.99999994]
     assert parse(raw, "t").score(x).tolist() == [1.0, -1.0]
+
+
+def test_regression_tied_arm_scores_were_ranked_by_passage_id() -> None:
+    # ids follow the order files were indexed in: an overlay on a snapshot and a full index of the same files
+    # listed equal scores in other orders, and the learned ranking moved with them
+    arm = ArmList.of([[(9, 3.0), (5, 2.0), (2, 2.0), (7, 1.0)]], 100)
+    assert arm is not None
+    assert {pid: rank for pid, (rank, _) in arm.found.items()} == {9: 1, 5: 2, 2: 2, 7: 4}
+
+
+def _walk(tree: dict[str, list], row: np.ndarray) -> float:
+    node = 0
+    while node >= 0:
+        value = row[tree["feature"][node]]
+        left = tree["missing_left"][node] if math.isnan(value) else value <= tree["threshold"][node]
+        node = tree["left"][node] if left else tree["right"][node]
+    return float(tree["value"][~node])
+
+
+def test_a_forest_of_uneven_trees_scores_as_each_tree_walked_one_row_at_a_time() -> None:
+    rng = np.random.default_rng(3)
+    trees = []
+    for size in (1, 3, 6, 2):  # internal nodes: a chain of uneven depth in each
+        t: dict[str, list] = {
+            k: [] for k in ("feature", "threshold", "left", "right", "missing_left", "value")
+        }
+        for i in range(size):
+            t["feature"].append(int(rng.integers(0, len(FEATURES))))
+            t["threshold"].append(float(rng.normal()))
+            t["missing_left"].append(bool(i % 2))
+            t["value"].append(float(rng.normal()))
+            t["left"].append(~i)
+            t["right"].append(i + 1 if i + 1 < size else ~size)
+        t["value"].append(float(rng.normal()))
+        trees.append(t)
+    raw = {"kind": "trees", "features_version": FEATURES_VERSION, "features": list(FEATURES), "depth": 6,
+           "trees": trees}  # fmt: skip
+    x = rng.normal(size=(50, len(FEATURES))).astype(np.float32)
+    x[rng.random(x.shape) < 0.1] = np.nan
+    want = [sum(_walk(t, row.astype(np.float64)) for t in trees) for row in x]
+    assert np.allclose(parse(raw, "forest").score(x), want, atol=1e-5)

@@ -38,7 +38,7 @@ from dump import SPAN, WORK, expand  # noqa: E402
 from kenning.search.features import FEATURES, FEATURES_VERSION  # noqa: E402
 from kenning.search.model import Model, parse  # noqa: E402
 
-DIVERSITY_GRID = (0.0, 0.1, 0.2, 0.4, 0.7, 1.0, 1.5, 2.0, 3.0, 4.5)
+DIVERSITY_GRID = (0.0, 0.2, 0.5, 1.0, 2.0, 3.0, 4.5, 7.0, 10.0)
 
 
 @dataclass
@@ -183,13 +183,17 @@ def diversify(rows: np.ndarray, scores: np.ndarray, paths: np.ndarray, diversity
 
 
 def evaluate(sets: list[Data], score: Any, diversity: float) -> dict[str, dict[str, float]]:
-    """Mean nDCG@10 per set (and per measure) of the order `score(x)` gives each query's rows."""
+    """Mean nDCG@10 per set (and per measure) of the order `score(x)` gives each query's rows (`score` may
+    instead be a dict of each set's scores, one per row, computed once)."""
     out: dict[str, dict[str, float]] = {}
     for d in sets:
         totals: dict[str, list[float]] = {}
+        every = score.get(d.name) if isinstance(score, dict) else None
+        if score is not None and every is None:
+            every = score(d.x) if len(d.x) else np.zeros(0, np.float32)
         for q, rows in d.judged():
-            if score is not None and len(rows):
-                ordered = diversify(rows, score(d.x[rows]), d.path, diversity)
+            if every is not None and len(rows):
+                ordered = diversify(rows, every[rows], d.path, diversity)
             else:
                 ordered = rows
             for k, v in judge(d, ordered, q).items():
@@ -209,10 +213,39 @@ def stack(sets: list[Data]) -> tuple[np.ndarray, np.ndarray, list[int]]:
     return np.concatenate(xs), np.concatenate(ys), groups
 
 
+def capped(sets: list[Data], cap: int) -> list[Data]:
+    """Each set with at most `cap` of its queries (an even, fixed sample): LightGBM's lambdarank weighs every
+    query alike, so a set of 800 claims would otherwise teach more than the code sets of 10-200 questions."""
+    out = []
+    for d in sets:
+        groups = d.groups()
+        if len(groups) <= cap:
+            out.append(d)
+            continue
+        keep = np.concatenate([groups[i] for i in np.linspace(0, len(groups) - 1, cap).astype(int)])
+        out.append(
+            Data(
+                d.name,
+                d.split,
+                d.spans,
+                d.x[keep],
+                d.qid[keep],
+                d.label[keep],
+                d.path[keep],
+                d.start[keep],
+                d.end[keep],
+                d.paths,
+                d.queries,
+            )
+        )
+    return out
+
+
 def fit_trees(sets: list[Data], params: dict[str, Any]) -> Any:
     import lightgbm as lgb
 
-    x, y, groups = stack(sets)
+    params = dict(params)
+    x, y, groups = stack(capped(sets, int(params.pop("cap", SET_CAP))))
     config = {
         "objective": "lambdarank",
         "metric": "ndcg",
@@ -401,8 +434,10 @@ def fit_linear(sets: list[Data]) -> dict[str, Any]:
 
 def choose_diversity(sets: list[Data], model: Model) -> float:
     best, best_v = 0.0, -1.0
+    sample = capped(sets, SET_CAP)
+    once = {d.name: model.score(d.x) for d in sample}
     for div in DIVERSITY_GRID:
-        scores = evaluate(sets, model.score, div)
+        scores = evaluate(sample, once, div)
         v = float(np.mean([s["hits"] for s in scores.values()]))
         if v > best_v + 1e-4:
             best, best_v = div, v
@@ -433,7 +468,7 @@ def train(sets: list[Data], kind: str, params: dict[str, Any]) -> tuple[Model, d
     return parse(raw, "trained"), raw
 
 
-def table(rows: dict[str, dict[str, dict[str, float]]], measure: str) -> str:
+def table(rows: dict[str, dict[str, dict[str, float]]], measure: str, splits: dict[str, str]) -> str:
     """One line a set, one column a system, and the mean over the sets every system was scored on."""
     systems = list(rows)
     names = sorted({s for r in rows.values() for s in r if measure in r[s]})
@@ -442,10 +477,25 @@ def table(rows: dict[str, dict[str, dict[str, float]]], measure: str) -> str:
         cells = [f"{rows[sy][n][measure]:.4f}" if measure in rows[sy].get(n, {}) else "" for sy in systems]
         lines.append(f"| {n} | " + " | ".join(cells) + " |")
     common = [n for n in names if all(measure in rows[sy].get(n, {}) for sy in systems)]
-    if common:
-        means = [sum(rows[sy][n][measure] for n in common) / len(common) for sy in systems]
-        lines.append(f"| mean of {len(common)} | " + " | ".join(f"{m:.4f}" for m in means) + " |")
+    groups: dict[str, list[str]] = {}
+    for n in common:
+        groups.setdefault(group_of(n, splits.get(n, "")), []).append(n)
+    for label, members in (
+        [*sorted(groups.items()), ("all", common)] if len(groups) > 1 else [("all", common)]
+    ):
+        means = [sum(rows[sy][n][measure] for n in members) / len(members) for sy in systems]
+        lines.append(
+            f"| **mean, {label} ({len(members)})** | " + " | ".join(f"{m:.4f}" for m in means) + " |"
+        )
     return "\n".join(lines)
+
+
+def group_of(name: str, split: str) -> str:
+    """The family and split a set's mean is reported under: mined:dev, questions:dev, codeset, prose."""
+    family = name.partition("-")[0]
+    if family in ("mined", "questions"):
+        return f"{family}:{split}"
+    return "codeset" if family == "cs" else "prose"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -492,7 +542,7 @@ def main(argv: list[str] | None = None) -> None:
             folds.update(evaluate(held, m.score, r["meta"]["diversity"]))
         rows[f"model, {args.folds}-fold (sets held out)"] = folds
     for measure in ("hits", "file", "span"):
-        print(f"\nnDCG@10 {measure}\n" + table(rows, measure))
+        print(f"\nnDCG@10 {measure}\n" + table(rows, measure, {d.name: d.split for d in shown}))
     if args.out:
         raw["meta"].update(
             {"trained_on": [d.name for d in learn], "state": args.state, "date": time.strftime("%Y-%m-%d")}

@@ -133,7 +133,12 @@ class ArmList:
             scores = [s for _, s in items]
             bests.append(max(scores))
             floors.append(sorted(scores, reverse=True)[min(len(scores), depth) - 1])
-            for rank, (pid, score) in enumerate(items, 1):
+            # equal scores share the rank of the first of them: an arm lists ties in id order, and ids follow the
+            # order files were indexed in, which two indexes of the same files need not share
+            rank, previous = 0, None
+            for i, (pid, score) in enumerate(items, 1):
+                if score != previous:
+                    rank, previous = i, score
                 old = arm.found.get(pid)
                 if old is None or score > old[1]:
                     arm.found[pid] = (min(rank, old[0]) if old else rank, score)

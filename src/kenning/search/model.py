@@ -41,27 +41,33 @@ class Trees:
     depth: int  # the deepest path, in internal nodes
 
     def score(self, x: np.ndarray) -> np.ndarray:
-        n, trees = x.shape[0], self.feature.shape[0]
+        n, (trees, nodes) = x.shape[0], self.feature.shape
         if not n:
             return np.zeros(0, np.float32)
         # compared in double, as LightGBM compares: a threshold between two floats rounds onto one of them in
-        # single precision (0.99999997 became 1.0, and a value of 1.0 went left where it goes right)
-        x = x.astype(np.float64)
-        tree = np.broadcast_to(np.arange(trees), (n, trees))
-        rows = np.broadcast_to(np.arange(n)[:, None], (n, trees))
-        node = np.zeros((n, trees), np.int32)  # >= 0: an internal node; < 0: ~leaf, arrived
+        # single precision (0.99999997 became 1.0, and a value of 1.0 went left where it goes right). Every
+        # array is read flat (a row's node of a tree at tree * nodes + node): one gather a level instead of
+        # broadcast two-dimensional indexing, several times cheaper for the hundred rows of a search
+        flat_x = np.ascontiguousarray(x, np.float64).ravel()
+        row_at = (np.arange(n, dtype=np.int64) * x.shape[1])[:, None]
+        tree_at = (np.arange(trees, dtype=np.int64) * nodes)[None, :]
+        feature, threshold = self.feature.ravel(), self.threshold.ravel()
+        left, right, missing_left = self.left.ravel(), self.right.ravel(), self.missing_left.ravel()
+        node = np.zeros((n, trees), np.int64)  # >= 0: an internal node; < 0: ~leaf, arrived
         for _ in range(self.depth):
             inside = node >= 0
             if not inside.any():
                 break
-            at = np.where(inside, node, 0)
-            value = x[rows, self.feature[tree, at]]
-            go_left = np.where(
-                np.isnan(value), self.missing_left[tree, at], value <= self.threshold[tree, at]
-            )
-            step = np.where(go_left, self.left[tree, at], self.right[tree, at])
-            node = np.where(inside, step, node)
-        out: np.ndarray = self.value[tree, ~node].sum(axis=1, dtype=np.float32)
+            at = tree_at + np.maximum(node, 0)
+            value = flat_x[row_at + feature[at]]
+            go_left = value <= threshold[at]
+            nan = np.isnan(value)
+            if nan.any():
+                go_left = np.where(nan, missing_left[at], go_left)
+            node = np.where(inside, np.where(go_left, left[at], right[at]), node)
+        leaves = self.value.shape[1]
+        picked = self.value.ravel()[(np.arange(trees, dtype=np.int64) * leaves)[None, :] + ~node]
+        out: np.ndarray = picked.sum(axis=1, dtype=np.float32)
         return out
 
 

@@ -255,10 +255,31 @@ def _learned(
     """The first fusion's leading candidates re-ordered by the model: each one's score, less the model's
     `diversity` for every passage of its file scored above it (the judge of a code question reads files, and five
     windows of one file tell it less than the next files do). The rest follow in the first fusion's order."""
-    head = order[:RERANK_DEPTH]
-    rows = db.passages_by_id(head)
+    # the head is the leaders and every candidate tied with the last of them, ordered by score then by where
+    # each passage is (a name the query defines first): ids follow the order files were indexed in, so two
+    # indexes of the same files (one built whole, one from a snapshot and an overlay) must not tell ties apart by
+    # them, neither at the head's edge nor in the features that read the order
+    cut = min(RERANK_DEPTH, len(order))
+    while cut < len(order) and first[order[cut]] == first[order[cut - 1]]:
+        cut += 1
+    rows = db.passages_by_id(order[:cut])
+    named_any = {pid for key, items in ranked.items() if key.startswith("symbol#") for pid, _ in items}
+    tied = sorted(
+        order[:cut],
+        key=lambda pid: (
+            -first[pid],
+            pid not in named_any,
+            rows[pid].path if pid in rows else "",
+            _line(rows, pid),
+            pid,
+        ),
+    )
+    head = tied[:RERANK_DEPTH]
     found = candidates(ranked, query, head, first, rows, searched_terms(db, query))
-    x = features(found)
+    # to five decimals: the same passages scored through another store (an overlay on a shared index reads
+    # vectors and sums in another order) differ in the last float bits, and a tree's threshold must not tell
+    # them apart
+    x = np.round(features(found), 5)
     if CAPTURE is not None:
         CAPTURE(found, x)
     # without a model (the trainer capturing), the first fusion's order
@@ -272,7 +293,7 @@ def _learned(
     fused = dict(first)
     for pid, value in zip(ranked_head, shown, strict=True):
         fused[pid] = value
-    rest = order[RERANK_DEPTH:]
+    rest = tied[RERANK_DEPTH:] + order[cut:]
     if rest:
         # the tail keeps its order below the least of the head
         floor = min(shown) if len(shown) else 1.0
