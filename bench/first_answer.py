@@ -43,8 +43,9 @@ from typing import Any
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE / "quality"), str(HERE)]
+sys.path[:0] = [str(HERE / "quality"), str(HERE), str(HERE / "ranker")]
 
+from dump import Unembedded  # noqa: E402  (a fresh index's first search, as the ranker's dump simulates it)
 from kenning_run import DEFAULT, index_home, open_index  # noqa: E402
 
 import codeset_multi  # noqa: E402
@@ -89,19 +90,6 @@ VARIANTS = {
     )
 }
 DEFAULT_VARIANTS = ("a", "b", "b-d80", "c1", "c1-p0.15", "c1-k0.1", "c1-d80")
-
-
-class Unembedded:
-    """A store that says no passage has a vector yet (what a fresh index's first search sees)."""
-
-    def __init__(self, db: Any) -> None:
-        self._db = db
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._db, name)
-
-    def cached_counts(self) -> dict[str, int]:
-        return {**self._db.cached_counts(), "embedded": 0}
 
 
 class StaticArm:
