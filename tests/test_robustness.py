@@ -408,6 +408,11 @@ def _gone(pid: int, timeout: float = 120.0) -> None:
         time.sleep(0.02)
 
 
+def _complete(root: Path, cwd: Path) -> bool:
+    status = json.loads(run_cli("status", "--json", str(root), cwd=cwd).stdout)
+    return bool(status["coverage"] == 1.0 and status["ready"] and status["background"] is None)
+
+
 def _logged(log: Path, text: str, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while text not in (log.read_text() if log.exists() else ""):
@@ -446,17 +451,21 @@ def test_a_background_run_stopped_at_any_point_leaves_a_sound_index_the_next_run
     hit = run_cli("search", "--json", "handler_1234", str(root), cwd=tmp_path, env=BACKGROUND)
     assert hit.returncode == 0, hit.stderr
     assert "pkg14/mod1234.py" in hit.stdout
-    # that search started the next run (the claim of the stopped one is stale), which completes the index
-    # the new run writes its own claim once it is up: until then the file may still name the stopped one
+    # that search started the next run (the claim of the stopped one is stale), which completes the index;
+    # unless the signal came after the stopped run's last write (on a loaded machine a kill "0.15 s after the
+    # semantic pass" can land there): then there is nothing left to run, and the index must say it is complete
     deadline = time.monotonic() + 120
     again = pid
-    while again == pid and time.monotonic() < deadline:
+    while again == pid:
         with contextlib.suppress(OSError, ValueError):  # the claim between its removal and its rewrite
             _, again = _claimed_run(root)
         if again == pid:
+            if _complete(root, tmp_path):
+                break
+            assert time.monotonic() < deadline, "no run took over the unfinished index"
             time.sleep(0.1)
-    assert again != pid
-    _gone(again)
+    if again != pid:
+        _gone(again)
     assert _consistency(directory / "index.db")[1] == 3000
     status = json.loads(run_cli("status", "--json", str(root), cwd=tmp_path).stdout)
     assert status["coverage"] == 1.0 and status["ready"] and status["background"] is None
