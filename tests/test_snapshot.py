@@ -126,6 +126,31 @@ def test_overlay_ranks_like_a_full_local_index(
             assert _ranked(seeded, query, mode) == _ranked(full, query, mode), (query, mode)
 
 
+def test_regression_a_learned_ranking_of_an_overlay_differed_from_a_full_index(
+    repo: Path, tmp_path: Path, engine_factory: Callable[..., Engine], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # with a model in place, tied arm scores were ranked by passage id and float noise between the stores reached
+    # the model: a model that weighs an arm's rank and the first fusion's score saw both
+    from kenning.search import hybrid
+    from kenning.search.features import FEATURES, FEATURES_VERSION
+    from kenning.search.model import parse
+
+    weights = [1.0 if f in ("lex_rrank", "sem_rrank", "first", "f_other") else 0.0 for f in FEATURES]
+    raw = {"kind": "linear", "features_version": FEATURES_VERSION, "features": list(FEATURES), "weights": weights,
+           "bias": 0.0, "meta": {"diversity": 0.3}}  # fmt: skip
+    model = parse(raw, "test")
+    monkeypatch.setattr(hybrid, "ranker", lambda *_args, **_kw: model)
+    pack = _pack(engine_factory, repo, tmp_path / "packs" / "a.kpack")
+    clone = _clone(repo, tmp_path / "clone")
+    _edit_everything(clone)
+    seeded = engine_factory(clone)
+    import_snapshot(seeded, Candidate(read_info(pack), pack, str(pack)))
+    full = engine_factory(clone, index_dir=str(tmp_path / "elsewhere"))
+    full.index()
+    for query in QUERIES:
+        assert _ranked(seeded, query, "hybrid") == _ranked(full, query, "hybrid"), query
+
+
 def test_a_corrupt_foreign_or_other_model_snapshot_is_refused(
     repo: Path, tmp_path: Path, engine_factory: Callable[..., Engine]
 ) -> None:

@@ -107,7 +107,8 @@ FEATURES: tuple[str, ...] = (
 )
 INDEX = {name: i for i, name in enumerate(FEATURES)}
 QUERY_COLUMNS = FEATURES[: FEATURES.index("lex_in")]
-# a Rust impl was kind class until it had its own: it counts as one, so the learned rankers see what they were trained on
+# a Rust impl was kind class until it had its own: it counts as one, so the learned rankers see what they were
+# trained on
 _TYPE_KINDS = frozenset({"class", "interface", "impl"})
 
 

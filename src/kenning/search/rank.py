@@ -185,7 +185,7 @@ def _order(
     rows: dict[int, PassageRow] = {}
     if model is not None or CAPTURE is not None:
         if order:
-            return _learned(ranked, db, limit, query, model, fused, arm_rank, order)
+            return _learned(ranked, db, limit, query, model, fused, arm_rank, order, named_any)
         return _Order(fused, arm_rank, order, {}, {})
     if order:
         rows = db.passages_by_id(order[:want])
@@ -251,6 +251,7 @@ def _learned(
     first: dict[int, float],
     arm_rank: dict[int, dict[str, tuple[int, float]]],
     order: list[int],
+    named_any: set[int],
 ) -> _Order:
     """The first fusion's leading candidates re-ordered by the model: each one's score, less the model's
     `diversity` for every passage of its file scored above it (the judge of a code question reads files, and five
@@ -263,7 +264,6 @@ def _learned(
     while cut < len(order) and first[order[cut]] == first[order[cut - 1]]:
         cut += 1
     rows = db.passages_by_id(order[:cut])
-    named_any = {pid for key, items in ranked.items() if key.startswith("symbol#") for pid, _ in items}
     tied = sorted(
         order[:cut],
         key=lambda pid: (
