@@ -10,6 +10,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -19,6 +20,7 @@ import pytest
 from conftest import KEY_FILES, make_tree, run_cli, signal_in_phase, spawn_index
 from kenning.embed.hashing import HashEmbedder
 from kenning.engine import Engine
+from kenning.errors import ConfigError
 
 
 def _big_tree(root: Path, n: int) -> Path:
@@ -413,6 +415,13 @@ def _complete(root: Path, cwd: Path) -> bool:
     return bool(status["coverage"] == 1.0 and status["ready"] and status["background"] is None)
 
 
+def _appeared(path: Path, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} never came: the run did not reach its hold"
+        time.sleep(0.005)
+
+
 def _logged(log: Path, text: str, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while text not in (log.read_text() if log.exists() else ""):
@@ -420,43 +429,54 @@ def _logged(log: Path, text: str, timeout: float = 60.0) -> None:
         time.sleep(0.005)
 
 
+#: where the first search's background run holds in its semantic pass (KENNING_HASH_HOLD): after this many
+#: passages of the 3,000, so the pass can never end before the test's signal, whatever the machine's speed
+HELD_AFTER = 1000
+
+
 @pytest.mark.parametrize(
-    ("sig", "phase", "delay"),
+    ("sig", "phase"),
     [
-        (signal.SIGKILL, "lexical pass over", 0.0),  # as it starts: loading, walking
-        (signal.SIGKILL, "semantic pass over", 0.0),
-        (signal.SIGKILL, "semantic pass over", 0.15),
-        (signal.SIGINT, "semantic pass over", 0.05),
-        (signal.SIGINT, "lexical pass over", 0.0),
+        (signal.SIGKILL, "lexical pass over"),  # as it starts: loading, walking
+        (signal.SIGKILL, "semantic pass over"),  # as the semantic pass starts
+        (signal.SIGKILL, None),  # in the middle of the semantic pass: at the hold
+        (signal.SIGINT, None),
+        (signal.SIGINT, "lexical pass over"),
     ],
 )
 def test_a_background_run_stopped_at_any_point_leaves_a_sound_index_the_next_run_completes(
-    tmp_path: Path, sig: int, phase: str, delay: float
+    tmp_path: Path, sig: int, phase: str | None
 ) -> None:
     root = _big_tree(tmp_path / "ws", 3000)
-    first = run_cli("search", "--json", "handler_1234", str(root), cwd=tmp_path, env=BACKGROUND)
+    # every run this search starts holds after HELD_AFTER passages until the test removes `held`, which it
+    # never does: a signal sent on a phase's first line or at the hold always lands before the run's end
+    held = tmp_path / "held"
+    hold = dict(BACKGROUND, KENNING_HASH_HOLD=f"{HELD_AFTER}:{held}")
+    first = run_cli("search", "--json", "handler_1234", str(root), cwd=tmp_path, env=hold)
     assert first.returncode == 0, first.stderr
     directory, pid = _claimed_run(root)
     log = directory / "background.log"
-    _logged(log, phase)
-    time.sleep(delay)
+    if phase is None:
+        _appeared(held)
+    else:
+        _logged(log, phase)
     os.kill(pid, sig)
     _gone(pid)
     said = log.read_text()
     # stopped before its end: killed, it never printed its summary; interrupted, it said so after it
-    stopped = "indexing interrupted" in said if sig == signal.SIGINT else "\nindex: " not in said
-    if not stopped:
-        # a kill timed by a delay races the run on a quick machine (3,000 passages by the stub embedder can all be
-        # embedded within 0.15 s): said as a skip, never passed as if it had proved something
-        pytest.skip("the background run ended before the signal reached it; nothing was stopped")
-    _sound(directory / "index.db")
+    if sig == signal.SIGINT:
+        assert "indexing interrupted" in said, said[-2000:]
+    else:
+        assert "\nindex: " not in said, said[-2000:]
+    left = _sound(directory / "index.db")[2]
+    if phase is None:  # stopped in the middle: the batches before the hold stay, the rest is to do
+        assert 0 < left <= 3000 - HELD_AFTER
     # searchable meanwhile, by words and by meaning on demand; and it says who embeds the rest
     hit = run_cli("search", "--json", "handler_1234", str(root), cwd=tmp_path, env=BACKGROUND)
     assert hit.returncode == 0, hit.stderr
     assert "pkg14/mod1234.py" in hit.stdout
-    # that search started the next run (the claim of the stopped one is stale), which completes the index;
-    # unless the signal came after the stopped run's last write (on a loaded machine a kill "0.15 s after the
-    # semantic pass" can land there): then there is nothing left to run, and the index must say it is complete
+    # that search started the next run (the claim of the stopped one is stale), which completes the index; a
+    # quick one may have ended, its claim gone, before the test looks: then the index must say it is complete
     deadline = time.monotonic() + 120
     again = pid
     while again == pid:
@@ -472,6 +492,30 @@ def test_a_background_run_stopped_at_any_point_leaves_a_sound_index_the_next_run
     assert _consistency(directory / "index.db")[1] == 3000
     status = json.loads(run_cli("status", "--json", str(root), cwd=tmp_path).stdout)
     assert status["coverage"] == 1.0 and status["ready"] and status["background"] is None
+
+
+def test_the_hash_embedders_hold_waits_at_its_count_until_its_file_is_gone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hold point the test above stops its runs at (KENNING_HASH_HOLD): not before N texts, once."""
+    held = tmp_path / "held"
+    monkeypatch.setenv("KENNING_HASH_HOLD", f"3:{held}")
+    embedder = HashEmbedder()
+    embedder.embed_batch(["a", "b", "c"])
+    assert not held.exists()
+    waiting = threading.Thread(target=embedder.embed_batch, args=(["d"],))
+    waiting.start()
+    _appeared(held)
+    waiting.join(0.2)
+    assert waiting.is_alive() and embedder.calls == 3
+    held.unlink()
+    waiting.join(60)
+    assert not waiting.is_alive() and embedder.calls == 4
+    embedder.embed_batch(["e"])
+    assert not held.exists()  # held once
+    monkeypatch.setenv("KENNING_HASH_HOLD", "3")
+    with pytest.raises(ConfigError, match="is not N:PATH"):
+        HashEmbedder()
 
 
 def test_a_full_disk_during_the_background_run_leaves_a_usable_index(tmp_path: Path) -> None:
