@@ -25,6 +25,12 @@ os.environ.setdefault("KENNING_WEIGHTS_DIR", str(Path.home() / ".cache" / "kenni
 # A first search leaves its semantic pass to a detached `kenning index` (kenning.engine.background): a test about
 # something else must not leave such processes behind. The tests of it turn it on.
 os.environ.setdefault("KENNING_BACKGROUND_INDEX", "0")
+# Where PYTHONDONTWRITEBYTECODE is set (this machine's image sets it), every `python -m kenning` a test starts
+# (over a thousand) compiled kenning's modules from source again: ~0.1 s of CPU each (a `kenning search` of a
+# small folder took 0.34 s of CPU, 0.24 s with its bytecode; bench/history/2026-12-06-suite-speed.md).
+# An installed kenning has its bytecode; the processes the tests start keep theirs in a cache outside the tree.
+if os.environ.pop("PYTHONDONTWRITEBYTECODE", None) and not os.environ.get("PYTHONPYCACHEPREFIX"):
+    os.environ["PYTHONPYCACHEPREFIX"] = str(Path.home() / ".cache" / "kenning" / "test-bytecode")
 
 # A suite started in the background of a shell without job control (`cmd &` in a script) inherits an ignored
 # SIGINT, and so would every process it starts: the tests that Ctrl-C a run (and kenning, which rightly keeps an
