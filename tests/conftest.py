@@ -69,6 +69,32 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.slow)
 
 
+#: modules whose module-scoped fixtures cost seconds of CPU (the fuzz campaign, the static model's distillation,
+#: the models' preparation, a daemon and a browser, a repository and its packs): under `-n 2` each runs on one
+#: worker. Spread over both, as xdist's `load` spreads every test, each worker built the fixtures: twice the work.
+ONE_WORKER_MODULES = frozenset(
+    {"test_fuzz", "test_static", "test_minilm", "test_web", "test_snapshot_hostile", "test_snapshot_http"}
+)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """xdist's `load` (what `-n` gives), but a module of ONE_WORKER_MODULES is one unit of work, sent before the
+    single tests (the largest units go first, so none is left to run alone at the end). (xdist's own
+    `loadgroup` would do this with marks, but it does not group under pytest 9: it renames the tests' node ids,
+    which pytest 9 no longer takes from the attribute it sets.)"""
+    if config.getvalue("dist") != "load":
+        return None  # a --dist the developer chose
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModulesOnOneWorker(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.partition("::")[0]
+            return module if Path(module).stem in ONE_WORKER_MODULES else nodeid
+
+    return ModulesOnOneWorker(config, log)
+
+
 @pytest.fixture(autouse=True)
 def _model_tests_have_their_weights(request: pytest.FixtureRequest) -> None:
     if request.node.get_closest_marker("model") is not None:
