@@ -73,7 +73,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 #: the models' preparation, a daemon and a browser, a repository and its packs): under `-n 2` each runs on one
 #: worker. Spread over both, as xdist's `load` spreads every test, each worker built the fixtures: twice the work.
 ONE_WORKER_MODULES = frozenset(
-    {"test_fuzz", "test_static", "test_minilm", "test_web", "test_snapshot_hostile", "test_snapshot_http"}
+    {
+        "test_fuzz",
+        "test_static",
+        "test_minilm",
+        "test_semantic_model",
+        "test_web",
+        "test_snapshot_hostile",
+        "test_snapshot_http",
+    }
 )
 
 

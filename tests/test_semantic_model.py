@@ -12,6 +12,13 @@ from kenning.engine import Engine
 
 pytestmark = pytest.mark.model
 
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One model cache for the module: the model is prepared for this machine once (seconds of CPU), not per test."""
+    return tmp_path_factory.mktemp("kenning-cache")
+
+
 DOCS = {
     "notes/pets.md": "# Pets\n\nThe veterinarian said our puppy needs its vaccinations before it meets other dogs.\n",
     "notes/cooking.md": "# Kitchen\n\nSimmer the tomatoes with garlic and basil for twenty minutes.\n",
@@ -21,9 +28,9 @@ DOCS = {
 }
 
 
-def test_semantic_arm_finds_what_lexical_misses(tmp_path: Path) -> None:
+def test_semantic_arm_finds_what_lexical_misses(tmp_path: Path, cache: Path) -> None:
     root = make_tree(tmp_path / "ws", DOCS)
-    with Engine(root, config=Config(cache_dir=str(tmp_path / "cache"))) as engine:
+    with Engine(root, config=Config(cache_dir=str(cache))) as engine:
         report = engine.index()
         assert report.coverage == 1.0
         query = "which injections does a newborn hound require"
@@ -37,9 +44,9 @@ def test_semantic_arm_finds_what_lexical_misses(tmp_path: Path) -> None:
         assert code.hits[0].path == "src/net.py"
 
 
-def test_cli_with_the_default_model(tmp_path: Path) -> None:
+def test_cli_with_the_default_model(tmp_path: Path, cache: Path) -> None:
     root = make_tree(tmp_path / "ws", DOCS)
-    env = {"KENNING_MODEL": "minilm", "KENNING_CACHE_DIR": str(tmp_path / "cache")}
+    env = {"KENNING_MODEL": "minilm", "KENNING_CACHE_DIR": str(cache)}
     out = run_cli("search", "--wait", "cook a sauce from fresh vegetables", str(root), cwd=tmp_path, env=env)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("notes/cooking.md:")
@@ -54,7 +61,7 @@ GARDEN = (
 
 
 def test_regression_words_past_the_models_256_tokens_were_invisible_to_semantic_search(
-    tmp_path: Path,
+    tmp_path: Path, cache: Path
 ) -> None:
     """MiniLM reads 256 tokens: a passage longer than that was embedded from its start only, so a question about
     its end went unanswered by the semantic arm. Now it is read window by window and scores its best window."""
@@ -65,7 +72,7 @@ def test_regression_words_past_the_models_256_tokens_were_invisible_to_semantic_
         "notes/money.md": DOCS["notes/money.md"],
     }
     root = make_tree(tmp_path / "ws", docs)
-    config = Config(cache_dir=str(tmp_path / "cache"), max_chars=2400)
+    config = Config(cache_dir=str(cache), max_chars=2400)
     with Engine(root, config=config) as engine:
         engine.index()
         [found] = engine.search("which injections does a newborn hound require", mode="semantic")
