@@ -1,7 +1,8 @@
 """A learned ranker's model: the file that ships in the package, how it is read, and how it scores a feature matrix.
 
 A model is a JSON file (`kenning/search/models/*.json`) written by the trainer (`bench/ranker/train.py`): the
-feature names and version it was trained on, and a linear model (`weights`, `bias`, the value each feature takes
+feature names and version it was trained on, optionally a prior (a feature and a weight the scores start from:
+the trees then correct that feature's order), and a linear model (`weights`, `bias`, the value each feature takes
 when missing), an ensemble of oblivious trees (CatBoost's: one split a level, so a row's leaf is the bits of its
 comparisons, found for every row and tree in a few numpy operations: the fastest to apply), or of regression trees
 as LightGBM grows them (kept as flat arrays and scored level by level over all trees at once). Reading it needs
@@ -114,10 +115,15 @@ class Model:
     columns: np.ndarray  # the model's features as columns of FEATURES
     scorer: Trees | Oblivious | Linear
     meta: dict[str, Any]
+    prior: tuple[int, float] | None = None  # (a FEATURES column, its weight): where the scorer's sum starts
 
     def score(self, x: np.ndarray) -> np.ndarray:
         """One score per row of a FEATURES matrix; higher ranks first."""
-        return self.scorer.score(x[:, self.columns])
+        out = self.scorer.score(x[:, self.columns])
+        if self.prior is not None:
+            column, weight = self.prior
+            out = (out + weight * np.nan_to_num(x[:, column])).astype(np.float32)
+        return out
 
 
 def _trees(raw: dict[str, Any]) -> Trees:
@@ -181,7 +187,14 @@ def parse(raw: dict[str, Any], name: str) -> Model:
         )
     else:
         raise ModelMismatch(f"the ranking model {name} is of an unknown kind {kind!r}", hint="retrain it")
-    return Model(name, columns, scorer, raw.get("meta", {}))
+    prior = raw.get("prior")
+    if prior is not None and prior.get("feature") not in FEATURES:
+        raise ModelMismatch(
+            f"the ranking model {name} starts from a feature this kenning does not compute",
+            hint="retrain it with bench/ranker/train.py, or reinstall kenning",
+        )
+    start = None if prior is None else (FEATURES.index(prior["feature"]), float(prior["weight"]))
+    return Model(name, columns, scorer, raw.get("meta", {}), start)
 
 
 def load_file(path: Path) -> Model:

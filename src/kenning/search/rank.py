@@ -185,7 +185,8 @@ def _order(
     rows: dict[int, PassageRow] = {}
     if model is not None or CAPTURE is not None:
         if order:
-            return _learned(ranked, db, limit, query, model, fused, arm_rank, order, named_any)
+            lead = weights.get("symbol", 0.0) >= SYMBOL_FIRST
+            return _learned(ranked, db, limit, query, model, fused, arm_rank, order, named_any, lead)
         return _Order(fused, arm_rank, order, {}, {})
     if order:
         rows = db.passages_by_id(order[:want])
@@ -252,6 +253,7 @@ def _learned(
     arm_rank: dict[int, dict[str, tuple[int, float]]],
     order: list[int],
     named_any: set[int],
+    definitions_lead: bool = False,
 ) -> _Order:
     """The first fusion's leading candidates re-ordered by the model: each one's score, less the model's
     `diversity` for every passage of its file scored above it (the judge of a code question reads files, and five
@@ -290,6 +292,8 @@ def _learned(
         [rows[pid].path if pid in rows else "" for pid in head],
         float(model.meta.get("diversity", 0.0)) if model else 0.0,
     )
+    if model is not None and definitions_lead:
+        ranked_head = definitions_first(ranked_head, {pid for pid, _ in ranked.get("symbol#d", ())})
     fused = dict(first)
     for pid, value in zip(ranked_head, shown, strict=True):
         fused[pid] = value
@@ -303,6 +307,18 @@ def _learned(
     new_order = ranked_head + rest
     _fetch_leading(db, new_order, max(limit * 4, 40), rows)
     return _Order(fused, arm_rank, new_order, rows, {})
+
+
+def definitions_first(order: list[int], definitions: set[int]) -> list[int]:
+    """A hard rule beside the model: a query that is one name (`make_widget`, `Config.load`) asks where that name
+    is defined, as does `--prefer-symbol` for the names among a query's words, so the passages defining it lead, in the model's order among themselves, whatever else holds
+    the name more often. The model learned from sentences (commit messages, questions, docstrings) and has
+    seen too few bare names to learn this; a name's call sites, however many, never answer it before the
+    definition does. The scores shown keep their places (the best still 1, each below the one above)."""
+    lead = [pid for pid in order if pid in definitions]
+    if not lead:
+        return order
+    return lead + [pid for pid in order if pid not in definitions]
 
 
 def diversify(
