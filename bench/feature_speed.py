@@ -1,0 +1,156 @@
+"""CPU time of the learned path's own work for one query: `features()` over its ~100 leading candidates and a
+model's `score` of them, this tree against another revision's `features.py` and `model.py`, on real candidates.
+
+    python bench/feature_speed.py --sets mined-zerolog,cs-jinja,scifact --model /work/hybrid-candidate.json
+                                  [--against main] [--runs 30] [--state hybrid]
+
+Each set's candidates are captured once (every query of the set searched through the bench's cached index with
+`kenning.search.rank.CAPTURE` set) and kept under bench/.work/feature-speed/. Both trees then compute the feature
+matrix and the model's scores of every captured query, which must be bitwise equal (NaN where NaN), and each
+query's CPU time is the median of `--runs` repetitions; printed are the medians over queries, with the helpers'
+caches warm (every query seen before, as in a warmed-up process) and cold (cleared before each call).
+"""
+
+from __future__ import annotations
+
+import argparse
+import pickle
+import statistics
+import subprocess
+import sys
+import time
+import types
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path[:0] = [str(HERE / "quality"), str(HERE / "ranker"), str(HERE)]
+
+from kenning.search import features as new_features  # noqa: E402
+from kenning.search import model as new_model  # noqa: E402
+
+WORK = HERE / ".work" / "feature-speed"
+
+
+def capture(name: str, state: str, cache: Path) -> list[Any]:
+    """Every query's Candidates of a set as the search computes them, read back when captured before."""
+    path = WORK / f"{name}-{state}.pkl"
+    if path.is_file():
+        return list(pickle.loads(path.read_bytes()))
+    from dump import search_hits
+    from kenning_run import DEFAULT, open_index
+
+    from kenning.search import rank
+    from sets import resolve
+
+    s = resolve(name, HERE / ".work")
+    engine, _ = open_index(s, DEFAULT, cache, fresh=False)
+    got: list[Any] = []
+    rank.CAPTURE = lambda c, x: got.append(c)
+    try:
+        for q in s.query_rows():
+            search_hits(engine, state, q["text"])
+    finally:
+        rank.CAPTURE = None
+        engine.close()
+    WORK.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(pickle.dumps(got))
+    return got
+
+
+def old_modules(rev: str) -> tuple[types.ModuleType, types.ModuleType]:
+    """features.py and model.py as they are at a git revision, loaded beside this tree's."""
+    mods = []
+    for name in ("features", "model"):
+        source = subprocess.run(
+            ["git", "-C", str(ROOT), "show", f"{rev}:src/kenning/search/{name}.py"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+        mod = types.ModuleType(f"old_{name}")
+        mod.__dict__["__name__"] = f"old_{name}"
+        sys.modules[mod.__name__] = mod  # dataclasses resolve their module by name
+        exec(compile(source, f"{rev}:{name}.py", "exec"), mod.__dict__)
+        mods.append(mod)
+    return mods[0], mods[1]
+
+
+def clear(mod: types.ModuleType) -> None:
+    for value in vars(mod).values():
+        if hasattr(value, "cache_clear"):
+            value.cache_clear()
+
+
+def cpu(fn: Any, runs: int, before: Any = None) -> float:
+    """The median CPU time of `fn()` over `runs` calls, in microseconds."""
+    times = []
+    for _ in range(runs):
+        if before is not None:
+            before()
+        t = time.thread_time_ns()
+        fn()
+        times.append(time.thread_time_ns() - t)
+    return statistics.median(times) / 1e3
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--sets", required=True)
+    parser.add_argument("--model", type=Path, required=True)
+    parser.add_argument("--against", default="main")
+    parser.add_argument("--state", default="hybrid")
+    parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--cache", default=str(Path.home() / ".cache" / "kenning-bench"))
+    args = parser.parse_args(argv)
+    old_f, old_m = old_modules(args.against)
+    trees = {
+        "old": (old_f, old_m.load_file(args.model)),
+        "new": (new_features, new_model.load_file(args.model)),
+    }
+    rows: dict[str, dict[str, list[float]]] = {
+        k: {"features": [], "score": [], "features_cold": []} for k in trees
+    }
+    checked, sizes = 0, []
+    for name in args.sets.split(","):
+        found = capture(name, args.state, Path(args.cache).expanduser())
+        print(f"{name}: {len(found)} queries", file=sys.stderr)
+        for c in found:
+            xs = {}
+            for key, (feats, model) in trees.items():
+                x = feats.features(c)
+                xs[key] = (x, model.score(np.round(x, 5)))
+            (xo, so), (xn, sn) = xs["old"], xs["new"]
+            if xo.shape != xn.shape or not np.array_equal(xo, xn, equal_nan=True):
+                bad = np.argwhere(~((xo == xn) | (np.isnan(xo) & np.isnan(xn))))
+                cols = sorted({new_features.FEATURES[j] for j in bad[:, 1]})
+                raise SystemExit(f"{name} {c.query!r}: features differ in {cols}")
+            if not np.array_equal(so, sn):
+                raise SystemExit(f"{name} {c.query!r}: scores differ by {np.abs(so - sn).max()}")
+            checked += 1
+            sizes.append(len(c.ids))
+            for key, (feats, model) in trees.items():
+                x = np.round(feats.features(c), 5)
+                rows[key]["features"].append(cpu(lambda f=feats, c=c: f.features(c), args.runs))
+                rows[key]["score"].append(cpu(lambda m=model, x=x: m.score(x), args.runs))
+                rows[key]["features_cold"].append(
+                    cpu(lambda f=feats, c=c: f.features(c), max(5, args.runs // 3), lambda f=feats: clear(f))
+                )
+    n = statistics.median(sizes)
+    print(f"{checked} queries, bitwise equal features and scores; median {n:.0f} candidates a query")
+    print(f"{'median CPU us a query':<28}{'old':>10}{'new':>10}{'ratio':>8}")
+    for what in ("features", "features_cold", "score"):
+        old, new = statistics.median(rows["old"][what]), statistics.median(rows["new"][what])
+        print(f"{what:<28}{old:>10.0f}{new:>10.0f}{new / old:>8.2f}")
+    old = statistics.median(a + b for a, b in zip(rows["old"]["features"], rows["old"]["score"], strict=True))
+    new = statistics.median(a + b for a, b in zip(rows["new"]["features"], rows["new"]["score"], strict=True))
+    print(f"{'features + score':<28}{old:>10.0f}{new:>10.0f}{new / old:>8.2f}")
+
+
+if __name__ == "__main__":
+    main()
