@@ -15,7 +15,7 @@ import pytest
 
 from kenning.search import features as features_module
 from kenning.search.features import FEATURES, FEATURES_VERSION, ArmList, Candidates, features
-from kenning.search.model import ModelMismatch, load_file, parse
+from kenning.search.model import ModelMismatch, Trees, load_file, parse
 from kenning.store import PassageRow
 from kenning.types import Symbol
 
@@ -498,3 +498,37 @@ def test_the_line_scans_count_what_the_patterns_anchored_at_line_starts_count() 
         filled, imports, comments = _anchored(text)
         want = (0.0, 0.0) if not filled else (imports / filled, comments / filled)
         assert features_module._text_traits(text) == want, repr(text)
+
+
+def test_trees_laid_out_complete_score_bitwise_as_the_level_by_level_walk() -> None:
+    rng = np.random.default_rng(35)
+    trees = []
+    for size in (1, 2, 5, 9, 14):
+        t: dict[str, list] = {k: [] for k in ("feature", "threshold", "missing_left", "value")}
+        t["left"], t["right"] = [0] * size, [0] * size
+        # a random binary tree of `size` inner nodes: each new node hangs from a free child of an earlier one
+        free = [(0, "left"), (0, "right")]
+        for i in range(size):
+            if i:
+                parent, side = free.pop(int(rng.integers(len(free))))
+                t[side][parent] = i
+                free += [(i, "left"), (i, "right")]
+            t["feature"].append(int(rng.integers(0, 6)))
+            border = rng.choice([-np.inf, 0.0, 0.5, 1.0, np.inf]) if i % 3 else rng.normal()
+            t["threshold"].append(float(border))
+            t["missing_left"].append(bool(rng.integers(2)))
+        for leaf, (parent, side) in enumerate(free):
+            t[side][parent] = ~leaf
+            t["value"].append(float(rng.normal()))
+        trees.append(t)
+    raw = {"kind": "trees", "features_version": FEATURES_VERSION, "features": list(FEATURES[:6]), "depth": 14,
+           "trees": trees}  # fmt: skip
+    model = parse(raw, "forest")
+    assert isinstance(model.scorer, Trees) and model.scorer.complete is not None
+    walked = replace(model, scorer=replace(model.scorer, complete=None))
+    values = np.array([-np.inf, -1.0, 0.0, 0.5, 1.0, 2.0, np.inf, np.nan], np.float32)
+    x = rng.choice(values, size=(300, len(FEATURES)))
+    x[:100] = rng.normal(size=(100, len(FEATURES)))
+    np.testing.assert_array_equal(model.score(x), walked.score(x))
+    want = [sum(_walk(t, row[:6].astype(np.float64)) for t in trees) for row in x]
+    assert np.allclose(model.score(x), want, atol=1e-5)

@@ -31,6 +31,106 @@ class ModelMismatch(IndexError_):
 
 
 @dataclass(frozen=True)
+class Complete:
+    """A forest laid out as complete binary trees of one depth (node i's children at 2i+1 and 2i+2, a shallower
+    leaf copied to every leaf below it), indexed flat across trees: a row's walk is then a gather of its value,
+    one comparison and one gather of the next node a level, with no test of where it has arrived. A NaN takes
+    its node's learned way through the comparison itself: a node that sends it left reads the row's copy with
+    NaN as -inf (which goes left of every threshold), one that sends it right reads the row as it is (NaN is
+    not <= anything)."""
+
+    column: np.ndarray  # intp (trees * inner,): the column of the doubled row a node reads
+    threshold: np.ndarray  # float64 (trees * inner,)
+    right: np.ndarray  # intp (trees * inner,): the flat index of its right child (the left one is one less)
+    value: np.ndarray  # float32 (trees * 2**depth,): the leaves; the last level's children index them
+    depth: int
+    columns: int  # the width of the rows it scores
+
+    @classmethod
+    def of(
+        cls,
+        feature: np.ndarray,
+        threshold: np.ndarray,
+        left: np.ndarray,
+        right: np.ndarray,
+        missing_left: np.ndarray,
+        value: np.ndarray,
+        columns: int,
+    ) -> Complete | None:
+        """The complete layout of padded trees (`Trees`' arrays) over rows of `columns` values; None when it would
+        be too big (deep trees), a threshold is NaN (it sends every value right, which the copies cannot say) or
+        a tree does not end in leaves within 64 levels."""  # fmt: skip
+        count, nodes = feature.shape
+        if np.isnan(threshold).any():
+            return None
+        walked = []  # each tree's (node or ~leaf, place in the complete tree, level), from its root
+        depth = 1
+        for t in range(count):
+            stack, seen = [(0, 0, 0)], []
+            while stack:
+                node, place, level = stack.pop()
+                if level > 64 or node >= nodes:
+                    return None
+                seen.append((node, place, level))
+                if node < 0:
+                    depth = max(depth, level)
+                else:
+                    stack += [
+                        (int(left[t, node]), 2 * place + 1, level + 1),
+                        (int(right[t, node]), 2 * place + 2, level + 1),
+                    ]
+            walked.append(seen)
+        if count << depth > 1 << 18:
+            return None
+        inner, leaves = (1 << depth) - 1, 1 << depth
+        column = np.zeros((count, inner), np.intp)
+        border = np.zeros((count, inner), np.float64)
+        leaf = np.zeros((count, leaves), np.float32)
+        for t, seen in enumerate(walked):
+            for node, place, level in seen:
+                if node < 0:
+                    # a leaf `depth - level` levels short of the bottom stands for the leaves below its place
+                    below = depth - level
+                    first = ((place + 1) << below) - 1 - inner
+                    leaf[t, first : first + (1 << below)] = value[t, ~node]
+                else:
+                    f = int(feature[t, node])
+                    column[t, place] = f if missing_left[t, node] else columns + f
+                    border[t, place] = threshold[t, node]
+        tree = np.arange(count, dtype=np.intp)[:, None]
+        # a node's right child, flat: an inner node of its tree, or past the last level one of its leaves
+        child = 2 * np.arange(inner, dtype=np.intp) + 2
+        after = np.where(child < inner, tree * inner + child, tree * leaves + child - inner)
+        return cls(column.ravel(), border.ravel(), after.ravel(), leaf.ravel(), depth, columns)
+
+    def score(self, x: np.ndarray) -> np.ndarray:
+        n, columns = x.shape
+        count = self.value.shape[0] >> self.depth
+        doubled = np.empty((n, 2 * columns), np.float64)
+        doubled[:, columns:] = x
+        doubled[:, :columns] = x
+        np.copyto(doubled[:, :columns], -np.inf, where=np.isnan(x))
+        flat = doubled.ravel()
+        row_at = (np.arange(n, dtype=np.intp) * (2 * columns))[:, None]
+        at = np.empty((n, count), np.intp)
+        at[:] = np.arange(count, dtype=np.intp) * ((1 << self.depth) - 1)
+        # buffers reused level by level: a hundred rows by hundreds of trees is 30k values a temporary
+        read, after = np.empty_like(at), np.empty_like(at)
+        value, threshold = np.empty((n, count), np.float64), np.empty((n, count), np.float64)
+        left = np.empty((n, count), np.bool_)
+        for _ in range(self.depth):
+            np.take(self.column, at, out=read, mode="clip")
+            np.add(read, row_at, out=read)
+            np.take(flat, read, out=value, mode="clip")
+            np.take(self.threshold, at, out=threshold, mode="clip")
+            np.less_equal(value, threshold, out=left)
+            np.take(self.right, at, out=after, mode="clip")
+            np.subtract(after, left, out=at)
+        out: np.ndarray = self.value[at].sum(axis=1, dtype=np.float32)
+        return out
+
+
+@dataclass(frozen=True)
 class Trees:
     feature: np.ndarray  # int32 (trees, nodes): the column each internal node splits on
     threshold: np.ndarray  # float64 (trees, nodes): go left when value <= threshold
@@ -39,11 +139,14 @@ class Trees:
     missing_left: np.ndarray  # bool (trees, nodes): where a NaN goes
     value: np.ndarray  # float32 (trees, leaves)
     depth: int  # the deepest path, in internal nodes
+    complete: Complete | None = None  # the same trees laid out to be walked faster, when they can be
 
     def score(self, x: np.ndarray) -> np.ndarray:
         n, (trees, nodes) = x.shape[0], self.feature.shape
         if not n:
             return np.zeros(0, np.float32)
+        if self.complete is not None and x.shape[1] == self.complete.columns:
+            return self.complete.score(x)
         # compared in double, as LightGBM compares: a threshold between two floats rounds onto one of them in
         # single precision (0.99999997 became 1.0, and a value of 1.0 went left where it goes right). Every
         # array is read flat (a row's node of a tree at tree * nodes + node): one gather a level instead of
@@ -120,7 +223,7 @@ class Model:
         return self.scorer.score(x[:, self.columns])
 
 
-def _trees(raw: dict[str, Any]) -> Trees:
+def _trees(raw: dict[str, Any], columns: int) -> Trees:
     trees = raw["trees"]
     nodes = max(1, max(len(t["feature"]) for t in trees))
     leaves = max(len(t["value"]) for t in trees)
@@ -137,15 +240,15 @@ def _trees(raw: dict[str, Any]) -> Trees:
     for i, t in enumerate(trees):
         if not t["feature"]:
             left[i, 0] = right[i, 0] = ~0
-    return Trees(
+    arrays = (
         pad("feature", nodes, np.int32),
         pad("threshold", nodes, np.float64, np.inf),
         left,
         right,
         pad("missing_left", nodes, np.bool_, True),
         pad("value", leaves, np.float32),
-        max(1, int(raw["depth"])),
     )
+    return Trees(*arrays, max(1, int(raw["depth"])), Complete.of(*arrays, columns))
 
 
 def parse(raw: dict[str, Any], name: str) -> Model:
@@ -161,7 +264,7 @@ def parse(raw: dict[str, Any], name: str) -> Model:
     kind = raw.get("kind")
     scorer: Trees | Oblivious | Linear
     if kind == "trees":
-        scorer = _trees(raw)
+        scorer = _trees(raw, len(names))
     elif kind == "oblivious":
         scorer = Oblivious(
             np.asarray(raw["feature"], np.int64),
