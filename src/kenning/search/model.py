@@ -4,8 +4,9 @@ A model is a JSON file (`kenning/search/models/*.json`) written by the trainer (
 feature names and version it was trained on, and a linear model (`weights`, `bias`, the value each feature takes
 when missing), an ensemble of oblivious trees (CatBoost's: one split a level, so a row's leaf is the bits of its
 comparisons, found for every row and tree in a few numpy operations: the fastest to apply), or of regression trees
-as LightGBM grows them (kept as flat arrays and scored level by level over all trees at once). Reading it needs
-numpy only.
+as LightGBM grows them (laid out at load as complete trees of one depth, `Complete`, and walked level by level
+over all rows and trees at once; trees too deep for that layout keep their own arrays). Reading it needs numpy
+only.
 
 A model trained on another version of the features is refused (`ModelMismatch`), never applied to columns that
 mean something else.
@@ -28,6 +29,9 @@ from kenning.search.features import FEATURES, FEATURES_VERSION
 
 class ModelMismatch(IndexError_):
     """A ranking model whose features are not the ones this kenning computes."""
+
+
+_TREES_AT_ONCE = 64
 
 
 @dataclass(frozen=True)
@@ -112,21 +116,31 @@ class Complete:
         np.copyto(doubled[:, :columns], -np.inf, where=np.isnan(x))
         flat = doubled.ravel()
         row_at = (np.arange(n, dtype=np.intp) * (2 * columns))[:, None]
-        at = np.empty((n, count), np.intp)
-        at[:] = np.arange(count, dtype=np.intp) * ((1 << self.depth) - 1)
-        # buffers reused level by level: a hundred rows by hundreds of trees is 30k values a temporary
-        read, after = np.empty_like(at), np.empty_like(at)
-        value, threshold = np.empty((n, count), np.float64), np.empty((n, count), np.float64)
-        left = np.empty((n, count), np.bool_)
-        for _ in range(self.depth):
-            np.take(self.column, at, out=read, mode="clip")
-            np.add(read, row_at, out=read)
-            np.take(flat, read, out=value, mode="clip")
-            np.take(self.threshold, at, out=threshold, mode="clip")
-            np.less_equal(value, threshold, out=left)
-            np.take(self.right, at, out=after, mode="clip")
-            np.subtract(after, left, out=at)
-        out: np.ndarray = self.value[at].sum(axis=1, dtype=np.float32)
+        leaf = np.empty((n, count), np.intp)
+        # the trees a few dozen at a time, through buffers reused level by level: a search's hundred rows by all
+        # its trees at once made temporaries of 240 kB each, which cost a quarter more amid a search's other work
+        # than these that stay in cache (bench/history/2026-12-06-feature-speed.md)
+        chunks = -(-count // _TREES_AT_ONCE)
+        size = -(-count // chunks)
+        inner = (1 << self.depth) - 1
+        for start in range(0, count, size):
+            k = min(size, count - start)
+            at = np.empty((n, k), np.intp)
+            at[:] = np.arange(start, start + k, dtype=np.intp) * inner
+            read, after = np.empty_like(at), np.empty_like(at)
+            value, threshold = np.empty((n, k), np.float64), np.empty((n, k), np.float64)
+            left = np.empty((n, k), np.bool_)
+            for _ in range(self.depth):
+                self.column.take(at, out=read, mode="clip")
+                np.add(read, row_at, out=read)
+                flat.take(read, out=value, mode="clip")
+                self.threshold.take(at, out=threshold, mode="clip")
+                np.less_equal(value, threshold, out=left)
+                self.right.take(at, out=after, mode="clip")
+                np.subtract(after, left, out=at)
+            leaf[:, start : start + k] = at
+        # summed as the level walk sums: one float32 row of every tree's leaf, in tree order
+        out: np.ndarray = self.value[leaf].sum(axis=1, dtype=np.float32)
         return out
 
 
