@@ -338,6 +338,16 @@ def file_kind(path: str) -> tuple[float, float, float, float]:
     )
 
 
+@lru_cache(maxsize=16384)
+def _file(path: str) -> tuple[str, frozenset[str], frozenset[str], bytes]:
+    """A file's name, the stemmed words of its path and of its name, and its `path_traits` as float32 bytes:
+    one lookup a file and search (its path a new string each time, hashed once)."""
+    return path.rsplit("/", 1)[-1], path_words(path), name_words(path), _PACK_PATH(*path_traits(path))
+
+
+_PACK_PATH = struct.Struct(f"={INDEX['f_siblings'] - INDEX['f_test']}f").pack
+
+
 # -- the passage's own columns, once per passage ----------------------------------------------------------
 _BLOCK = 16  # the passage block's columns (see `features`), then the two text traits
 _COV, _COV_HEAD, _DUP = 12, 13, 14  # the block's columns that depend on the query or the other candidates
@@ -410,7 +420,12 @@ def _arm(out: np.ndarray, first_col: int, arm: ArmList | None, ids: Sequence[int
 
 
 _P_FIRST, _P_LAST, _F_SIZE = INDEX["p_chars"], INDEX["p_dup"], INDEX["f_size"]
-_F_N, _F_END = INDEX["f_n"], INDEX["f_sib_rank"] + 1
+_F_N, _F_TEST, _F_SIBLINGS, _F_END = (
+    INDEX["f_n"],
+    INDEX["f_test"],
+    INDEX["f_siblings"],
+    INDEX["f_sib_rank"] + 1,
+)
 
 
 def features(c: Candidates) -> np.ndarray:
@@ -455,31 +470,41 @@ def features(c: Candidates) -> np.ndarray:
         rank_in_file.append(len(group))
         group.append(i)
     files = len(members)
-    held = {path: path_words(path) & wanted for path in members}
-    seen = Counter(w for words in held.values() for w in words)
+    file_info = [_file(path) for path in members]
+    held = [words & wanted for _, words, _, _ in file_info]
+    seen = Counter(w for words in held for w in words)
     idf = {w: (math.log(files / k) / math.log(files) if files > 1 else 1.0) for w, k in seen.items()}
     # files of one name in the order they first appear (members' order already)
-    by_name: dict[str, list[str]] = {}
-    for path in members:
-        by_name.setdefault(path.rsplit("/", 1)[-1], []).append(path)
-    # one row a file, the columns f_n .. f_sib_rank (f_rank, f_size filled below, f_other less each's own)
+    by_name: dict[str, list[int]] = {}
+    for f, (name, _, _, _) in enumerate(file_info):
+        by_name.setdefault(name, []).append(f)
+    # one row a file, the columns f_n .. f_sib_rank but the path's traits (f_rank, f_size filled below, f_other
+    # less each candidate's own); `sum` of a single float is 0.0 plus it, spelled so for the many files that hold
+    # one candidate (the same value, without a generator)
+    groups = list(members.values())
     per_file: list[tuple[float, ...]] = [()] * files
     for same in by_name.values():
-        for sib_rank, path in enumerate(same):
-            group = members[path]
-            per_file[where[path]] = (
+        for sib_rank, f in enumerate(same):
+            group, words = groups[f], held[f]
+            per_file[f] = (
                 math.log(len(group)),
                 0.0,
-                sum(firsts[i] for i in group) / top,
+                (sum(firsts[i] for i in group) if len(group) > 1 else 0.0 + firsts[group[0]]) / top,
                 firsts[group[0]] / top,
                 math.nan,
-                sum(idf[w] for w in held[path]) / n_stems,
-                float(len(name_words(path) & wanted)),
-                *path_traits(path),
+                (sum(idf[w] for w in words) if words else 0) / n_stems,
+                float(len(file_info[f][2] & wanted)),
                 float(len(same) - 1),
                 float(sib_rank),
             )
-    fcols = np.array(per_file, np.float32)[file_of]
+    values = np.array(per_file, np.float32)
+    by_file = np.empty((files, _F_END - _F_N), np.float32)
+    by_file[:, : _F_TEST - _F_N] = values[:, : _F_TEST - _F_N]
+    by_file[:, _F_TEST - _F_N : _F_SIBLINGS - _F_N] = np.frombuffer(
+        b"".join([k[3] for k in file_info]), np.float32
+    ).reshape(files, _F_SIBLINGS - _F_TEST)
+    by_file[:, _F_SIBLINGS - _F_N :] = values[:, _F_TEST - _F_N :]
+    fcols = by_file[file_of]
     fcols[:, 1] = rank_in_file
     fcols[:, 2] -= first / top
     out[:, _F_N:_F_END] = fcols
