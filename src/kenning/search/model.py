@@ -67,40 +67,43 @@ class Complete:
         count, nodes = feature.shape
         if np.isnan(threshold).any():
             return None
-        walked = []  # each tree's (node or ~leaf, place in the complete tree, level), from its root
-        depth = 1
-        for t in range(count):
-            stack, seen = [(0, 0, 0)], []
-            while stack:
-                node, place, level = stack.pop()
-                if level > 64 or node >= nodes:
-                    return None
-                seen.append((node, place, level))
-                if node < 0:
-                    depth = max(depth, level)
-                else:
-                    stack += [
-                        (int(left[t, node]), 2 * place + 1, level + 1),
-                        (int(right[t, node]), 2 * place + 2, level + 1),
-                    ]
-            walked.append(seen)
-        if count << depth > 1 << 18:
+        # every tree walked from its root at once, a level at a time: the inner nodes reached (tree, node, place
+        # in the complete tree) and the leaves (tree, leaf, place, level)
+        tree, node, place = np.arange(count), np.zeros(count, np.intp), np.zeros(count, np.intp)
+        inner_at: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        leaf_at: list[tuple[np.ndarray, np.ndarray, np.ndarray, int]] = []
+        level = 0
+        while tree.size:
+            # one level more than the layout allows (or a tree that loops): keep the trees' own arrays
+            if count << (level + 1) > 1 << 18:
+                return None
+            inner_at.append((tree, node, place))
+            below: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+            for children, side in ((left, 1), (right, 2)):
+                child, at = children[tree, node], 2 * place + side
+                ends = child < 0
+                leaf_at.append((tree[ends], ~child[ends], at[ends], level + 1))
+                below.append((tree[~ends], child[~ends], at[~ends]))
+            tree, node, place = (np.concatenate(parts) for parts in zip(*below, strict=True))
+            if (node >= nodes).any():
+                return None
+            level += 1
+        depth = max(level for *_, level in leaf_at)
+        if any((leaf >= value.shape[1]).any() for _, leaf, _, _ in leaf_at):
             return None
         inner, leaves = (1 << depth) - 1, 1 << depth
         column = np.zeros((count, inner), np.intp)
         border = np.zeros((count, inner), np.float64)
+        for t, n, at in inner_at:
+            column[t, at] = np.where(missing_left[t, n], feature[t, n], columns + feature[t, n])
+            border[t, at] = threshold[t, n]
         leaf = np.zeros((count, leaves), np.float32)
-        for t, seen in enumerate(walked):
-            for node, place, level in seen:
-                if node < 0:
-                    # a leaf `depth - level` levels short of the bottom stands for the leaves below its place
-                    below = depth - level
-                    first = ((place + 1) << below) - 1 - inner
-                    leaf[t, first : first + (1 << below)] = value[t, ~node]
-                else:
-                    f = int(feature[t, node])
-                    column[t, place] = f if missing_left[t, node] else columns + f
-                    border[t, place] = threshold[t, node]
+        for t, v, at, reached in leaf_at:
+            # a leaf `depth - reached` levels short of the bottom stands for the leaves below its place
+            below_it = depth - reached
+            first = ((at + 1) << below_it) - 1 - inner
+            for k in range(1 << below_it):
+                leaf[t, first + k] = value[t, v]
         tree = np.arange(count, dtype=np.intp)[:, None]
         # a node's right child, flat: an inner node of its tree, or past the last level one of its leaves
         child = 2 * np.arange(inner, dtype=np.intp) + 2
