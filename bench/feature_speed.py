@@ -194,11 +194,12 @@ def main(argv: list[str] | None = None) -> None:
                 x = feats.features(c)
                 xs[key] = (x, model.score(np.round(x, 5)))
             (xo, so), (xn, sn) = xs["old"], xs["new"]
-            if xo.shape != xn.shape or not np.array_equal(xo, xn, equal_nan=True):
+            # bit for bit: a NaN's payload and a zero's sign too
+            if xo.shape != xn.shape or not np.array_equal(xo.view(np.uint32), xn.view(np.uint32)):
                 bad = np.argwhere(~((xo == xn) | (np.isnan(xo) & np.isnan(xn))))
                 cols = sorted({new_features.FEATURES[j] for j in bad[:, 1]})
                 raise SystemExit(f"{name} {c.query!r}: features differ in {cols}")
-            if not np.array_equal(so, sn):
+            if not np.array_equal(so.view(np.uint32), sn.view(np.uint32)):
                 raise SystemExit(f"{name} {c.query!r}: scores differ by {np.abs(so - sn).max()}")
             checked += 1
             sizes.append(len(c.ids))

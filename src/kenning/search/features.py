@@ -415,7 +415,7 @@ def _arm(out: np.ndarray, first_col: int, arm: ArmList | None, ids: Sequence[int
     out[:, first_col] = inside
     out[:, first_col + 1] = score
     out[:, first_col + 2] = score / arm.best if arm.best > 0 else 0.0
-    out[:, first_col + 3] = np.maximum(score - floor, 0.0) / span if span > 0 else inside
+    out[:, first_col + 3] = np.clip(score - floor, 0.0, None) / span if span > 0 else inside
     out[:, first_col + 4] = np.divide(1.0, rank, out=np.zeros_like(rank), where=rank > 0)
 
 
