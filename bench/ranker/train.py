@@ -335,9 +335,7 @@ def shaped(d: Data) -> Data:
     thing to read."""
     test = (d.x[:, FEATURES.index("f_test")] > 0) & (d.x[:, FEATURES.index("q_tests")] <= 0)
     label = np.where(test, d.label // 2, d.label)
-    return Data(
-        d.name, d.split, d.spans, d.x, d.qid, label, d.path, d.start, d.end, d.paths, d.queries
-    )
+    return Data(d.name, d.split, d.spans, d.x, d.qid, label, d.path, d.start, d.end, d.paths, d.queries)
 
 
 # a set's queries weigh at most this many queries' worth in all: a set of 800 claims must not teach the model

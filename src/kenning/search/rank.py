@@ -131,7 +131,7 @@ def candidates(
     """The leading candidates of the first fusion and what each arm said of them."""
     by_arm: dict[str, list[list[tuple[int, float]]]] = {}
     for key, items in ranked.items():
-        by_arm.setdefault(key.partition("#")[0], []).append(items)
+        by_arm.setdefault(key.partition("#")[0], []).append(items[:NORM_DEPTH])
     named = {pid: rank for rank, (pid, _) in enumerate(ranked.get("symbol#d", ()), 1)}
     return Candidates(
         query,
@@ -266,6 +266,13 @@ def _learned(
     # each passage is (a name the query defines first): ids follow the order files were indexed in, so two
     # indexes of the same files (one built whole, one from a snapshot and an overlay) must not tell ties apart by
     # them, neither at the head's edge nor in the features that read the order
+    # only candidates some route ranked within NORM_DEPTH, each route's list cut there too (`candidates`): a
+    # bigger --limit fetches deeper, and what a deeper fetch adds (scores of zero, arms that now "found" a
+    # candidate) must not change a leader's features, or the first hits would move with the limit
+    deep = [pid for pid in order if min(r for r, _ in arm_rank[pid].values()) > NORM_DEPTH]
+    if deep:
+        past = set(deep)
+        order = [pid for pid in order if pid not in past]
     cut = min(RERANK_DEPTH, len(order))
     while cut < len(order) and first[order[cut]] == first[order[cut - 1]]:
         cut += 1
@@ -305,7 +312,7 @@ def _learned(
     fused = dict(first)
     for pid, value in zip(ranked_head, shown, strict=True):
         fused[pid] = value
-    rest = tied[RERANK_DEPTH:] + order[cut:]
+    rest = tied[RERANK_DEPTH:] + order[cut:] + deep
     if rest:
         # the tail keeps its order below the least of the head
         floor = min(shown) if len(shown) else 1.0
