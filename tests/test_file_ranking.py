@@ -310,7 +310,7 @@ def test_path_evidence_needs_two_words_of_the_question_and_weighs_words_every_fi
 
 
 def test_regression_a_file_named_for_the_question_is_among_the_first_hits_not_behind_second_windows(
-    tmp_path: Path, engine_factory: Callable[..., Engine], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, engine_factory: Callable[..., Engine]
 ) -> None:
     """Issue 18 (Rust, regex-syntax, by file over the first 10 hits): the property tables the path evidence lifted
     were the 7th and 8th files of their question but its 21st and 24th passages, behind the second and third windows
