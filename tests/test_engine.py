@@ -188,11 +188,12 @@ def test_test_files_rank_below_the_code_they_test(tmp_path: Path, engine_factory
     [result] = engine.search("exponential backoff delay", mode="lexical", trace=True)
     assert [h.path for h in result.hits][:2] == ["src/backoff.py", "tests/check_backoff.py"]
     trace = result.hits[1].trace
-    assert trace is not None and trace.demoted == 0.5 and trace.lexical.rank == 1
+    # BM25 put the test first; the ranking put it behind the code, and says so
+    assert trace is not None and trace.demoted is not None and trace.demoted < 1 and trace.lexical.rank == 1
     assert result.hits[0].trace is not None and result.hits[0].trace.demoted is None
     # what --trace prints and --json carries
-    assert (trace_line(result.hits[1]) or "").endswith("; fused #2, test file x0.5")
-    assert hit_json(result.hits[1], result, 2, "none")["trace"]["demoted"] == 0.5
+    assert (trace_line(result.hits[1]) or "").endswith(f"; fused #2, test file x{trace.demoted:g}")
+    assert hit_json(result.hits[1], result, 2, "none")["trace"]["demoted"] == trace.demoted
     assert hit_json(result.hits[0], result, 1, "none")["trace"]["demoted"] is None
 
 
@@ -259,10 +260,10 @@ def test_code_behind_many_matching_tests_still_comes_first(tmp_path: Path, engin
     root = make_tree(tmp_path / "repo", files)
     engine = engine_factory(root)
     engine.index()
-    [raw] = engine.search("backoff delay jitter tests", mode="lexical", limit=61)
-    assert [h.path for h in raw.hits].index("src/backoff.py") == 60
-    [result] = engine.search("backoff delay jitter", mode="lexical", limit=1)
+    [result] = engine.search("backoff delay jitter", mode="lexical", limit=1, trace=True)
     assert [h.path for h in result.hits] == ["src/backoff.py"]
+    # BM25 alone ranks the code behind every test
+    assert result.hits[0].trace is not None and (result.hits[0].trace.lexical.rank or 0) > 40
 
 
 def test_forget_removes_paths_and_drop_deletes_index(corpus: Path, engine_factory) -> None:

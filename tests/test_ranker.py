@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import json
 import math
+import random
+import re
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from kenning.search import features as features_module
 from kenning.search.features import FEATURES, FEATURES_VERSION, ArmList, Candidates, features
-from kenning.search.model import ModelMismatch, load_file, parse
+from kenning.search.model import ModelMismatch, Trees, load_file, parse
 from kenning.store import PassageRow
 from kenning.types import Symbol
 
@@ -240,3 +244,291 @@ def test_a_forest_of_uneven_trees_scores_as_each_tree_walked_one_row_at_a_time()
     x[rng.random(x.shape) < 0.1] = np.nan
     want = [sum(_walk(t, row.astype(np.float64)) for t in trees) for row in x]
     assert np.allclose(parse(raw, "forest").score(x), want, atol=1e-5)
+
+
+def _pinned_candidates() -> Candidates:
+    c = _candidates()
+    rows = {
+        **c.rows,
+        7: PassageRow(
+            7,
+            "docs/guide/retry.md",
+            3,
+            9,
+            "Retry policy",
+            "## Retry policy\n\nThe backoff doubles the delay: see `backoff()`.\n<!-- note -->\n",
+            900,
+            0,
+            None,
+            (Symbol("function", "backoff", "backoff"), Symbol("class", "Policy", "Policy")),
+        ),
+        8: PassageRow(8, "CHANGELOG.md", 1, 1, "", "", 50, 0, None),
+    }
+    ids = [1, 3, 2, 7, 4, 6, 5, 8]  # 6 has no row
+    first = {**c.first, 7: 0.45, 6: 0.35, 8: 0.2}
+    lexical = ArmList.of([[(1, 8.0), (3, 8.0), (7, 5.0), (5, 4.0), (4, 2.0)]], 100)
+    sem = ArmList.of([[(3, 0.62), (1, 0.61), (7, 0.5), (2, 0.40)]], 100)
+    return Candidates(
+        "where is the retry backoff delay defined?", ids, first, rows, lexical, sem, {1: 1, 7: 2}
+    )
+
+
+# Every column of `_pinned_candidates()`, as the features computed them when their code was made faster (issue
+# 35): a model is trained on these exact values, so a change that moves one must bump FEATURES_VERSION
+PINNED = {
+    "q_words": [4.0, 4.0, 4.0, 4.0, 4.0, 4.0, 4.0, 4.0],
+    "q_ident": [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+    "q_code": [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+    "q_tests": [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+    "q_usage": [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+    "q_changes": [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+    "q_where": [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0],
+    "q_chars": [
+        3.7376697063446045,
+        3.7376697063446045,
+        3.7376697063446045,
+        3.7376697063446045,
+        3.7376697063446045,
+        3.7376697063446045,
+        3.7376697063446045,
+        3.7376697063446045,
+    ],
+    "lex_in": [1.0, 1.0, 0.0, 1.0, 1.0, 0.0, 1.0, 0.0],
+    "lex_raw": [8.0, 8.0, 2.0, 5.0, 2.0, 2.0, 4.0, 2.0],
+    "lex_rel": [1.0, 1.0, 0.25, 0.625, 0.25, 0.25, 0.5, 0.25],
+    "lex_norm": [1.0, 1.0, 0.0, 0.5, 0.0, 0.0, 0.3333333432674408, 0.0],
+    "lex_rrank": [1.0, 1.0, 0.0, 0.3333333432674408, 0.20000000298023224, 0.0, 0.25, 0.0],
+    "sem_in": [1.0, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0],
+    "sem_cos": [
+        0.6100000143051147,
+        0.6200000047683716,
+        0.4000000059604645,
+        0.5,
+        0.4000000059604645,
+        0.4000000059604645,
+        0.4000000059604645,
+        0.4000000059604645,
+    ],
+    "sem_gap": [
+        0.009999990463256836,
+        0.0,
+        0.2199999988079071,
+        0.12000000476837158,
+        0.2199999988079071,
+        0.2199999988079071,
+        0.2199999988079071,
+        0.2199999988079071,
+    ],
+    "sem_norm": [0.9545454978942871, 1.0, 0.0, 0.45454543828964233, 0.0, 0.0, 0.0, 0.0],
+    "sem_rrank": [0.5, 1.0, 0.25, 0.3333333432674408, 0.0, 0.0, 0.0, 0.0],
+    "sym_rrank": [1.0, 0.0, 0.0, 0.5, 0.0, 0.0, 0.0, 0.0],
+    "first": [
+        1.0,
+        0.944444477558136,
+        0.5555555820465088,
+        0.5,
+        0.444444477558136,
+        0.3888888955116272,
+        0.3333333432674408,
+        0.222222238779068,
+    ],
+    "first_rrank": [
+        1.0,
+        0.5,
+        0.3333333432674408,
+        0.25,
+        0.20000000298023224,
+        0.1666666716337204,
+        0.1428571492433548,
+        0.125,
+    ],
+    "p_chars": [
+        4.110873699188232,
+        4.110873699188232,
+        4.025351524353027,
+        4.369447708129883,
+        3.8501477241516113,
+        math.nan,
+        3.97029185295105,
+        0.0,
+    ],
+    "p_lines": [
+        1.3862943649291992,
+        1.3862943649291992,
+        1.3862943649291992,
+        2.079441547393799,
+        1.3862943649291992,
+        math.nan,
+        1.3862943649291992,
+        0.6931471824645996,
+    ],
+    "p_start": [
+        2.397895336151123,
+        2.397895336151123,
+        0.6931471824645996,
+        1.3862943649291992,
+        1.7917594909667969,
+        math.nan,
+        3.4339871406555176,
+        0.6931471824645996,
+    ],
+    "p_top": [0.0, 0.0, 1.0, 0.0, 0.0, math.nan, 0.0, 1.0],
+    "p_code": [1.0, 1.0, 1.0, 0.0, 1.0, math.nan, 1.0, 0.0],
+    "p_doc": [0.0, 0.0, 0.0, 1.0, 0.0, math.nan, 0.0, 1.0],
+    "p_text": [0.0, 0.0, 0.0, 0.0, 0.0, math.nan, 0.0, 0.0],
+    "p_config": [0.0, 0.0, 0.0, 0.0, 0.0, math.nan, 0.0, 0.0],
+    "p_in_symbol": [1.0, 0.0, 0.0, 0.0, 0.0, math.nan, 0.0, 0.0],
+    "p_callable": [1.0, 0.0, 0.0, 1.0, 0.0, math.nan, 0.0, 0.0],
+    "p_type": [0.0, 0.0, 0.0, 1.0, 0.0, math.nan, 0.0, 0.0],
+    "p_defines": [0.0, 0.0, 0.0, 2.0, 0.0, math.nan, 0.0, 0.0],
+    "p_has_doc": [0.0, 0.0, 0.0, 0.0, 0.0, math.nan, 0.0, 0.0],
+    "p_imports": [0.0, 0.0, 1.0, 0.0, 0.0, math.nan, 0.0, 0.0],
+    "p_comments": [0.0, 0.0, 0.0, 0.6666666865348816, 0.0, math.nan, 0.5, 0.0],
+    "p_cov": [0.75, 0.75, 0.25, 0.75, 0.25, math.nan, 0.5, 0.0],
+    "p_cov_head": [0.25, 0.0, 0.0, 0.5, 0.0, math.nan, 0.0, 0.0],
+    "p_dup": [0.6931471824645996, 0.6931471824645996, 0.0, 0.0, 0.0, math.nan, 0.0, 0.6931471824645996],
+    "f_n": [0.6931471824645996, 0.0, 0.0, 0.0, 0.0, 0.0, 0.6931471824645996, 0.0],
+    "f_rank": [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0],
+    "f_other": [
+        0.3333333730697632,
+        -5.960464477539063e-08,
+        0.0,
+        0.0,
+        -2.9802322387695312e-08,
+        0.0,
+        1.0,
+        -1.4901161193847656e-08,
+    ],
+    "f_best": [
+        1.0,
+        0.9444444179534912,
+        0.5555555820465088,
+        0.5,
+        0.4444444477558136,
+        0.3888888955116272,
+        1.0,
+        0.2222222238779068,
+    ],
+    "f_size": [
+        8.294300079345703,
+        8.294300079345703,
+        8.294300079345703,
+        6.8035054206848145,
+        8.294300079345703,
+        math.nan,
+        8.294300079345703,
+        3.931825637817383,
+    ],
+    "f_path_cov": [
+        0.18075264990329742,
+        0.18075264990329742,
+        0.07189640402793884,
+        0.07189640402793884,
+        0.10885623842477798,
+        0.0,
+        0.18075264990329742,
+        0.0,
+    ],
+    "f_name_cov": [1.0, 1.0, 0.0, 1.0, 1.0, 0.0, 1.0, 0.0],
+    "f_test": [0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0],
+    "f_notes": [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0],
+    "f_docs_dir": [0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0],
+    "f_example": [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+    "f_bench": [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+    "f_vendor": [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+    "f_generated": [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+    "f_legacy": [0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+    "f_depth": [2.0, 2.0, 2.0, 2.0, 1.0, 0.0, 2.0, 0.0],
+    "f_barrel": [0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+    "f_readme": [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+    "f_siblings": [1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0],
+    "f_sib_rank": [0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+}
+
+
+def test_every_feature_of_a_small_query_stays_the_value_a_model_was_trained_on() -> None:
+    assert list(PINNED) == list(FEATURES)
+    x = features(_pinned_candidates())
+    for name, want in PINNED.items():
+        # float32 exactly, NaN where NaN
+        np.testing.assert_array_equal(x[:, F[name]], np.array(want, np.float32), err_msg=name)
+    # a second time from the passages' cache, and the rows rebuilt as a new search reads them
+    again = _pinned_candidates()
+    again.rows = {pid: replace(row, text=(row.text + " ")[:-1]) for pid, row in again.rows.items()}
+    np.testing.assert_array_equal(features(again), x)
+
+
+def test_a_passage_edited_under_its_id_is_not_served_from_the_passages_cache() -> None:
+    c = _pinned_candidates()
+    before = features(c)
+    row = c.rows[2]
+    c.rows = {**c.rows, 2: replace(row, text="import os\n# retry backoff delay\nx = 1\n", end_line=3)}
+    after = features(c)
+    barrel = 2  # the third candidate
+    assert before[barrel, F["p_imports"]] == 1 and after[barrel, F["p_imports"]] == pytest.approx(1 / 3)
+    assert after[barrel, F["p_comments"]] == pytest.approx(1 / 3)
+    assert after[barrel, F["p_cov"]] == pytest.approx(0.75) and after[barrel, F["p_lines"]] == np.float32(
+        np.log1p(3)
+    )
+
+
+def _anchored(text: str) -> tuple[int, int, int]:
+    """The counts of filled, import and comment lines as the patterns anchored at a line's start find them."""
+    return (
+        len(re.findall(r"^[ \t]*\S", text, re.M)),
+        len(re.compile(features_module._IMPORT_LINE.pattern, re.M).findall(text)),
+        len(re.compile(features_module._COMMENT_LINE.pattern, re.M).findall(text)),
+    )
+
+
+def test_the_line_scans_count_what_the_patterns_anchored_at_line_starts_count() -> None:
+    # pieces that end a match on a newline (`use\s`), run a match over lines (`from\nx\nimport`,
+    # `export {\n...}`), or start a line with other whitespace
+    pieces = [
+        "use", "use ", "use\n", "import", "import\n", "from x import y", "from\nx\nimport y", "pub(crate) use ",
+        "pub mod\n", "mod a;", "mod a\n;", "#include", "# include", "#!", "#[", "#", "//", "/*", "*", "--", ";;",
+        "<!--", '"""', "'''", "package\n", "using\n", "require", "require_relative", "const {a,\nb} = require(",
+        "let x =\nrequire(", "export * from 'x'", "export {\na\n} from 'y'", "export type {a} from\n'b'",
+        "export {", "export\n{", "@import", "library\n", "part\n", "part of", "  ", "\t", "\n", "\n\n", " \n",
+        "\r\n", "\x0b", "\x0c", "\u00a0", "\u2028", "x", "word", "}", ")", "{", "(",
+    ]  # fmt: skip
+    rng = random.Random(35)
+    for _ in range(20000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 12)))
+        filled, imports, comments = _anchored(text)
+        want = (0.0, 0.0) if not filled else (imports / filled, comments / filled)
+        assert features_module._text_traits(text) == want, repr(text)
+
+
+def test_trees_laid_out_complete_score_bitwise_as_the_level_by_level_walk() -> None:
+    rng = np.random.default_rng(35)
+    trees = []
+    for size in [1, 2, 5, 9, 14] * 27:  # 135 trees: walked in several batches
+        t: dict[str, list] = {k: [] for k in ("feature", "threshold", "missing_left", "value")}
+        t["left"], t["right"] = [0] * size, [0] * size
+        # a random binary tree of `size` inner nodes: each new node hangs from a free child of an earlier one
+        free = [(0, "left"), (0, "right")]
+        for i in range(size):
+            if i:
+                parent, side = free.pop(int(rng.integers(len(free))))
+                t[side][parent] = i
+                free += [(i, "left"), (i, "right")]
+            t["feature"].append(int(rng.integers(0, 6)))
+            border = rng.choice([-np.inf, 0.0, 0.5, 1.0, np.inf]) if i % 3 else rng.normal()
+            t["threshold"].append(float(border))
+            t["missing_left"].append(bool(rng.integers(2)))
+        for leaf, (parent, side) in enumerate(free):
+            t[side][parent] = ~leaf
+            t["value"].append(float(rng.normal()))
+        trees.append(t)
+    raw = {"kind": "trees", "features_version": FEATURES_VERSION, "features": list(FEATURES[:6]), "depth": 14,
+           "trees": trees}  # fmt: skip
+    model = parse(raw, "forest")
+    assert isinstance(model.scorer, Trees) and model.scorer.complete is not None
+    walked = replace(model, scorer=replace(model.scorer, complete=None))
+    values = np.array([-np.inf, -1.0, 0.0, 0.5, 1.0, 2.0, np.inf, np.nan], np.float32)
+    x = rng.choice(values, size=(300, len(FEATURES)))
+    x[:100] = rng.normal(size=(100, len(FEATURES)))
+    np.testing.assert_array_equal(model.score(x), walked.score(x))
+    want = [sum(_walk(t, row[:6].astype(np.float64)) for t in trees) for row in x]
+    assert np.allclose(model.score(x), want, atol=1e-5)

@@ -18,13 +18,15 @@ The columns describe:
 
 A value a candidate does not have is NaN where absence means "unknown" (no semantic arm ran); an arm that ran and
 did not return a candidate gives it that arm's floor, with the `_in` column 0. Nothing here reads the disk: what
-a row does not carry, the features do without.
+a row does not carry, the features do without. What depends on a passage alone is computed once and cached by
+the row itself (its text, lines, symbols, path and size); what depends on a file, once a file.
 """
 
 from __future__ import annotations
 
 import math
 import re
+import struct
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -219,18 +221,29 @@ _IMPORT_LINE = re.compile(
 _COMMENT_LINE = re.compile(r"^\s*(?:#(?![!\[])|//|/\*|\*|--|;;|<!--|\"\"\"|''')")
 
 
-_IMPORTS = re.compile(_IMPORT_LINE.pattern.replace("^", "^", 1), re.M)
-_COMMENTS = re.compile(_COMMENT_LINE.pattern, re.M)
-_FILLED = re.compile(r"^[ \t]*\S", re.M)
+# The three counts of `_text_traits` scan "\n" + text for a newline and what follows it, where `_IMPORT_LINE`,
+# `_COMMENT_LINE` and a filled line's `^[ \t]*\S` find a line's start (re.M): the same matches a character
+# earlier, and a scan that skips from newline to newline instead of trying every position (a third of the
+# time). A match that ends on a line's `\s` would take the next line's newline with it (where `^` lets that
+# line match on), so that `\s` is a lookahead here; no other alternative ends on a newline. The test suite
+# checks the counts equal the anchored patterns' on texts made to catch each such edge.
+_IMPORTS = re.compile(
+    r"\n\s*(?:import\b|from\s+\S+\s+import\b|use(?=\s)|pub(?:\([^)]*\))?\s+(?:use|mod)(?=\s)|mod\s+\w+\s*;|"
+    r"extern\s+crate\b|#\s*include\b|package(?=\s)|using(?=\s)|require(?:_relative)?\b|"
+    r"(?:const|let|var)\s+[\w{},\s]+=\s*require\(|export\s+(?:\*|\{[^}]*\}|type\s+\{[^}]*\})\s+from\b|"
+    r"export\s+\*|export\s+\{|@import\b|library(?=\s)|part(?=\s))"
+)
+_COMMENTS = re.compile("\n" + _COMMENT_LINE.pattern.removeprefix("^"))
+_FILLED = re.compile(r"\n[ \t]*\S")
 
 
-@lru_cache(maxsize=16384)
 def _text_traits(text: str) -> tuple[float, float]:
     """(share of non-blank lines that import or re-export, share that are comments): three scans in C."""
-    lines = len(_FILLED.findall(text))
+    scanned = "\n" + text
+    lines = len(_FILLED.findall(scanned))
     if not lines:
         return 0.0, 0.0
-    return len(_IMPORTS.findall(text)) / lines, len(_COMMENTS.findall(text)) / lines
+    return len(_IMPORTS.findall(scanned)) / lines, len(_COMMENTS.findall(scanned)) / lines
 
 
 # -- the file ------------------------------------------------------------------------------------------------
@@ -325,22 +338,94 @@ def file_kind(path: str) -> tuple[float, float, float, float]:
     )
 
 
+@lru_cache(maxsize=16384)
+def _file(path: str) -> tuple[str, frozenset[str], frozenset[str], bytes]:
+    """A file's name, the stemmed words of its path and of its name, and its `path_traits` as float32 bytes:
+    one lookup a file and search (its path a new string each time, hashed once)."""
+    return path.rsplit("/", 1)[-1], path_words(path), name_words(path), _PACK_PATH(*path_traits(path))
+
+
+_PACK_PATH = struct.Struct(f"={INDEX['f_siblings'] - INDEX['f_test']}f").pack
+
+
+# -- the passage's own columns, once per passage ----------------------------------------------------------
+_BLOCK = 16  # the passage block's columns (see `features`), then the two text traits
+_COV, _COV_HEAD, _DUP = 12, 13, 14  # the block's columns that depend on the query or the other candidates
+
+
+@lru_cache(maxsize=16384)
+def _passage(row: PassageRow | None) -> tuple[str, str, bytes]:
+    """A row's text and heading lower-cased (what the query's words are looked for in) and its query-free
+    columns, as the float32 bytes of one row of the passage block with the text traits after it.
+
+    Cached: the next query, page or search state sees many of the same passages, and a row is its own key (a
+    frozen dataclass: text, lines, symbol, defines, path and size are all in its hash and equality), so what is
+    cached cannot outlive what it was computed from."""
+    if row is None:
+        return "", "", _ABSENT
+    symbol, defines = row.symbol, row.defines
+    kinds = {d.kind for d in defines} | ({symbol.kind} if symbol else set())
+    head = " ".join(filter(None, (row.heading, symbol.name if symbol else "", *(d.name for d in defines))))
+    # struct's float is a C cast of the double, the one rounding numpy's float32 conversion makes too
+    block = _PACK(
+        len(row.text.strip()),
+        row.end_line - row.start_line + 1,
+        row.start_line,
+        *file_kind(row.path),
+        float(symbol is not None),
+        float("function" in kinds),
+        float(bool(kinds & _TYPE_KINDS)),
+        float(len(defines)),
+        float(bool(symbol and symbol.doc)),
+        0.0,
+        0.0,
+        0.0,
+        row.size,
+        *_text_traits(row.text),
+    )
+    return row.text.lower(), head.lower(), block
+
+
+_PACK = struct.Struct(f"={_BLOCK + 2}f").pack
+# an absent row's block, as the passage of no text at no path
+_ABSENT = _PACK(0, 0, 0, *file_kind(""), *[0.0] * 9, *_text_traits(""))
+
+
+@lru_cache(maxsize=1024)
+def _query(
+    query: str, terms: tuple[str, ...] | None
+) -> tuple[tuple[float, ...], tuple[str, ...], tuple[str, ...]]:
+    """The query's columns, its stems and what a text is searched for to hold each."""
+    stems = query_stems(query, terms)
+    return tuple(query_shape(query)), tuple(stems), tuple(probe(s) for s in stems)
+
+
 # -- the matrix ----------------------------------------------------------------------------------------------
 def _arm(out: np.ndarray, first_col: int, arm: ArmList | None, ids: Sequence[int]) -> None:
     """The five columns of one arm (in, raw, relative to its best, min-max scaled, reciprocal rank); a candidate
     the arm did not return gets its floor. Left NaN when the arm did not run."""
     if arm is None:
         return
-    got = [arm.found.get(pid) for pid in ids]
+    got = list(map(arm.found.get, ids))
     inside = np.array([g is not None for g in got], np.float32)
-    score = np.array([g[1] if g is not None else arm.floor for g in got], np.float32)
+    floor = arm.floor
+    score = np.array([g[1] if g is not None else floor for g in got], np.float32)
     rank = np.array([g[0] if g is not None else 0 for g in got], np.float32)
-    span = arm.best - arm.floor
+    span = arm.best - floor
     out[:, first_col] = inside
     out[:, first_col + 1] = score
     out[:, first_col + 2] = score / arm.best if arm.best > 0 else 0.0
-    out[:, first_col + 3] = np.clip(score - arm.floor, 0.0, None) / span if span > 0 else inside
+    out[:, first_col + 3] = np.clip(score - floor, 0.0, None) / span if span > 0 else inside
     out[:, first_col + 4] = np.divide(1.0, rank, out=np.zeros_like(rank), where=rank > 0)
+
+
+_P_FIRST, _P_LAST, _F_SIZE = INDEX["p_chars"], INDEX["p_dup"], INDEX["f_size"]
+_F_N, _F_TEST, _F_SIBLINGS, _F_END = (
+    INDEX["f_n"],
+    INDEX["f_test"],
+    INDEX["f_siblings"],
+    INDEX["f_sib_rank"] + 1,
+)
 
 
 def features(c: Candidates) -> np.ndarray:
@@ -351,9 +436,8 @@ def features(c: Candidates) -> np.ndarray:
     if not n:
         return out
     col = INDEX
-    out[:, : len(QUERY_COLUMNS)] = query_shape(c.query)
-    stems = query_stems(c.query, c.terms)
-    probes = [probe(s) for s in stems]
+    shape, stems, probes = _query(c.query, None if c.terms is None else tuple(c.terms))
+    out[:, : len(QUERY_COLUMNS)] = shape
     wanted = set(stems)
     n_stems = float(max(len(stems), 1))
 
@@ -364,101 +448,96 @@ def features(c: Candidates) -> np.ndarray:
     firsts = [c.first.get(pid, 0.0) for pid in ids]
     first = np.array(firsts, np.float32)
     top = max(firsts) or 1.0
-    out[:, col["sym_rrank"]] = [1.0 / c.named[pid] if pid in c.named else 0.0 for pid in ids]
+    named = c.named
+    out[:, col["sym_rrank"]] = [1.0 / named[pid] if pid in named else 0.0 for pid in ids]
     out[:, col["first"]] = first / top
     out[:, col["first_rrank"]] = 1.0 / np.arange(1, n + 1, dtype=np.float32)
 
-    rows = [c.rows.get(pid) for pid in ids]
+    rows = list(map(c.rows.get, ids))
     paths = [r.path if r is not None else "" for r in rows]
     present = np.array([r is not None for r in rows])
+    # the candidates' files: members in first-fusion order, the idf of each query word among their paths
+    members: dict[str, list[int]] = {}
+    where: dict[str, int] = {}  # a file's row among the files
+    file_of: list[int] = []
+    rank_in_file: list[int] = []
+    for i, path in enumerate(paths):
+        group = members.get(path)
+        if group is None:
+            where[path] = len(members)
+            group = members[path] = []
+        file_of.append(where[path])
+        rank_in_file.append(len(group))
+        group.append(i)
+    files = len(members)
+    file_info = [_file(path) for path in members]
+    held = [words & wanted for _, words, _, _ in file_info]
+    seen = Counter(w for words in held for w in words)
+    idf = {w: (math.log(files / k) / math.log(files) if files > 1 else 1.0) for w, k in seen.items()}
+    # files of one name in the order they first appear (members' order already)
+    by_name: dict[str, list[int]] = {}
+    for f, (name, _, _, _) in enumerate(file_info):
+        by_name.setdefault(name, []).append(f)
+    # one row a file, the columns f_n .. f_sib_rank but the path's traits (f_rank, f_size filled below, f_other
+    # less each candidate's own); `sum` of a single float is 0.0 plus it, spelled so for the many files that hold
+    # one candidate (the same value, without a generator)
+    groups = list(members.values())
+    per_file: list[tuple[float, ...]] = [()] * files
+    for same in by_name.values():
+        for sib_rank, f in enumerate(same):
+            group, words = groups[f], held[f]
+            per_file[f] = (
+                math.log(len(group)),
+                0.0,
+                (sum(firsts[i] for i in group) if len(group) > 1 else 0.0 + firsts[group[0]]) / top,
+                firsts[group[0]] / top,
+                math.nan,
+                (sum(idf[w] for w in words) if words else 0) / n_stems,
+                float(len(file_info[f][2] & wanted)),
+                float(len(same) - 1),
+                float(sib_rank),
+            )
+    values = np.array(per_file, np.float32)
+    by_file = np.empty((files, _F_END - _F_N), np.float32)
+    by_file[:, : _F_TEST - _F_N] = values[:, : _F_TEST - _F_N]
+    by_file[:, _F_TEST - _F_N : _F_SIBLINGS - _F_N] = np.frombuffer(
+        b"".join([k[3] for k in file_info]), np.float32
+    ).reshape(files, _F_SIBLINGS - _F_TEST)
+    by_file[:, _F_SIBLINGS - _F_N :] = values[:, _F_TEST - _F_N :]
+    fcols = by_file[file_of]
+    fcols[:, 1] = rank_in_file
+    fcols[:, 2] -= first / top
+    out[:, _F_N:_F_END] = fcols
+
     if present.any():
+        known = list(map(_passage, rows))
+        # the passage block and its text traits, as rows of float32 bytes: one conversion for them all
+        raw = np.frombuffer(b"".join([k[2] for k in known]), np.float32).reshape(n, _BLOCK + 2)
+        block = raw[:, :_BLOCK].copy()
+        if probes:
+            lows = [k[0] for k in known]
+            heads = [k[1] for k in known]
+            block[:, _COV] = np.array([[p in low for low in lows] for p in probes]).sum(axis=0) / n_stems
+            # most of the query's words are in no heading: one scan of them all tells so
+            every = "\n".join(heads)
+            block[:, _COV_HEAD] = (
+                np.array([[p in h for h in heads] if p in every else [False] * n for p in probes]).sum(axis=0)
+                / n_stems
+            )
         texts = [r.text if r is not None else "" for r in rows]
-        lows = [t.lower() for t in texts]
-        heads = [
-            " ".join(
-                filter(None, (r.heading, r.symbol.name if r.symbol else "", *(d.name for d in r.defines)))
-            ).lower()
-            if r is not None
-            else ""
-            for r in rows
-        ]
-        traits = np.array([_text_traits(t) for t in texts], np.float32).reshape(n, 2)
         dup = Counter(texts)
-        kinds = [
-            ({d.kind for d in r.defines} | ({r.symbol.kind} if r.symbol else set())) if r else set()
-            for r in rows
-        ]
-        block = np.array(
-            [
-                [
-                    len(t.strip()),
-                    (r.end_line - r.start_line + 1) if r else 0,
-                    r.start_line if r else 0,
-                    *file_kind(p),
-                    float(r is not None and r.symbol is not None),
-                    float("function" in k),
-                    float(bool(k & _TYPE_KINDS)),
-                    float(len(r.defines)) if r else 0.0,
-                    float(bool(r and r.symbol and r.symbol.doc)),
-                    sum(s in low for s in probes) / n_stems,
-                    sum(s in h for s in probes) / n_stems,
-                    dup[t],
-                    r.size if r else 0,
-                ]
-                for r, t, low, h, k, p in zip(rows, texts, lows, heads, kinds, paths, strict=True)
-            ],
-            np.float32,
-        )
+        block[:, _DUP] = [dup[t] for t in texts]
         out[:, col["p_chars"]] = np.log1p(block[:, 0])
         out[:, col["p_lines"]] = np.log1p(block[:, 1])
         out[:, col["p_start"]] = np.log1p(block[:, 2])
         out[:, col["p_top"]] = block[:, 2] == 1
         out[:, col["p_code"] : col["p_config"] + 1] = block[:, 3:7]
         out[:, col["p_in_symbol"] : col["p_has_doc"] + 1] = block[:, 7:12]
-        out[:, col["p_imports"]] = traits[:, 0]
-        out[:, col["p_comments"]] = traits[:, 1]
-        out[:, col["p_cov"]] = block[:, 12]
-        out[:, col["p_cov_head"]] = block[:, 13]
+        out[:, col["p_imports"] : col["p_comments"] + 1] = raw[:, _BLOCK:]
+        out[:, col["p_cov"] : col["p_dup"]] = block[:, 12:14]
         out[:, col["p_dup"]] = np.log(block[:, 14])
-        out[:, col["f_size"]] = np.log1p(block[:, 15])
-        out[~present, col["p_chars"] : col["p_dup"] + 1] = np.nan
-        out[~present, col["f_size"]] = np.nan
+        out[:, _F_SIZE] = np.log1p(block[:, 15])
+        out[~present, _P_FIRST : _P_LAST + 1] = np.nan
+        out[~present, _F_SIZE] = np.nan
 
-    # the candidates' files: members in first-fusion order, the idf of each query word among their paths
-    members: dict[str, list[int]] = {}
-    for i, path in enumerate(paths):
-        members.setdefault(path, []).append(i)
-    files = len(members)
-    held = {path: path_words(path) & wanted for path in members}
-    seen = Counter(w for words in held.values() for w in words)
-    idf = {w: (math.log(files / k) / math.log(files) if files > 1 else 1.0) for w, k in seen.items()}
-    by_name: dict[str, list[str]] = {}
-    for path in members:
-        by_name.setdefault(path.rsplit("/", 1)[-1], []).append(path)
-    per_file: dict[str, tuple[float, ...]] = {}
-    for same in by_name.values():
-        same.sort(key=lambda p: members[p][0])
-        for sib_rank, path in enumerate(same):
-            group = members[path]
-            per_file[path] = (
-                math.log(len(group)),
-                sum(firsts[i] for i in group) / top,
-                firsts[group[0]] / top,
-                sum(idf[w] for w in held[path]) / n_stems,
-                float(len(name_words(path) & wanted)),
-                *path_traits(path),
-                float(len(same) - 1),
-                float(sib_rank),
-            )
-    rank_in_file = np.zeros(n, np.float32)
-    for group in members.values():
-        rank_in_file[group] = np.arange(len(group), dtype=np.float32)
-    fcols = np.array([per_file[p] for p in paths], np.float32)
-    out[:, col["f_n"]] = fcols[:, 0]
-    out[:, col["f_rank"]] = rank_in_file
-    out[:, col["f_other"]] = fcols[:, 1] - first / top
-    out[:, col["f_best"]] = fcols[:, 2]
-    out[:, col["f_path_cov"]] = fcols[:, 3]
-    out[:, col["f_name_cov"]] = fcols[:, 4]
-    out[:, col["f_test"] : col["f_sib_rank"] + 1] = fcols[:, 5:]
     return out

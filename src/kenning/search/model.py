@@ -1,11 +1,13 @@
 """A learned ranker's model: the file that ships in the package, how it is read, and how it scores a feature matrix.
 
 A model is a JSON file (`kenning/search/models/*.json`) written by the trainer (`bench/ranker/train.py`): the
-feature names and version it was trained on, and a linear model (`weights`, `bias`, the value each feature takes
+feature names and version it was trained on, optionally a prior (a feature and a weight the scores start from:
+the trees then correct that feature's order), and a linear model (`weights`, `bias`, the value each feature takes
 when missing), an ensemble of oblivious trees (CatBoost's: one split a level, so a row's leaf is the bits of its
 comparisons, found for every row and tree in a few numpy operations: the fastest to apply), or of regression trees
-as LightGBM grows them (kept as flat arrays and scored level by level over all trees at once). Reading it needs
-numpy only.
+as LightGBM grows them (laid out at load as complete trees of one depth, `Complete`, and walked level by level
+over all rows and trees at once; trees too deep for that layout keep their own arrays). Reading it needs numpy
+only.
 
 A model trained on another version of the features is refused (`ModelMismatch`), never applied to columns that
 mean something else.
@@ -30,6 +32,122 @@ class ModelMismatch(IndexError_):
     """A ranking model whose features are not the ones this kenning computes."""
 
 
+_TREES_AT_ONCE = 64
+
+
+@dataclass(frozen=True)
+class Complete:
+    """A forest laid out as complete binary trees of one depth (node i's children at 2i+1 and 2i+2, a shallower
+    leaf copied to every leaf below it), indexed flat across trees: a row's walk is then a gather of its value,
+    one comparison and one gather of the next node a level, with no test of where it has arrived. A NaN takes
+    its node's learned way through the comparison itself: a node that sends it left reads the row's copy with
+    NaN as -inf (which goes left of every threshold), one that sends it right reads the row as it is (NaN is
+    not <= anything)."""
+
+    column: np.ndarray  # intp (trees * inner,): the column of the doubled row a node reads
+    threshold: np.ndarray  # float64 (trees * inner,)
+    right: np.ndarray  # intp (trees * inner,): the flat index of its right child (the left one is one less)
+    value: np.ndarray  # float32 (trees * 2**depth,): the leaves; the last level's children index them
+    depth: int
+    columns: int  # the width of the rows it scores
+
+    @classmethod
+    def of(
+        cls,
+        feature: np.ndarray,
+        threshold: np.ndarray,
+        left: np.ndarray,
+        right: np.ndarray,
+        missing_left: np.ndarray,
+        value: np.ndarray,
+        columns: int,
+    ) -> Complete | None:
+        """The complete layout of padded trees (`Trees`' arrays) over rows of `columns` values; None when it would
+        be too big (deep trees), a threshold is NaN (it sends every value right, which the copies cannot say) or
+        a tree does not end in leaves within 64 levels."""  # fmt: skip
+        count, nodes = feature.shape
+        if np.isnan(threshold).any():
+            return None
+        # every tree walked from its root at once, a level at a time: the inner nodes reached (tree, node, place
+        # in the complete tree) and the leaves (tree, leaf, place, level)
+        tree, node, place = np.arange(count), np.zeros(count, np.intp), np.zeros(count, np.intp)
+        inner_at: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        leaf_at: list[tuple[np.ndarray, np.ndarray, np.ndarray, int]] = []
+        level = 0
+        while tree.size:
+            # one level more than the layout allows (or a tree that loops): keep the trees' own arrays
+            if count << (level + 1) > 1 << 18:
+                return None
+            inner_at.append((tree, node, place))
+            below: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+            for children, side in ((left, 1), (right, 2)):
+                child, at = children[tree, node], 2 * place + side
+                ends = child < 0
+                leaf_at.append((tree[ends], ~child[ends], at[ends], level + 1))
+                below.append((tree[~ends], child[~ends], at[~ends]))
+            tree, node, place = (np.concatenate(parts) for parts in zip(*below, strict=True))
+            if (node >= nodes).any():
+                return None
+            level += 1
+        depth = max(level for *_, level in leaf_at)
+        if any((leaf >= value.shape[1]).any() for _, leaf, _, _ in leaf_at):
+            return None
+        inner, leaves = (1 << depth) - 1, 1 << depth
+        column = np.zeros((count, inner), np.intp)
+        border = np.zeros((count, inner), np.float64)
+        for t, n, at in inner_at:
+            column[t, at] = np.where(missing_left[t, n], feature[t, n], columns + feature[t, n])
+            border[t, at] = threshold[t, n]
+        leaf = np.zeros((count, leaves), np.float32)
+        for t, v, at, reached in leaf_at:
+            # a leaf `depth - reached` levels short of the bottom stands for the leaves below its place
+            below_it = depth - reached
+            first = ((at + 1) << below_it) - 1 - inner
+            for k in range(1 << below_it):
+                leaf[t, first + k] = value[t, v]
+        tree = np.arange(count, dtype=np.intp)[:, None]
+        # a node's right child, flat: an inner node of its tree, or past the last level one of its leaves
+        child = 2 * np.arange(inner, dtype=np.intp) + 2
+        after = np.where(child < inner, tree * inner + child, tree * leaves + child - inner)
+        return cls(column.ravel(), border.ravel(), after.ravel(), leaf.ravel(), depth, columns)
+
+    def score(self, x: np.ndarray) -> np.ndarray:
+        n, columns = x.shape
+        count = self.value.shape[0] >> self.depth
+        doubled = np.empty((n, 2 * columns), np.float64)
+        doubled[:, columns:] = x
+        doubled[:, :columns] = x
+        np.copyto(doubled[:, :columns], -np.inf, where=np.isnan(x))
+        flat = doubled.ravel()
+        row_at = (np.arange(n, dtype=np.intp) * (2 * columns))[:, None]
+        leaf = np.empty((n, count), np.intp)
+        # the trees a few dozen at a time, through buffers reused level by level: a search's hundred rows by all
+        # its trees at once made temporaries of 240 kB each, which cost a quarter more amid a search's other work
+        # than these that stay in cache (bench/history/2026-12-06-feature-speed.md)
+        chunks = -(-count // _TREES_AT_ONCE)
+        size = -(-count // chunks)
+        inner = (1 << self.depth) - 1
+        for start in range(0, count, size):
+            k = min(size, count - start)
+            at = np.empty((n, k), np.intp)
+            at[:] = np.arange(start, start + k, dtype=np.intp) * inner
+            read, after = np.empty_like(at), np.empty_like(at)
+            value, threshold = np.empty((n, k), np.float64), np.empty((n, k), np.float64)
+            left = np.empty((n, k), np.bool_)
+            for _ in range(self.depth):
+                self.column.take(at, out=read, mode="clip")
+                np.add(read, row_at, out=read)
+                flat.take(read, out=value, mode="clip")
+                self.threshold.take(at, out=threshold, mode="clip")
+                np.less_equal(value, threshold, out=left)
+                self.right.take(at, out=after, mode="clip")
+                np.subtract(after, left, out=at)
+            leaf[:, start : start + k] = at
+        # summed as the level walk sums: one float32 row of every tree's leaf, in tree order
+        out: np.ndarray = self.value[leaf].sum(axis=1, dtype=np.float32)
+        return out
+
+
 @dataclass(frozen=True)
 class Trees:
     feature: np.ndarray  # int32 (trees, nodes): the column each internal node splits on
@@ -39,11 +157,14 @@ class Trees:
     missing_left: np.ndarray  # bool (trees, nodes): where a NaN goes
     value: np.ndarray  # float32 (trees, leaves)
     depth: int  # the deepest path, in internal nodes
+    complete: Complete | None = None  # the same trees laid out to be walked faster, when they can be
 
     def score(self, x: np.ndarray) -> np.ndarray:
         n, (trees, nodes) = x.shape[0], self.feature.shape
         if not n:
             return np.zeros(0, np.float32)
+        if self.complete is not None and x.shape[1] == self.complete.columns:
+            return self.complete.score(x)
         # compared in double, as LightGBM compares: a threshold between two floats rounds onto one of them in
         # single precision (0.99999997 became 1.0, and a value of 1.0 went left where it goes right). Every
         # array is read flat (a row's node of a tree at tree * nodes + node): one gather a level instead of
@@ -114,13 +235,18 @@ class Model:
     columns: np.ndarray  # the model's features as columns of FEATURES
     scorer: Trees | Oblivious | Linear
     meta: dict[str, Any]
+    prior: tuple[int, float] | None = None  # (a FEATURES column, its weight): where the scorer's sum starts
 
     def score(self, x: np.ndarray) -> np.ndarray:
         """One score per row of a FEATURES matrix; higher ranks first."""
-        return self.scorer.score(x[:, self.columns])
+        out = self.scorer.score(x[:, self.columns])
+        if self.prior is not None:
+            column, weight = self.prior
+            out = (out + weight * np.nan_to_num(x[:, column])).astype(np.float32)
+        return out
 
 
-def _trees(raw: dict[str, Any]) -> Trees:
+def _trees(raw: dict[str, Any], columns: int) -> Trees:
     trees = raw["trees"]
     nodes = max(1, max(len(t["feature"]) for t in trees))
     leaves = max(len(t["value"]) for t in trees)
@@ -137,15 +263,15 @@ def _trees(raw: dict[str, Any]) -> Trees:
     for i, t in enumerate(trees):
         if not t["feature"]:
             left[i, 0] = right[i, 0] = ~0
-    return Trees(
+    arrays = (
         pad("feature", nodes, np.int32),
         pad("threshold", nodes, np.float64, np.inf),
         left,
         right,
         pad("missing_left", nodes, np.bool_, True),
         pad("value", leaves, np.float32),
-        max(1, int(raw["depth"])),
     )
+    return Trees(*arrays, max(1, int(raw["depth"])), Complete.of(*arrays, columns))
 
 
 def parse(raw: dict[str, Any], name: str) -> Model:
@@ -161,7 +287,7 @@ def parse(raw: dict[str, Any], name: str) -> Model:
     kind = raw.get("kind")
     scorer: Trees | Oblivious | Linear
     if kind == "trees":
-        scorer = _trees(raw)
+        scorer = _trees(raw, len(names))
     elif kind == "oblivious":
         scorer = Oblivious(
             np.asarray(raw["feature"], np.int64),
@@ -181,7 +307,14 @@ def parse(raw: dict[str, Any], name: str) -> Model:
         )
     else:
         raise ModelMismatch(f"the ranking model {name} is of an unknown kind {kind!r}", hint="retrain it")
-    return Model(name, columns, scorer, raw.get("meta", {}))
+    prior = raw.get("prior")
+    if prior is not None and prior.get("feature") not in FEATURES:
+        raise ModelMismatch(
+            f"the ranking model {name} starts from a feature this kenning does not compute",
+            hint="retrain it with bench/ranker/train.py, or reinstall kenning",
+        )
+    start = None if prior is None else (FEATURES.index(prior["feature"]), float(prior["weight"]))
+    return Model(name, columns, scorer, raw.get("meta", {}), start)
 
 
 def load_file(path: Path) -> Model:

@@ -9,6 +9,7 @@ since it was indexed are flagged stale, and those whose file is gone are left ou
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections import Counter
@@ -20,7 +21,7 @@ import numpy as np
 
 from kenning import walk
 from kenning.search import shape
-from kenning.search.features import ArmList, Candidates, features
+from kenning.search.features import INDEX, ArmList, Candidates, features
 from kenning.search.model import Model
 from kenning.search.query import searched_terms
 from kenning.search.request import MIN_DEPTH, SYMBOL_FIRST, Plan
@@ -130,7 +131,7 @@ def candidates(
     """The leading candidates of the first fusion and what each arm said of them."""
     by_arm: dict[str, list[list[tuple[int, float]]]] = {}
     for key, items in ranked.items():
-        by_arm.setdefault(key.partition("#")[0], []).append(items)
+        by_arm.setdefault(key.partition("#")[0], []).append(items[:NORM_DEPTH])
     named = {pid: rank for rank, (pid, _) in enumerate(ranked.get("symbol#d", ()), 1)}
     return Candidates(
         query,
@@ -185,7 +186,10 @@ def _order(
     rows: dict[int, PassageRow] = {}
     if model is not None or CAPTURE is not None:
         if order:
-            return _learned(ranked, db, limit, query, model, fused, arm_rank, order, named_any)
+            lead = weights.get("symbol", 0.0) >= SYMBOL_FIRST
+            return _learned(
+                ranked, db, limit, query, model, fused, arm_rank, order, named_any, lead, factor < 1.0
+            )
         return _Order(fused, arm_rank, order, {}, {})
     if order:
         rows = db.passages_by_id(order[:want])
@@ -252,6 +256,8 @@ def _learned(
     arm_rank: dict[int, dict[str, tuple[int, float]]],
     order: list[int],
     named_any: set[int],
+    definitions_lead: bool = False,
+    demote_tests: bool = False,
 ) -> _Order:
     """The first fusion's leading candidates re-ordered by the model: each one's score, less the model's
     `diversity` for every passage of its file scored above it (the judge of a code question reads files, and five
@@ -260,6 +266,13 @@ def _learned(
     # each passage is (a name the query defines first): ids follow the order files were indexed in, so two
     # indexes of the same files (one built whole, one from a snapshot and an overlay) must not tell ties apart by
     # them, neither at the head's edge nor in the features that read the order
+    # only candidates some route ranked within NORM_DEPTH, each route's list cut there too (`candidates`): a
+    # bigger --limit fetches deeper, and what a deeper fetch adds (scores of zero, arms that now "found" a
+    # candidate) must not change a leader's features, or the first hits would move with the limit
+    deep = [pid for pid in order if min(r for r, _ in arm_rank[pid].values()) > NORM_DEPTH]
+    if deep:
+        past = set(deep)
+        order = [pid for pid in order if pid not in past]
     cut = min(RERANK_DEPTH, len(order))
     while cut < len(order) and first[order[cut]] == first[order[cut - 1]]:
         cut += 1
@@ -284,16 +297,22 @@ def _learned(
         CAPTURE(found, x)
     # without a model (the trainer capturing), the first fusion's order
     scores = np.array([first[pid] for pid in head], np.float32) if model is None else model.score(x)
+    demoted: dict[int, float] = {}
+    if model is not None and demote_tests:
+        named = {pid for pid, _ in ranked.get("symbol#d", ())}
+        scores, demoted = _behind_the_code(head, scores, x, named)
     ranked_head, shown = diversify(
         head,
         scores,
         [rows[pid].path if pid in rows else "" for pid in head],
         float(model.meta.get("diversity", 0.0)) if model else 0.0,
     )
+    if model is not None and definitions_lead:
+        ranked_head = definitions_first(ranked_head, {pid for pid, _ in ranked.get("symbol#d", ())})
     fused = dict(first)
     for pid, value in zip(ranked_head, shown, strict=True):
         fused[pid] = value
-    rest = tied[RERANK_DEPTH:] + order[cut:]
+    rest = tied[RERANK_DEPTH:] + order[cut:] + deep
     if rest:
         # the tail keeps its order below the least of the head
         floor = min(shown) if len(shown) else 1.0
@@ -302,7 +321,41 @@ def _learned(
             fused[pid] = min(first[pid] * scale, floor)
     new_order = ranked_head + rest
     _fetch_leading(db, new_order, max(limit * 4, 40), rows)
-    return _Order(fused, arm_rank, new_order, rows, {})
+    return _Order(fused, arm_rank, new_order, rows, demoted)
+
+
+# A test file's passage, for a query not about tests, is scored this much lower by the learned ranker: it needs a
+# model score one unit higher (its shown score e times higher) to rank above code. The learned counterpart of
+# the hand-set halving (TEST_FILE_WEIGHT): mined commits change code and tests together and judge both
+# relevant, so the model alone ranks a test as high as the code it tests. Measured on the development sets, one
+# unit moved the per-file questions +0.0015 and the mined sets -0.0008 (the code sets not at all): the sets
+# neither ask for nor punish it; users reading for the code do.
+TESTS_MARGIN = 1.0
+
+
+def _behind_the_code(
+    head: list[int], scores: np.ndarray, x: np.ndarray, named: set[int]
+) -> tuple[np.ndarray, dict[int, float]]:
+    # a definition of a name the query spells is what it asks for, in a test file too (a test helper)
+    test = (x[:, INDEX["f_test"]] > 0) & np.array([pid not in named for pid in head], dtype=bool)
+    if not test.any():
+        return scores, {}
+    factor = round(math.exp(-TESTS_MARGIN), 4)
+    return scores - TESTS_MARGIN * test, {
+        pid: factor for pid, t in zip(head, test.tolist(), strict=True) if t
+    }
+
+
+def definitions_first(order: list[int], definitions: set[int]) -> list[int]:
+    """A hard rule beside the model: a query that is one name (`make_widget`, `Config.load`) asks where that name
+    is defined, as does `--prefer-symbol` for the names among a query's words, so the passages defining it lead, in the model's order among themselves, whatever else holds
+    the name more often. The model learned from sentences (commit messages, questions, docstrings) and has
+    seen too few bare names to learn this; a name's call sites, however many, never answer it before the
+    definition does. The scores shown keep their places (the best still 1, each below the one above)."""
+    lead = [pid for pid in order if pid in definitions]
+    if not lead:
+        return order
+    return lead + [pid for pid in order if pid not in definitions]
 
 
 def diversify(
