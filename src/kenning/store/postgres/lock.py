@@ -8,6 +8,7 @@ as of its last committed batch, which the next run completes.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 from collections.abc import Iterator
@@ -43,6 +44,7 @@ class AdvisoryLock(WriterLock):
 
         who = f"{operation} pid {os.getpid()} on {socket.gethostname()}"
         conn = connect(self.url, purpose=who)
+        held = False
         try:
             try:
                 if wait <= 0:
@@ -58,9 +60,15 @@ class AdvisoryLock(WriterLock):
                 raise IndexBusy(self._busy(conn), hint=self._hint) from None
             except psycopg.Error as exc:
                 raise server_error(exc, self.url) from exc
+            held = True
             yield
         finally:
-            conn.close()  # the session's lock goes with it
+            if held:
+                # released before the connection closes: a closed session's lock goes only when the server
+                # has ended its process, after close() returns, and a probe in between still saw a holder
+                with contextlib.suppress(psycopg.Error):
+                    conn.execute("SELECT pg_advisory_unlock(%s)", (self.key,))
+            conn.close()
 
     _hint = "wait for it to finish, or pass --wait SECONDS to queue behind it"
 
