@@ -58,11 +58,8 @@ def test_a_feature_question_gets_its_central_files_before_five_windows_of_one(
     assert paths.count("src/uploads.py") == 5  # the windows are still there, further down
 
 
-def test_release_notes_rank_below_the_code_unless_the_question_is_about_changes(
-    tmp_path: Path, engine_factory: Callable[..., Engine]
-) -> None:
-    """A changelog names every feature of a project once per release: it matched code questions well (on the code
-    set, CHANGELOG.rst took top-10 places of most of marshmallow's questions) and answered none of them."""
+def _with_release_notes(tmp_path: Path, engine_factory: Callable[..., Engine]) -> Engine:
+    """An index of a pool's code, a changelog that names it, and fillers."""
     root = make_tree(
         tmp_path / "repo",
         {
@@ -74,6 +71,13 @@ def test_release_notes_rank_below_the_code_unless_the_question_is_about_changes(
     )
     engine = engine_factory(root)
     engine.index()
+    return engine
+
+
+def test_release_notes_rank_below_the_code(tmp_path: Path, engine_factory: Callable[..., Engine]) -> None:
+    """A changelog names every feature of a project once per release: it matched code questions well (on the code
+    set, CHANGELOG.rst took top-10 places of most of marshmallow's questions) and answered none of them."""
+    engine = _with_release_notes(tmp_path, engine_factory)
     [result] = engine.search("connection pool free slot", mode="lexical", trace=True)
     assert [h.path for h in result.hits][:2] == ["src/pool.py", "CHANGELOG.md"]
     notes = result.hits[1].trace
@@ -89,17 +93,7 @@ def test_release_notes_rank_below_the_code_unless_the_question_is_about_changes(
 def test_a_question_about_changes_puts_the_release_notes_first(
     tmp_path: Path, engine_factory: Callable[..., Engine]
 ) -> None:
-    root = make_tree(
-        tmp_path / "repo",
-        {
-            "src/pool.py": _function("acquire", "# take a connection from the pool, waiting for a free slot"),
-            "CHANGELOG.md": "# Changelog\n\n## 2.0\n\n- connection pool: take a connection from the pool, free slot "
-            "waiting, pool connection slot fixes, pool connection\n",
-            **_fillers("connection", "pool", "slot"),
-        },
-    )
-    engine = engine_factory(root)
-    engine.index()
+    engine = _with_release_notes(tmp_path, engine_factory)
     [result] = engine.search("what changed in the connection pool free slot", mode="lexical")
     assert result.hits[0].path == "CHANGELOG.md"
 
