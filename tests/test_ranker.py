@@ -532,3 +532,32 @@ def test_trees_laid_out_complete_score_bitwise_as_the_level_by_level_walk() -> N
     np.testing.assert_array_equal(model.score(x), walked.score(x))
     want = [sum(_walk(t, row[:6].astype(np.float64)) for t in trees) for row in x]
     assert np.allclose(model.score(x), want, atol=1e-5)
+
+
+def test_regression_a_bigger_limit_changed_the_leaders_the_model_reorders(
+    tmp_path: Path, engine_factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bigger --limit fetches each route deeper (5 x the limit): candidates past the normalisation depth joined
+    the leaders as zero-score ties and the routes' deeper lists changed what the features said of the others
+    (found by a route or not), so the first hits moved with the limit. The model re-orders the same leaders,
+    with the same features, whatever the limit."""
+    from conftest import make_tree
+    from kenning.search import rank
+
+    # no two files alike: of equal scores at a route's cut, which ones it returns is another question
+    files = {
+        f"src/m{i:03d}.py": f"def parse_{i}(value):\n    # parse the {'config ' * (1 + i % 7)}file, variant {i}\n"
+        + "".join(f"    step_{j} = value * {j}\n" for j in range(4 + i % 23))
+        for i in range(180)
+    }
+    root = make_tree(tmp_path / "ws", files)
+    engine = engine_factory(root)
+    engine.index()
+    seen: list[tuple[list[int], np.ndarray]] = []
+    monkeypatch.setattr(rank, "CAPTURE", lambda found, x: seen.append((list(found.ids), x.copy())))
+    for limit in (10, 100):
+        engine.search("parse the config file", mode="hybrid", limit=limit, refresh="off")
+    (narrow, x_narrow), (wide, x_wide) = seen
+    assert len(narrow) == rank.RERANK_DEPTH
+    assert narrow == wide
+    assert np.array_equal(x_narrow, x_wide, equal_nan=True)

@@ -262,10 +262,6 @@ def _learned(
     """The first fusion's leading candidates re-ordered by the model: each one's score, less the model's
     `diversity` for every passage of its file scored above it (the judge of a code question reads files, and five
     windows of one file tell it less than the next files do). The rest follow in the first fusion's order."""
-    # the head is the leaders and every candidate tied with the last of them, ordered by score then by where
-    # each passage is (a name the query defines first): ids follow the order files were indexed in, so two
-    # indexes of the same files (one built whole, one from a snapshot and an overlay) must not tell ties apart by
-    # them, neither at the head's edge nor in the features that read the order
     # only candidates some route ranked within NORM_DEPTH, each route's list cut there too (`candidates`): a
     # bigger --limit fetches deeper, and what a deeper fetch adds (scores of zero, arms that now "found" a
     # candidate) must not change a leader's features, or the first hits would move with the limit
@@ -273,6 +269,10 @@ def _learned(
     if deep:
         past = set(deep)
         order = [pid for pid in order if pid not in past]
+    # the head is the leaders and every candidate tied with the last of them, ordered by score then by where
+    # each passage is (a name the query defines first): ids follow the order files were indexed in, so two
+    # indexes of the same files (one built whole, one from a snapshot and an overlay) must not tell ties apart by
+    # them, neither at the head's edge nor in the features that read the order
     cut = min(RERANK_DEPTH, len(order))
     while cut < len(order) and first[order[cut]] == first[order[cut - 1]]:
         cut += 1
@@ -348,10 +348,11 @@ def _behind_the_code(
 
 def definitions_first(order: list[int], definitions: set[int]) -> list[int]:
     """A hard rule beside the model: a query that is one name (`make_widget`, `Config.load`) asks where that name
-    is defined, as does `--prefer-symbol` for the names among a query's words, so the passages defining it lead, in the model's order among themselves, whatever else holds
-    the name more often. The model learned from sentences (commit messages, questions, docstrings) and has
-    seen too few bare names to learn this; a name's call sites, however many, never answer it before the
-    definition does. The scores shown keep their places (the best still 1, each below the one above)."""
+    is defined, as does `--prefer-symbol` for the names among a query's words, so the passages defining it lead,
+    in the model's order among themselves, whatever else holds the name more often. The model learned from
+    sentences (commit messages, questions, docstrings) and has seen too few bare names to learn this; a name's
+    call sites, however many, never answer it before the definition does. The scores shown keep their places
+    (the best still 1, each below the one above)."""
     lead = [pid for pid in order if pid in definitions]
     if not lead:
         return order
