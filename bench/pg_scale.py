@@ -196,7 +196,7 @@ def recall(tree: Path, url: str | None) -> dict[str, float]:
     corpus's, and the median time of a search; for the PostgreSQL store at several HNSW candidate lists
     (`ef_search`), the first being the store's own setting."""
     from kenning.engine import Engine
-    from kenning.store.nearest import ExactVectors
+    from kenning.store.snapshots.nearest import ExactVectors
 
     engine = Engine(tree, config=config(url))
     db = engine._connect(readonly=True)
@@ -222,7 +222,7 @@ def recall(tree: Path, url: str | None) -> dict[str, float]:
         want = [{i for i, _ in flat.search(q, 10)} for q in queries]
         del flat, matrix
     else:
-        from kenning.store.vectors import load_vectors
+        from kenning.store.snapshots.vectors import load_vectors
 
         index = load_vectors(engine.directory, db, scale.DIM)
         ids, matrix = db.passage_vectors(scale.DIM)

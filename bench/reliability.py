@@ -175,7 +175,7 @@ class Snapshot:
 
 
 def _live_vectors(con: sqlite3.Connection, directory: Path, names: list[str]) -> dict[int, list[bytes]]:
-    """The vector rows searches read, by passage id, segment by segment (kenning.store.vectors): a later
+    """The vector rows searches read, by passage id, segment by segment (kenning.store.snapshots.vectors): a later
     segment's `.gone` ids mark their rows in earlier segments dead. A large base keeps no matrix (turbovec's
     candidates are re-ranked from the store's float16 vectors): its rows are the store's, one blob a passage."""
     import numpy as np

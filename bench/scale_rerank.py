@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from kenning.config import Config
 from kenning.engine import Engine
-from kenning.store.nearest import RowFile, Segments, TurboVectors, VectorIndex
+from kenning.store.snapshots.nearest import RowFile, Segments, TurboVectors, VectorIndex
 from scale import queries
 
 

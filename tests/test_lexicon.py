@@ -1,4 +1,4 @@
-"""The lexical snapshot (`kenning.store.postings`, scored by `kenning.store.bm25`) against FTS5 itself: the same
+"""The lexical snapshot (`kenning.store.snapshots.lexicon`, scored by `kenning.store.snapshots.bm25`) against FTS5 itself: the same
 passages, in the same order, with the same bm25 scores, through edits, deletions, re-indexing, appended, folded
 and rewritten segments; and FTS5 answering whenever the snapshot cannot (missing, damaged, too far behind)."""
 
@@ -15,7 +15,7 @@ import pytest
 from conftest import make_tree, run_cli
 from kenning.engine.index import publish
 from kenning.store import Database
-from kenning.store.postings import LEXICON, read_segment
+from kenning.store.snapshots.lexicon import LEXICON, read_segment
 from kenning.store.sqlite import lexical as sqlite_lexical
 from kenning.store.terms import fts_query, identifier_parts, query_terms
 
@@ -273,7 +273,7 @@ def test_the_cli_searches_the_snapshot_with_the_same_hits_as_fts5(tmp_path: Path
 def test_a_whole_snapshot_in_several_blocks_built_by_workers_scores_as_fts5(
     tmp_path: Path, lexicon_on: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from kenning.store import postings
+    from kenning.store.snapshots import lexicon as postings
 
     monkeypatch.setattr(postings, "BLOCK", 40)
     monkeypatch.setattr(postings, "MIN_PASSAGES", 100)  # from here on, forked workers build the blocks

@@ -14,9 +14,9 @@ import pytest
 from conftest import make_tree
 from kenning.engine import Engine
 from kenning.store import Database, load_vectors, write_vectors
-from kenning.store import vectors as snapshot
-from kenning.store.nearest import ExactVectors, Segments, TurboVectors
-from kenning.store.vectors import SEGMENTS, TURBO_MIN
+from kenning.store.snapshots import vectors as snapshot
+from kenning.store.snapshots.nearest import ExactVectors, Segments, TurboVectors
+from kenning.store.snapshots.vectors import SEGMENTS, TURBO_MIN
 
 FILES = {
     f"notes/n{i:02d}.md": f"# Note {i}\n\nPlain words about topic number {i} and its {i * 7} parts.\n"

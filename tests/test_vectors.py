@@ -10,9 +10,9 @@ import pytest
 
 from kenning.errors import IndexCorrupt
 from kenning.store import Database, load_vectors, write_vectors
-from kenning.store import vectors as vectors_module
-from kenning.store.nearest import RowFile
-from kenning.store.vectors import TURBO_MIN, ExactVectors, StoreRows, TurboVectors
+from kenning.store.snapshots import vectors as vectors_module
+from kenning.store.snapshots.nearest import RowFile
+from kenning.store.snapshots.vectors import TURBO_MIN, ExactVectors, StoreRows, TurboVectors
 
 
 def _clustered(n: int, dim: int, seed: int = 0) -> np.ndarray:

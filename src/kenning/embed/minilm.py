@@ -11,7 +11,7 @@ cosine to fp32 >= 0.99 on every one of 200 SciFact passages. It also caches the 
 
 A passage longer than the model's 256 tokens is read in windows (``windows``): the first is the text as
 truncation would cut it, each later one the passage's heading and the next stretch of its text, and a search
-scores the passage by its best window (``kenning.store.vectors``). Before, the rest went unread: 18% of
+scores the passage by its best window (``kenning.store.snapshots.vectors``). Before, the rest went unread: 18% of
 celery's passages lost their ends. The index pass asks for windows for prose and markup only (see
 ``kenning.engine.index``); a passage read from its start only (``embed_documents``: code, led by its signature
 and doc) is cut at ``read_tokens``, 128, the length MiniLM was trained at: the cost of a passage grows with its

@@ -55,7 +55,7 @@ from kenning.search import Filters, SearchRequest, as_request, execute, load_bes
 from kenning.store import Store, VectorIndex, WriterLock, load_vectors
 from kenning.store.layout import Manifest, find_index_root, index_home
 from kenning.store.location import Location, SqliteLocation, open_location
-from kenning.store.vectors import Segment, StoreVectors
+from kenning.store.snapshots.vectors import Segment, StoreVectors
 from kenning.types import Mode, Preview, Refresh, SearchResult, Selection, within
 from kenning.walk.commit import list_commit, resolve_commit
 from kenning.walk.userpath import resolve_user_path, user_path

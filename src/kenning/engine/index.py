@@ -38,8 +38,8 @@ from kenning.engine.scope import (
 from kenning.errors import Interrupted
 from kenning.store import FileRow, Store, postings_missing, write_postings, write_vectors
 from kenning.store.base import SNAPSHOT_BEHIND
+from kenning.store.snapshots.vectors import complete_but_logged, snapshot_embedded
 from kenning.store.terms import TERMS_VERSION
-from kenning.store.vectors import complete_but_logged, snapshot_embedded
 from kenning.types import FileEntry, Selection, Skip, embed_text, within
 from kenning.walk import redaction as redact
 from kenning.walk.changes import GitState

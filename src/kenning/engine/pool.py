@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 
 from kenning import chunk, walk
 from kenning.errors import KenningError
-from kenning.store.postings import can_fork
 from kenning.store.rows import Definition, PassageValues, passage_values
+from kenning.store.snapshots.lexicon import can_fork
 from kenning.store.terms import identifier_parts
 from kenning.types import FileKind
 from kenning.walk.changes import sha256_bytes

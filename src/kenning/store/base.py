@@ -73,7 +73,7 @@ class Features:
     name: str
     #: True when the store answers `vector_candidates` from a vector index of its own (pgvector); False when
     #: that is an exact scan, and the engine searches a snapshot it writes beside the store instead
-    #: (`kenning.store.vectors`) and brings up to date after every change (`engine.index.publish`)
+    #: (`kenning.store.snapshots.vectors`) and brings up to date after every change (`engine.index.publish`)
     indexes_vectors: bool
     #: True when readers see the last committed state, and are not blocked, while a writer's transaction is
     #: open (SQLite in WAL mode, PostgreSQL's MVCC); the daemon and a search beside `kenning index` need it
@@ -235,7 +235,7 @@ class Store(ABC):
 
     def lexical_changes(self) -> np.ndarray | None:
         """int64 ids, ascending, of the passages added or removed since `clear_lexical_changes`, for a writer that
-        keeps a lexical snapshot (`kenning.store.postings`) up to date by appending only those; None when the
+        keeps a lexical snapshot (`kenning.store.snapshots.lexicon`) up to date by appending only those; None when the
         store keeps no such log, and so has no lexical snapshot (its own lexical search is fast enough)."""
         return None
 
@@ -330,7 +330,7 @@ class Store(ABC):
         """At most `k` (passage id, cosine) pairs nearest the unit `query`, best first, each passage once
         scored by its best window; only positive scores; `allowed` keeps to those ids. Here an exact scan of
         `passage_vectors`: a backend with `features.indexes_vectors` answers from its own index."""
-        from kenning.store.nearest import ExactVectors
+        from kenning.store.snapshots.nearest import ExactVectors
 
         return ExactVectors(*self.passage_vectors(int(query.shape[0]))).search(query, k, allowed)
 

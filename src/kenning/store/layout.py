@@ -11,7 +11,7 @@ time a writer takes the lock, which also tightens an index made before this rule
     <model-slug>/index.db        one complete index per embedder identity (switching back finds it intact)
     <model-slug>/vectors-N.*     the vector snapshot derived from index.db, in segments (the ones in force
                                  are named in its metadata; .gone lists the ids a segment replaces)
-    <model-slug>/lexicon-N.seg   the lexical snapshot of a large index, in segments likewise (store/postings.py)
+    <model-slug>/lexicon-N.seg   the lexical snapshot of a large index, in segments likewise (store/snapshots/lexicon.py)
 """
 
 from __future__ import annotations

@@ -29,9 +29,9 @@ import numpy as np
 
 from kenning.errors import IndexError_
 from kenning.store.base import Features, Store
-from kenning.store.nearest import ExactVectors
 from kenning.store.postgres.lexical import bm25_part
 from kenning.store.rows import FileRow, PassageRow
+from kenning.store.snapshots.nearest import ExactVectors
 from kenning.store.sqlite import SqliteStore
 from kenning.store.tokens import document_terms
 

@@ -27,7 +27,7 @@ EXACT_BELOW = 20_000
 #: the HNSW candidate list: at least this, and at least twice the rows asked for
 EF_SEARCH = 100
 
-# a cosine at or under 1e-6 is no match (kenning.store.nearest.MIN_COSINE)
+# a cosine at or under 1e-6 is no match (kenning.store.snapshots.nearest.MIN_COSINE)
 _EXACT = """
 SELECT p.id, max(1 - (v.embedding <=> %(q)s)) AS score
 FROM passages p JOIN vectors v ON v.ehash = p.ehash {allowed}

@@ -4,7 +4,7 @@ A passage points at its text's vector by `ehash`, so a passage that moves, or a 
 finds its vector without embedding anything; a vector no passage uses any more stays cached for a while (a
 branch switched back) and is pruned once such vectors outnumber the used ones. A text read in windows has one
 blob of (windows x dim) float16s (float32 before schema 5): half the bytes, and the cache is the only full copy
-of the vectors a large index keeps (the snapshot re-ranks from it, see `kenning.store.vectors`). Read back as
+of the vectors a large index keeps (the snapshot re-ranks from it, see `kenning.store.snapshots.vectors`). Read back as
 float32.
 """
 

@@ -3,8 +3,8 @@ with the very same scores; optionally kept to an allow-list.
 
 The FTS5 table is external-content over `passages` (each text is stored once); its rows are written beside the
 passages (`files.py`) and removed by a delete trigger. FTS5 scores every row holding any query term, which grows
-with the index (issue 21), so a large index also keeps a lexical snapshot (`kenning.store.postings`, scored by
-`kenning.store.bm25`): a search uses it when the metadata names one, its files read, the passages logged as
+with the index (issue 21), so a large index also keeps a lexical snapshot (`kenning.store.snapshots.lexicon`, scored by
+`kenning.store.snapshots.bm25`): a search uses it when the metadata names one, its files read, the passages logged as
 changed since it was written are few (`lexical_changes`, kept by triggers; they are scored from their rows),
 every query term is one token, and its passage count and total length equal FTS5's own; otherwise FTS5 answers.
 The allow-list is kept as an array (the snapshot masks with it) and loaded into a temporary table only when FTS5
@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
-from kenning.store.bm25 import Pending, SegmentView, Totals, search, totals
-from kenning.store.postings import LEXICON, Postings, Segment, lexicon_mode, load_postings
+from kenning.store.snapshots.bm25 import Pending, SegmentView, Totals, search, totals
+from kenning.store.snapshots.lexicon import LEXICON, Postings, Segment, lexicon_mode, load_postings
 from kenning.store.sqlite.common import SQLITE_ERROR, Connected, guarded, id_batches
 from kenning.store.terms import any_of_terms
 from kenning.store.tokens import document_terms, query_tokens

@@ -147,7 +147,7 @@ _MIGRATIONS: list[tuple[int, str, str]] = [
         # Vectors were stored twice, float32 here and in the snapshot's matrix: 3.2 of 4.7 kB a passage at
         # 100k passages (issue 21 asks for 3 kB). The cache now keeps float16 (unit vectors: components well
         # inside its range, cosines within about 1e-3 of float32's), and a large snapshot keeps no matrix of
-        # its own, re-ranking turbovec's candidates from here (kenning.store.vectors). The blobs are converted
+        # its own, re-ranking turbovec's candidates from here (kenning.store.snapshots.vectors). The blobs are converted
         # in place by a function the connection registers (`to_float16`); the pages they free are reused by
         # later writes, and `kenning index --rebuild` (or VACUUM) returns them to the disk.
         """
@@ -157,7 +157,7 @@ _MIGRATIONS: list[tuple[int, str, str]] = [
     (
         6,
         "lexical change log",
-        # The passages added or removed since the lexical snapshot (kenning.store.postings) was last written: a
+        # The passages added or removed since the lexical snapshot (kenning.store.snapshots.lexicon) was last written: a
         # search scores them from their rows and masks their old postings, so the snapshot's BM25 is FTS5's to
         # the last passage committed; its writer appends a segment of just these and empties the log in the
         # transaction that publishes it. Apart from vector_changes, which the vector snapshot empties on its own

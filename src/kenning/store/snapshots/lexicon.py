@@ -1,7 +1,7 @@
 """The lexical snapshot: FTS5's postings as memory-mapped arrays, so that a large index's BM25 reads only the
 query's postings (issue 21: FTS5 scores every row that holds any query term, and that grows with the index).
 
-It is derived and disposable, like the vector snapshot (`kenning.store.vectors`), whose shape it mirrors: the
+It is derived and disposable, like the vector snapshot (`kenning.store.snapshots.vectors`), whose shape it mirrors: the
 store holds the truth (its passages and FTS5 table); these files are written from the passages' rows with
 FTS5's own tokenizer reproduced (`kenning.store.tokens`), and a search that cannot use them (missing,
 unreadable, not matching FTS5's totals) asks FTS5 instead (`kenning.store.sqlite.lexical`).
@@ -13,7 +13,7 @@ hash, with their text to confirm a match), each term's postings (passage id, cou
 length in terms. The segments in force are named in the store's metadata, written in the transaction that
 empties the log, after every file is durable. Past MAX_SEGMENTS the appended segments are folded into one; when
 the appended passages outgrow a share of the base, the next publish writes the whole snapshot again. Searched by
-`kenning.store.bm25`.
+`kenning.store.snapshots.bm25`.
 """
 
 from __future__ import annotations

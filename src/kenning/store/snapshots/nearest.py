@@ -5,7 +5,7 @@ passage is found by any part of it, as BM25 finds it by any of its words. Small 
 (one matrix-vector product); from TURBO_MIN rows on, turbovec proposes candidates and their stored rows re-rank
 them exactly: measured in bench/history/2026-11-30-vector-index.md (bench/vectors.py), that keeps recall@10 at
 exact search's level for a fraction of the memory traffic. This module knows no store: `Store.vector_candidates`
-scans with it, and `kenning.store.vectors` gives it its rows (snapshot files, or the store's own vectors for
+scans with it, and `kenning.store.snapshots.vectors` gives it its rows (snapshot files, or the store's own vectors for
 turbovec's re-rank).
 """
 

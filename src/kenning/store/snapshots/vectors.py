@@ -9,7 +9,7 @@ of the rows (`.f16`, memory-mapped: 768 bytes a passage at 384 dimensions); past
 third of the index). Reading 400 candidates' rows from SQLite costs about 2 ms a query, which at 44k passages
 doubled a hybrid search (issue 18's 1.2x); a mapped file is read in 0.1 ms, but each page fault maps a whole
 large folio of the page cache, so a few queries put all of it in the process's resident memory: hence the bound.
-Searched by `kenning.store.nearest`.
+Searched by `kenning.store.snapshots.nearest`.
 
 The snapshot is written in segments, so that a change costs what changed (issue 21): a base segment written
 whole, then, per publish, one small segment holding the current rows of just the passages the store logged as
@@ -36,7 +36,7 @@ import numpy as np
 
 from kenning.store.base import SNAPSHOT_BEHIND, Store
 from kenning.store.layout import PRIVATE_FILE
-from kenning.store.nearest import (
+from kenning.store.snapshots.nearest import (
     TURBO_MIN,
     ExactVectors,
     RowFile,

@@ -1,4 +1,4 @@
-"""FTS5's bm25() over the lexical snapshot (`kenning.store.postings`): the same scores, to the last bit, from
+"""FTS5's bm25() over the lexical snapshot (`kenning.store.snapshots.lexicon`): the same scores, to the last bit, from
 just the query's postings.
 
 The formula is FTS5's (`fts5_aux.c`), in its order of operations: for each phrase of the query in turn,
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kenning.store.postings import Postings, Segment, term_key
+from kenning.store.snapshots.lexicon import Postings, Segment, term_key
 
 __all__ = ["K1", "B", "Pending", "SegmentView", "Totals", "search", "totals"]
 
