@@ -561,3 +561,20 @@ def test_regression_a_bigger_limit_changed_the_leaders_the_model_reorders(
     assert len(narrow) == rank.RERANK_DEPTH
     assert narrow == wide
     assert np.array_equal(x_narrow, x_wide, equal_nan=True)
+
+
+def test_the_shipped_models_load_and_order_a_search_by_words_and_a_hybrid_one() -> None:
+    """kenning ships its two learned rankers as package data: each must parse against this kenning's features
+    (a retrain after a feature change that forgot a model would fail here, not silently fall back)."""
+    from kenning.search.hybrid import ranker
+    from kenning.search.model import shipped
+
+    for name in ("hybrid", "lexical"):
+        model = shipped(name)
+        assert model is not None, name
+        assert model.meta["state"] == name and model.prior is not None
+    assert ranker("hybrid", 1.0) is shipped("hybrid")
+    assert ranker("lexical", 1.0) is shipped("lexical")
+    assert ranker("hybrid", 0.0) is shipped("lexical")  # no vector yet: words alone
+    assert ranker("hybrid", 0.4, rescored=True) is shipped("hybrid")  # the first answer
+    assert ranker("semantic", 1.0) is None
