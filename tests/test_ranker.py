@@ -578,3 +578,19 @@ def test_the_shipped_models_load_and_order_a_search_by_words_and_a_hybrid_one() 
     assert ranker("hybrid", 0.0) is shipped("lexical")  # no vector yet: words alone
     assert ranker("hybrid", 0.4, rescored=True) is shipped("hybrid")  # the first answer
     assert ranker("semantic", 1.0) is None
+
+
+@pytest.mark.parametrize(
+    "prior",
+    [{"feature": "no_such_feature", "weight": 4.0}, {"feature": "first", "weight": "4"}, ["first", 4.0]],
+)
+def test_a_model_whose_prior_is_not_a_feature_and_a_number_is_refused(prior: object) -> None:
+    raw = _tree_model()
+    raw["prior"] = prior
+    with pytest.raises(ModelMismatch, match="starts from"):
+        parse(raw, "crafted")
+    raw["prior"] = {"feature": "first", "weight": 4.0}
+    x = np.zeros((2, len(FEATURES)), np.float32)
+    x[:, FEATURES.index("first")] = [0.5, 1.0]
+    plain = parse(_tree_model(), "plain").score(x)
+    assert np.allclose(parse(raw, "with prior").score(x) - plain, [2.0, 4.0])

@@ -20,6 +20,7 @@ spans are judged.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import sys
@@ -334,8 +335,7 @@ def shaped(d: Data) -> Data:
     teach the model to put a test above the code it tests, where the code is the answer and the test the next
     thing to read."""
     test = (d.x[:, FEATURES.index("f_test")] > 0) & (d.x[:, FEATURES.index("q_tests")] <= 0)
-    label = np.where(test, d.label // 2, d.label)
-    return Data(d.name, d.split, d.spans, d.x, d.qid, label, d.path, d.start, d.end, d.paths, d.queries)
+    return dataclasses.replace(d, label=np.where(test, d.label // 2, d.label))
 
 
 # a set's queries weigh at most this many queries' worth in all: a set of 800 claims must not teach the model

@@ -1,8 +1,9 @@
 """A deterministic hashing embedder for tests: no model, no network, stable across runs and machines.
 
 Each word (lower-cased, identifiers split like the lexical arm) is hashed to a few signed buckets, so texts that
-share words get similar vectors. It finds lexical overlap only; it is not semantic and never the default. It also owns the tests' hold point
-(`KENNING_HASH_HOLD`): a run that embeds with it can be stopped at a known place in its semantic pass.
+share words get similar vectors. It finds lexical overlap only; it is not semantic and never the default. It
+also owns the tests' hold point (`KENNING_HASH_HOLD`): a run that embeds with it can be stopped at a known place
+in its semantic pass.
 """
 
 from __future__ import annotations

@@ -307,13 +307,17 @@ def parse(raw: dict[str, Any], name: str) -> Model:
         )
     else:
         raise ModelMismatch(f"the ranking model {name} is of an unknown kind {kind!r}", hint="retrain it")
-    prior = raw.get("prior")
-    if prior is not None and prior.get("feature") not in FEATURES:
-        raise ModelMismatch(
-            f"the ranking model {name} starts from a feature this kenning does not compute",
-            hint="retrain it with bench/ranker/train.py, or reinstall kenning",
-        )
-    start = None if prior is None else (FEATURES.index(prior["feature"]), float(prior["weight"]))
+    prior, start = raw.get("prior"), None
+    if prior is not None:
+        feature = prior.get("feature") if isinstance(prior, dict) else None
+        weight = prior.get("weight") if isinstance(prior, dict) else None
+        if feature not in FEATURES or not isinstance(weight, int | float):
+            raise ModelMismatch(
+                f"the ranking model {name} starts from {prior!r}: it needs a feature this kenning computes and a "
+                "number as its weight",
+                hint="retrain it with bench/ranker/train.py, or reinstall kenning",
+            )
+        start = (FEATURES.index(feature), float(weight))
     return Model(name, columns, scorer, raw.get("meta", {}), start)
 
 

@@ -265,7 +265,8 @@ def _learned(
     # only candidates some route ranked within NORM_DEPTH, each route's list cut there too (`candidates`): a
     # bigger --limit fetches deeper, and what a deeper fetch adds (scores of zero, arms that now "found" a
     # candidate) must not change a leader's features, or the first hits would move with the limit
-    deep = [pid for pid in order if min(r for r, _ in arm_rank[pid].values()) > NORM_DEPTH]
+    within = {pid for items in ranked.values() for pid, _ in items[:NORM_DEPTH]}
+    deep = [pid for pid in order if pid not in within]
     if deep:
         past = set(deep)
         order = [pid for pid in order if pid not in past]
@@ -298,8 +299,8 @@ def _learned(
     # without a model (the trainer capturing), the first fusion's order
     scores = np.array([first[pid] for pid in head], np.float32) if model is None else model.score(x)
     demoted: dict[int, float] = {}
+    named = {pid for pid, _ in ranked.get("symbol#d", ())}
     if model is not None and demote_tests:
-        named = {pid for pid, _ in ranked.get("symbol#d", ())}
         scores, demoted = _behind_the_code(head, scores, x, named)
     ranked_head, shown = diversify(
         head,
@@ -308,7 +309,7 @@ def _learned(
         float(model.meta.get("diversity", 0.0)) if model else 0.0,
     )
     if model is not None and definitions_lead:
-        ranked_head = definitions_first(ranked_head, {pid for pid, _ in ranked.get("symbol#d", ())})
+        ranked_head = definitions_first(ranked_head, named)
     fused = dict(first)
     for pid, value in zip(ranked_head, shown, strict=True):
         fused[pid] = value
