@@ -594,3 +594,35 @@ def test_a_model_whose_prior_is_not_a_feature_and_a_number_is_refused(prior: obj
     x[:, FEATURES.index("first")] = [0.5, 1.0]
     plain = parse(_tree_model(), "plain").score(x)
     assert np.allclose(parse(raw, "with prior").score(x) - plain, [2.0, 4.0])
+
+
+def test_a_passage_read_again_changed_under_its_id_is_not_given_its_old_columns(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The passage columns are kept by passage id (`features._passage`): a row read again with the same id but
+    another text, symbol or size (the file edited and indexed again, an id reused after a deletion) must get
+    columns of its own, and an equal row read again (new strings, same values) the kept ones."""
+    monkeypatch.setattr(features_module, "_PASSAGES", {})
+    before = _row(7, "src/a.py", "import os\nimport sys\n")
+    columns = features_module._passage(before)
+    again = _row(7, "src/a.py", "".join(["import os\n", "import sys\n"]))  # equal, not the same object
+    assert features_module._passage(again) is columns
+    for changed in (
+        _row(7, "src/a.py", "x = 1\n# note\n"),
+        replace(before, symbol=Symbol("function", "f", "f", "", "a doc")),
+        replace(before, defines=(Symbol("class", "A", "A"),)),
+        replace(before, size=99),
+        replace(before, path="src/b.md"),
+        replace(before, start_line=3, end_line=4),
+        replace(before, heading="A heading"),
+    ):
+        assert features_module._passage(changed) == features_module._passage_columns(changed) != columns
+        assert features_module._passage(changed) == features_module._passage_columns(changed)
+
+
+def test_the_kept_passage_columns_stay_within_their_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(features_module, "_PASSAGES", {})
+    monkeypatch.setattr(features_module, "_PASSAGES_MAX", 5)
+    for pid in range(12):
+        features_module._passage(_row(pid, "src/a.py", f"x = {pid}\n"))
+    assert sorted(features_module._PASSAGES) == [7, 8, 9, 10, 11]  # the oldest go first

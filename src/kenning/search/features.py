@@ -353,14 +353,10 @@ _BLOCK = 16  # the passage block's columns (see `features`), then the two text t
 _COV, _COV_HEAD, _DUP = 12, 13, 14  # the block's columns that depend on the query or the other candidates
 
 
-@lru_cache(maxsize=16384)
-def _passage(row: PassageRow | None) -> tuple[str, str, bytes]:
+def _passage_columns(row: PassageRow | None) -> tuple[str, str, bytes]:
     """A row's text and heading lower-cased (what the query's words are looked for in) and its query-free
-    columns, as the float32 bytes of one row of the passage block with the text traits after it.
-
-    Cached: the next query, page or search state sees many of the same passages, and a row is its own key (a
-    frozen dataclass: text, lines, symbol, defines, path and size are all in its hash and equality), so what is
-    cached cannot outlive what it was computed from."""
+    columns, as the float32 bytes of one row of the passage block with the text traits after it (see
+    `_passage`, which keeps them)."""
     if row is None:
         return "", "", _ABSENT
     symbol, defines = row.symbol, row.defines
@@ -384,6 +380,42 @@ def _passage(row: PassageRow | None) -> tuple[str, str, bytes]:
         *_text_traits(row.text),
     )
     return row.text.lower(), head.lower(), block
+
+
+# what `_passage` keeps: passage id -> (the row its columns were computed from, the columns)
+_PASSAGES: dict[int, tuple[PassageRow, tuple[str, str, bytes]]] = {}
+_PASSAGES_MAX = 16384
+
+
+def _passage(row: PassageRow | None) -> tuple[str, str, bytes]:
+    """`_passage_columns` of a row, kept by its passage id: the next query, page or search state sees many of the
+    same passages. A kept value is used only for a row equal in every field the columns read (text, heading,
+    lines, path, size, symbol, defines), so it cannot outlive what it was computed from. Looked up by id and
+    compared, not hashed: a row read again from the store brings new strings, and hashing a whole row (its
+    text, its symbol's signature and doc) for a cache keyed by the row itself took a fifth of the features'
+    time (bench/history/2026-12-07-speed.md)."""
+    if row is None:
+        return "", "", _ABSENT
+    kept = _PASSAGES.get(row.id)
+    if kept is not None:
+        old, value = kept
+        if old is row or (
+            old.text == row.text
+            and old.start_line == row.start_line
+            and old.end_line == row.end_line
+            and old.heading == row.heading
+            and old.path == row.path
+            and old.size == row.size
+            and old.symbol == row.symbol
+            and old.defines == row.defines
+        ):
+            return value
+    value = _passage_columns(row)
+    if len(_PASSAGES) >= _PASSAGES_MAX:
+        # the oldest entry (a dict keeps its insertion order); another thread may have taken it already
+        _PASSAGES.pop(next(iter(_PASSAGES), row.id), None)
+    _PASSAGES[row.id] = (row, value)
+    return value
 
 
 _PACK = struct.Struct(f"={_BLOCK + 2}f").pack
