@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from kenning.search import features as features_module
+from kenning.search import model as model_module
 from kenning.search.features import FEATURES, FEATURES_VERSION, ArmList, Candidates, features
 from kenning.search.model import ModelMismatch, Trees, load_file, parse
 from kenning.store import PassageRow
@@ -500,7 +501,11 @@ def test_the_line_scans_count_what_the_patterns_anchored_at_line_starts_count() 
         assert features_module._text_traits(text) == want, repr(text)
 
 
-def test_trees_laid_out_complete_score_bitwise_as_the_level_by_level_walk() -> None:
+def test_trees_laid_out_complete_score_bitwise_as_the_level_by_level_walk(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the two numpy walks, whether or not this process has onnxruntime loaded (tests/test_model_onnx.py)
+    monkeypatch.setattr(model_module, "ONNX", False)
     rng = np.random.default_rng(35)
     trees = []
     for size in [1, 2, 5, 9, 14] * 27:  # 135 trees: walked in several batches

@@ -16,7 +16,8 @@ mean something else.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -25,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from kenning.errors import IndexError_
+from kenning.search import onnx_trees
 from kenning.search.features import FEATURES, FEATURES_VERSION
 
 
@@ -33,6 +35,12 @@ class ModelMismatch(IndexError_):
 
 
 _TREES_AT_ONCE = 64
+
+#: Whether regression trees are scored by onnxruntime when the process has it loaded (`onnx_trees`): the same
+#: scores, in a search about a third of the numpy walk's time (bench/history/2026-12-07-speed.md). Off, numpy
+#: scores alone (the tests compare the two).
+ONNX = True
+_BUILDING = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -158,8 +166,48 @@ class Trees:
     value: np.ndarray  # float32 (trees, leaves)
     depth: int  # the deepest path, in internal nodes
     complete: Complete | None = None  # the same trees laid out to be walked faster, when they can be
+    # the onnxruntime scorer once built ("forest", with the width of the rows it was built for), or that it
+    # could not be ("failed"); built on the first rows scored in a process that has onnxruntime loaded
+    onnx: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def score(self, x: np.ndarray) -> np.ndarray:
+        if ONNX and x.shape[0]:
+            forest = self._forest(x.shape[1])
+            if forest is not None:
+                try:
+                    # summed as the numpy walk sums its leaves: one float32 row of every tree's value, in order
+                    out: np.ndarray = forest.leaves(x).sum(axis=1, dtype=np.float32)
+                    return out
+                except Exception:  # never expected; the numpy walk gives the same scores
+                    self.onnx["failed"] = True
+                    self.onnx.pop("forest", None)
+        return self.walk(x)
+
+    def _forest(self, columns: int) -> onnx_trees.OnnxForest | None:
+        forest: onnx_trees.OnnxForest | None = self.onnx.get("forest")
+        if forest is None:
+            if self.onnx.get("failed") or not onnx_trees.loaded():
+                return None
+            with _BUILDING:
+                if "forest" not in self.onnx and not self.onnx.get("failed"):
+                    built = onnx_trees.build(
+                        self.feature,
+                        self.threshold,
+                        self.left,
+                        self.right,
+                        self.missing_left,
+                        self.value,
+                        columns,
+                    )
+                    if built is None:
+                        self.onnx["failed"] = True
+                    else:
+                        self.onnx["forest"] = built
+            forest = self.onnx.get("forest")
+        return forest if forest is not None and forest.columns == columns else None
+
+    def walk(self, x: np.ndarray) -> np.ndarray:
+        """The scores by numpy alone: the reference the onnxruntime scorer matches bit for bit."""
         n, (trees, nodes) = x.shape[0], self.feature.shape
         if not n:
             return np.zeros(0, np.float32)
