@@ -246,6 +246,73 @@ def test_passage_ids_ascend_in_the_order_a_file_gives_them_and_lookups_span_batc
     assert len(store.paths_by_id(ids)) == 1100
 
 
+def test_passages_read_again_after_a_change_are_read_as_they_are_now(backend: Backend) -> None:
+    """A store may keep rows between reads (SQLite keeps them per connection while its database is unchanged):
+    whatever changed them since, through this connection or another, in a commit or a transaction rolled back, a
+    read gives the rows as a new connection reads them now, in the same order."""
+    writer, reader = backend.open(), backend.open()
+    file_id, ids = add_file(writer, "a.py", ["def one(): pass", "def two(): pass", "def three(): pass"])
+    _, other = add_file(writer, "b.py", ["def four(): pass"])
+
+    def fresh(wanted: list[int]) -> list[tuple[int, object]]:
+        return list(backend.open(readonly=True).passages_by_id(wanted).items())
+
+    for store in (writer, reader):
+        assert list(store.passages_by_id([*ids, *other]).items()) == fresh([*ids, *other])
+    # another connection's commit: the file's passages replaced (their ids taken again or new ones)
+    writer.delete_passages(file_id)
+    texts = ["def one(): return 1", "def two(): return 2", "def three(): return 3"]
+    rows, defined = passage_values([Passage(1, 1, t) for t in texts], [ehash(t) for t in texts], texts)
+    writer.add_passage_values(file_id, rows, defined)
+    writer.touch_file(file_id, 99, 999, None)
+    now = sorted(int(i) for i in writer.passage_ids_for_files([file_id]))
+    wanted = [*ids, *now, *other]
+    assert list(reader.passages_by_id(wanted).items()) == fresh(wanted)
+    assert [reader.passages_by_id(now)[i].text for i in now] == texts
+    # this connection's own commit
+    writer.delete_file(file_id)
+    assert (
+        list(writer.passages_by_id(wanted).items())
+        == fresh(wanted)
+        == list(writer.passages_by_id(other).items())
+    )
+    # a transaction rolled back: what it read is not what the database holds after it
+    b_id = writer.files()["b.py"].id
+    writer.begin()
+    writer.delete_passages(b_id)
+    rows, defined = passage_values([Passage(1, 1, "rolled back")], [ehash("rolled back")], ["rolled back"])
+    writer.add_passage_values(b_id, rows, defined)
+    inside = sorted(int(i) for i in writer.passage_ids_for_files([b_id]))
+    assert [r.text for r in writer.passages_by_id(inside).values()] == ["rolled back"]
+    writer.rollback()
+    assert list(writer.passages_by_id([*inside, *other]).items()) == fresh([*inside, *other]) != []
+    assert list(reader.passages_by_id([*inside, *other]).items()) == fresh([*inside, *other])
+    # a search's read transaction: rows kept from one are given to the next only while nothing changed
+    with reader.snapshot():
+        before = list(reader.passages_by_id(other).items())
+    writer.delete_passages(b_id)
+    rows, defined = passage_values([Passage(1, 1, "after")], [ehash("after")], ["after"])
+    writer.add_passage_values(b_id, rows, defined)
+    after = sorted(int(i) for i in writer.passage_ids_for_files([b_id]))
+    with reader.snapshot():
+        assert list(reader.passages_by_id([*other, *after]).items()) == fresh([*other, *after]) != before
+
+
+def test_passages_asked_in_any_order_come_back_in_id_order_however_they_were_read_before(
+    store: Store,
+) -> None:
+    _, ids = add_file(store, "long.txt", [Passage(i + 1, i + 1, f"passage number {i}") for i in range(1200)])
+    store.passages_by_id(ids[::7])  # some read before (a store may keep them)
+    asked = list(reversed(ids[:300])) + ids[600:1200:2] + ids[:300]
+    rows = store.passages_by_id(asked)
+    # each statement's worth (500 ids) in id order, as one lookup gives them
+    want: list[int] = []
+    for start in range(0, len(asked), 500):
+        want += [i for i in sorted(set(asked[start : start + 500])) if i not in want]
+    assert list(rows) == want
+    assert all(rows[i].text == f"passage number {ids.index(i)}" for i in want)
+
+
 def test_passage_ids_for_files_keeps_to_those_files(store: Store) -> None:
     a, a_ids = add_file(store, "a.txt", ["one", "two"])
     b, b_ids = add_file(store, "b.txt", ["three"])

@@ -54,6 +54,7 @@ class Connected:
 
     _side_flags: str
     _side: sqlite3.Connection | None = None
+    _reading = False  # in a read transaction (`snapshot`), which writes nothing
     _side_lock = threading.Lock()
 
     def _side_connection(self) -> sqlite3.Connection:

@@ -8,6 +8,7 @@ rows that `add_passage_values` writes belong to the lexical part (`lexical.py`),
 from __future__ import annotations
 
 import sqlite3
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
@@ -18,6 +19,9 @@ from kenning.store.sqlite.common import Connected, guarded, id_batches, index_er
 from kenning.types import Symbol
 
 _FILE_UPSERT = file_upsert("?")
+
+#: passage rows a connection keeps between searches (see `FilesPart.passages_by_id`)
+ROWS_KEPT = 4096
 
 
 class FilesPart(Connected):
@@ -131,10 +135,29 @@ class FilesPart(Connected):
             out.update(self.conn.execute(sql, part).fetchall())
         return out
 
+    # rows read before, by id, while the database is as it was then (`_stamp`): a serving process's next
+    # search, page or related query meets many of the same candidates, and building a row costs more than
+    # reading it
+    _kept: tuple[tuple[int, int], dict[int, PassageRow]] | None = None  # (the stamp they were read at, rows)
+    _kept_lock = threading.Lock()
+
+    def _stamp(self) -> tuple[int, int] | None:
+        """What changes whenever the database does: SQLite's data_version (another connection committed; in a
+        read transaction, the version its snapshot reads) and this connection's own count of changed rows. None
+        inside a writer's transaction, whose reads may be rolled back: nothing is kept from it or given to it."""
+        if self.conn.in_transaction and not self._reading:
+            return None
+        return int(self.conn.execute("PRAGMA data_version").fetchone()[0]), self.conn.total_changes
+
     @guarded
     def passages_by_id(self, ids: Iterable[int]) -> dict[int, PassageRow]:
-        out: dict[int, PassageRow] = {}
-        for part, marks in id_batches(ids):
+        wanted = list(ids)
+        stamp = self._stamp()
+        state = self._kept
+        kept = state[1] if state is not None and stamp is not None and state[0] == stamp else None
+        found: dict[int, PassageRow] = {}
+        missing = wanted if kept is None else [pid for pid in wanted if pid not in kept]
+        for part, marks in id_batches(missing):
             # the definitions first, so each row is built once (a `dataclasses.replace` per defining passage
             # was a fifth of this call, which every search makes twice)
             defined: dict[int, list[Symbol]] = {}
@@ -153,7 +176,7 @@ class FilesPart(Connected):
             )
             for r in rows:
                 symbols = defined.get(r[0])
-                out[r[0]] = PassageRow(
+                found[r[0]] = PassageRow(
                     r[0],
                     r[1],
                     r[2],
@@ -166,7 +189,31 @@ class FilesPart(Connected):
                     tuple(symbols) if symbols else (),
                     bool(r[8]),
                 )
+        if stamp is not None:
+            self._keep(stamp, found)
+        if kept is None and len(wanted) <= 500:
+            return found  # one query's answer: its rows in id order, as SQLite gives them
+        # as one query a batch gives them: each batch's rows in id order
+        out: dict[int, PassageRow] = {}
+        for part, _ in id_batches(wanted):
+            for pid in sorted(set(part)):
+                row = found.get(pid) or (kept.get(pid) if kept is not None else None)
+                if row is not None and pid not in out:
+                    out[pid] = row
         return out
+
+    def _keep(self, stamp: tuple[int, int], rows: dict[int, PassageRow]) -> None:
+        """Keep rows read after `stamp` was taken: they are given out only while the stamp stands, and the
+        database is then as it was when they were read."""
+        with self._kept_lock:
+            state = self._kept
+            if state is None or state[0] != stamp:
+                state = self._kept = (stamp, {})  # the database changed since the rows kept were read
+            kept = state[1]
+            for pid, row in rows.items():
+                if len(kept) >= ROWS_KEPT:
+                    kept.pop(next(iter(kept)))  # the oldest first
+                kept[pid] = row
 
     @guarded
     def passage_ids_for_files(self, file_ids: Iterable[int]) -> np.ndarray:

@@ -130,11 +130,13 @@ class SqliteStore(FilesPart, LexicalPart, EmbeddingsPart, Store):
 
     @guarded
     def commit(self) -> None:
+        self._reading = False
         if self.conn.in_transaction:
             self.conn.execute("COMMIT")
 
     @guarded
     def rollback(self) -> None:
+        self._reading = False
         self._next_id = None  # ids handed out in the rolled-back transaction are free again
         if self.conn.in_transaction:
             self.conn.execute("ROLLBACK")
@@ -151,6 +153,7 @@ class SqliteStore(FilesPart, LexicalPart, EmbeddingsPart, Store):
     def _begin_read(self) -> None:
         # deferred: WAL fixes the snapshot at the first read, and a reader never takes the write lock
         self.conn.execute("BEGIN")
+        self._reading = True
 
     # -- metadata and totals ------------------------------------------------------------------------------------
     @guarded
