@@ -1,7 +1,7 @@
 """Warm query latency of this tree against other git revisions at ~44k passages, side by side, alternated in one run.
 
     python bench/rank_latency.py --against 77144d0 [--against main] [--rounds 7] [--queries 150] [--limit 10]
-                                 [--own-index]
+                                 [--own-index] [--distinct] [--onnxruntime]
 
 Made for issue 18's latency limit (a ranking change may cost at most 1.2x of the revision before it): the speed
 bench's corpus at about 50k passages (`make_tree` of bench/run.py, 5,000 files in 5 copies, 43.6k passages) is
@@ -14,6 +14,13 @@ history, nothing fetched); the revisions must read this tree's index format, unl
 tree indexes the same folder with its own code into an index of its own (a revision from before this tree's index
 format cannot read it; each index is what that revision's user has), and each tree's queries read its own. It prints each round, then the medians over rounds of each tree's per-round
 median, and each tree's ratio to the first `--against`.
+
+The timed queries cycle through the warm-up's (QUERIES): what a process keeps from an earlier search of the same
+query (its rows, its columns) then always helps. `--distinct` times queries each searched once instead (the first
+sentence or docstring of files of the tree, other ones each round, the same for every tree), after the same
+warm-up: the cost of a new question. `--onnxruntime` imports onnxruntime in each process before it opens the
+index, as a process whose MiniLM embedder is loaded has it (the hash embedder loads none): the learned ranker's
+trees then run there (`kenning.search.onnx_trees`).
 """
 
 from __future__ import annotations
@@ -22,6 +29,8 @@ import argparse
 import hashlib
 import json
 import os
+import random
+import re
 import statistics
 import subprocess
 import sys
@@ -48,10 +57,12 @@ QUERIES = [
 # Run in the subprocess: open the index, warm up, time the queries in each mode; print one JSON line.
 CHILD = """
 import json, statistics, sys, time
+if sys.argv[6] == "onnxruntime":
+    import onnxruntime
 from kenning.config import Config
 from kenning.engine import Engine
 root, index_dir, n, limit = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-queries = json.loads(sys.argv[5])
+queries, timed = json.loads(sys.argv[5]), json.loads(sys.argv[7])
 out = {}
 with Engine(root, config=Config(index_dir=index_dir, model="hash-384")) as engine:
     for mode in ("hybrid", "lexical"):
@@ -60,7 +71,7 @@ with Engine(root, config=Config(index_dir=index_dir, model="hash-384")) as engin
         times, cpu = [], []
         for i in range(n):
             started, used = time.perf_counter(), time.process_time()
-            engine.search(queries[i % len(queries)], mode=mode, limit=limit, refresh="off")
+            engine.search(timed[i % len(timed)], mode=mode, limit=limit, refresh="off")
             times.append(time.perf_counter() - started)
             cpu.append(time.process_time() - used)
         out[mode] = statistics.median(times) * 1000
@@ -117,9 +128,41 @@ def index_key(src: Path) -> str:
     return digest.hexdigest()[:12]
 
 
-def run_once(src: Path, tree: Path, index_dir: Path, n: int, limit: int) -> dict[str, float]:
+def distinct_queries(tree: Path, count: int) -> list[str]:
+    """Questions of the tree's own files, each once: a prose file's first sentence, a code file's docstring."""
+    out: dict[str, None] = {}
+    files = sorted(p for p in (tree / "copy0").rglob("*") if p.is_file())
+    for path in random.Random(35).sample(files, len(files)):
+        text = path.read_text(errors="replace")
+        found = DOCSTRING.search(text) if path.suffix == ".py" else SENTENCE.match(text.strip())
+        words = found.group(1).split()[:16] if found else []
+        if len(words) >= 3:
+            out.setdefault(" ".join(words))
+        if len(out) >= count:
+            break
+    return list(out)
+
+
+DOCSTRING = re.compile(r'"""\s*(.+?)(?:"""|\n)')
+SENTENCE = re.compile(r"(.+?[.?!])(?:\s|$)", re.S)
+
+
+def run_once(
+    src: Path, tree: Path, index_dir: Path, n: int, limit: int, timed: list[str], onnxruntime: bool
+) -> dict[str, float]:
     env = dict(os.environ, PYTHONPATH=str(src / "src"), KENNING_MODE="direct")
-    child = [sys.executable, "-c", CHILD, str(tree), str(index_dir), str(n), str(limit), json.dumps(QUERIES)]
+    child = [
+        sys.executable,
+        "-c",
+        CHILD,
+        str(tree),
+        str(index_dir),
+        str(n),
+        str(limit),
+        json.dumps(QUERIES),
+        "onnxruntime" if onnxruntime else "-",
+        json.dumps(timed),
+    ]
     out = subprocess.run(child, capture_output=True, text=True, env=env, check=True)
     result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
     return result
@@ -137,6 +180,8 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=150)
     ap.add_argument("--limit", type=int, default=10)
     ap.add_argument("--own-index", action="store_true", help="each tree queries an index its own code built")
+    ap.add_argument("--distinct", action="store_true", help="time queries each searched once (new questions)")
+    ap.add_argument("--onnxruntime", action="store_true", help="onnxruntime loaded in each process first")
     args = ap.parse_args()
     tree = WORK / "tree"
     ensure_tree(tree)
@@ -153,15 +198,21 @@ def main() -> None:
     }
     passages = sizes["this tree"]
     runs: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
+    fresh = distinct_queries(tree, args.queries * args.rounds) if args.distinct else []
     for r in range(args.rounds):
+        timed = fresh[r * args.queries : (r + 1) * args.queries] if args.distinct else QUERIES
         for name, src in trees.items():
-            runs[name].append(run_once(src, tree, indexes[name], args.queries, args.limit))
+            runs[name].append(
+                run_once(src, tree, indexes[name], args.queries, args.limit, timed, args.onnxruntime)
+            )
             print(r, name, json.dumps({k: round(v, 3) for k, v in runs[name][-1].items()}), file=sys.stderr)
     base = args.against[0]
     counts = ", ".join(f"{name} {n:,}" for name, n in sizes.items()) if args.own_index else ""
+    kind = f"{len(timed)} distinct" if args.distinct else "warm"
     print(
-        f"\n{passages:,} passages{' (' + counts + ', each its own index)' if counts else ''}, hash embedder, --limit {args.limit}, {args.queries} warm queries a process, "
-        f"medians of {args.rounds} alternated rounds\n"
+        f"\n{passages:,} passages{' (' + counts + ', each its own index)' if counts else ''}, hash embedder"
+        f"{' (onnxruntime loaded)' if args.onnxruntime else ''}, --limit {args.limit}, {args.queries} {kind} "
+        f"queries a process, medians of {args.rounds} alternated rounds\n"
     )
     modes = ("hybrid", "lexical", "hybrid cpu", "lexical cpu")
     print("| tree | " + " | ".join(f"{m} ms | ratio" for m in modes) + " | hybrid ratio per round |")
