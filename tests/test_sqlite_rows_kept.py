@@ -63,3 +63,20 @@ def test_a_search_s_read_transaction_keeps_rows_and_a_writer_s_does_not(tmp_path
         assert all(store.passages_by_id(ids)[i] is first[i] for i in ids)
     finally:
         store.close()
+
+
+def test_regression_rows_kept_then_pushed_out_by_the_same_read_were_left_out_of_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read of kept rows and new ones kept the new ones before it gathered its answer: past the bound they
+    pushed out kept rows it was about to give, and those passages went missing from the search (their features
+    unknown), which changed the ranking of new questions."""
+    monkeypatch.setattr(files_module, "ROWS_KEPT", 8)
+    store, ids = _store(tmp_path, 24)
+    try:
+        store.passages_by_id(ids[:8])
+        rows = store.passages_by_id(ids[:16])
+        assert list(rows) == ids[:16]
+        assert [rows[i].text for i in ids[:16]] == [f"passage {i}" for i in range(16)]
+    finally:
+        store.close()

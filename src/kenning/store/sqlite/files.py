@@ -154,9 +154,16 @@ class FilesPart(Connected):
         wanted = list(ids)
         stamp = self._stamp()
         state = self._kept
-        kept = state[1] if state is not None and stamp is not None and state[0] == stamp else None
+        have: dict[int, PassageRow] = {}
+        if state is not None and stamp is not None and state[0] == stamp:
+            # taken out now: keeping this read's new rows below may push them out of the kept ones
+            kept = state[1]
+            for pid in wanted:
+                row = kept.get(pid)
+                if row is not None:
+                    have[pid] = row
         found: dict[int, PassageRow] = {}
-        missing = wanted if kept is None else [pid for pid in wanted if pid not in kept]
+        missing = [pid for pid in wanted if pid not in have] if have else wanted
         for part, marks in id_batches(missing):
             # the definitions first, so each row is built once (a `dataclasses.replace` per defining passage
             # was a fifth of this call, which every search makes twice)
@@ -191,13 +198,13 @@ class FilesPart(Connected):
                 )
         if stamp is not None:
             self._keep(stamp, found)
-        if kept is None and len(wanted) <= 500:
+        if not have and len(wanted) <= 500:
             return found  # one query's answer: its rows in id order, as SQLite gives them
         # as one query a batch gives them: each batch's rows in id order
         out: dict[int, PassageRow] = {}
         for part, _ in id_batches(wanted):
             for pid in sorted(set(part)):
-                row = found.get(pid) or (kept.get(pid) if kept is not None else None)
+                row = found.get(pid) or have.get(pid)
                 if row is not None and pid not in out:
                     out[pid] = row
         return out
