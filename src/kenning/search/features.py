@@ -18,8 +18,9 @@ The columns describe:
 
 A value a candidate does not have is NaN where absence means "unknown" (no semantic arm ran); an arm that ran and
 did not return a candidate gives it that arm's floor, with the `_in` column 0. Nothing here reads the disk: what
-a row does not carry, the features do without. What depends on a passage alone is computed once and cached by
-the row itself (its text, lines, symbols, path and size); what depends on a file, once a file.
+a row does not carry, the features do without. What depends on a passage alone is computed once and kept by its
+id, for rows equal in every field it is read from (its text, lines, symbols, path and size); what depends on a
+file, once a file.
 """
 
 from __future__ import annotations

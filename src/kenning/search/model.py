@@ -7,7 +7,8 @@ when missing), an ensemble of oblivious trees (CatBoost's: one split a level, so
 comparisons, found for every row and tree in a few numpy operations: the fastest to apply), or of regression trees
 as LightGBM grows them (laid out at load as complete trees of one depth, `Complete`, and walked level by level
 over all rows and trees at once; trees too deep for that layout keep their own arrays). Reading it needs numpy
-only.
+only; in a process that has onnxruntime loaded, regression trees are scored there instead, to the same bits
+(`kenning.search.onnx_trees`).
 
 A model trained on another version of the features is refused (`ModelMismatch`), never applied to columns that
 mean something else.
