@@ -208,7 +208,7 @@ def main() -> None:
             print(r, name, json.dumps({k: round(v, 3) for k, v in runs[name][-1].items()}), file=sys.stderr)
     base = args.against[0]
     counts = ", ".join(f"{name} {n:,}" for name, n in sizes.items()) if args.own_index else ""
-    kind = f"{len(timed)} distinct" if args.distinct else "warm"
+    kind = "new (each searched once)" if args.distinct else "warm"
     print(
         f"\n{passages:,} passages{' (' + counts + ', each its own index)' if counts else ''}, hash embedder"
         f"{' (onnxruntime loaded)' if args.onnxruntime else ''}, --limit {args.limit}, {args.queries} {kind} "
