@@ -12,40 +12,18 @@ import onnx
 import onnxruntime  # noqa: F401  (loaded, as the MiniLM embedder loads it: the scorer then uses it)
 import pytest
 
+from forests import random_forest, walk
 from kenning.search import model as model_module
 from kenning.search import onnx_trees
-from kenning.search.features import FEATURES, FEATURES_VERSION
+from kenning.search.features import FEATURES
 from kenning.search.model import Trees, parse, shipped
 
 
 def _forest(seed: int, sizes: list[int], columns: int = 6) -> dict[str, object]:
     """A forest of random binary trees, their thresholds the awkward ones: +-inf, ties with the rows' values, and
     doubles between two float32s (0.99999997 once rounded onto 1.0 and sent a 1.0 the wrong way)."""
-    rng = np.random.default_rng(seed)
     awkward = [-np.inf, 0.0, 0.5, 1.0, 0.99999997, 1.0000000001, -2.5e-8, 3.4e38, 1e300, np.inf]
-    trees = []
-    for size in sizes:
-        t: dict[str, list] = {k: [] for k in ("feature", "threshold", "missing_left", "value")}
-        t["left"], t["right"] = [0] * size, [0] * size
-        free = [(0, "left"), (0, "right")]
-        for i in range(size):
-            if i:
-                parent, side = free.pop(int(rng.integers(len(free))))
-                t[side][parent] = i
-                free += [(i, "left"), (i, "right")]
-            t["feature"].append(int(rng.integers(0, columns)))
-            border = rng.choice(awkward) if i % 2 else rng.normal()
-            t["threshold"].append(float(border))
-            t["missing_left"].append(bool(rng.integers(2)))
-        if size:
-            for leaf, (parent, side) in enumerate(free):
-                t[side][parent] = ~leaf
-                t["value"].append(float(rng.normal()))
-        else:
-            t["left"], t["right"], t["value"] = [], [], [float(rng.normal())]
-        trees.append(t)
-    return {"kind": "trees", "features_version": FEATURES_VERSION, "features": list(FEATURES[:columns]),
-            "depth": max(sizes), "trees": trees}  # fmt: skip
+    return random_forest(np.random.default_rng(seed), sizes, awkward, columns=columns)
 
 
 def _rows(model_thresholds: np.ndarray, columns: int, n: int, seed: int) -> np.ndarray:
@@ -74,9 +52,7 @@ def _bits(a: np.ndarray) -> np.ndarray:
 def test_the_graph_written_by_hand_is_a_valid_onnx_model_of_the_forest() -> None:
     trees = parse(_forest(1, [1, 3, 0, 7]), "forest").scorer
     assert isinstance(trees, Trees)
-    written = onnx_trees.graph_bytes(
-        trees.feature, trees.threshold, trees.left, trees.right, trees.missing_left, trees.value, 6
-    )
+    written = onnx_trees.graph_bytes(trees, 6)
     model = onnx.load_from_string(written)
     onnx.checker.check_model(model, full_check=True)
     (node,) = model.graph.node
@@ -89,7 +65,7 @@ def test_the_graph_written_by_hand_is_a_valid_onnx_model_of_the_forest() -> None
 
 
 @pytest.mark.parametrize("seed", [35, 36, 37])
-def test_onnxruntime_scores_random_forests_bit_for_bit_as_the_numpy_walk(seed: int) -> None:
+def test_onnxruntime_scores_random_forests_bit_for_bit_as_the_numpywalk(seed: int) -> None:
     raw = _forest(seed, [0, 1, 2, 5, 9, 14, 30] * 12)  # 84 trees, one of them 30 nodes deep at most
     trees = parse(raw, "forest").scorer
     assert isinstance(trees, Trees)
@@ -98,19 +74,8 @@ def test_onnxruntime_scores_random_forests_bit_for_bit_as_the_numpy_walk(seed: i
     assert "forest" in trees.onnx, "onnxruntime is loaded: the forest must run there"
     np.testing.assert_array_equal(_bits(scored), _bits(trees.walk(x)))
     # and the walk is what the trees say, one row at a time, in double
-    want = [sum(_walk(t, row.astype(np.float64)) for t in raw["trees"]) for row in x[:200]]  # type: ignore[attr-defined]
+    want = [sum(walk(t, row.astype(np.float64)) for t in raw["trees"]) for row in x[:200]]  # type: ignore[attr-defined]
     assert np.allclose(scored[:200], want, atol=1e-4)
-
-
-def _walk(tree: dict[str, list], row: np.ndarray) -> float:
-    if not tree["feature"]:
-        return float(tree["value"][0])
-    node = 0
-    while node >= 0:
-        value = row[tree["feature"][node]]
-        left = tree["missing_left"][node] if np.isnan(value) else value <= tree["threshold"][node]
-        node = tree["left"][node] if left else tree["right"][node]
-    return float(tree["value"][~node])
 
 
 @pytest.mark.parametrize("name", ["hybrid", "lexical"])

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from forests import random_forest, walk
 from kenning.search import features as features_module
 from kenning.search import model as model_module
 from kenning.search.features import FEATURES, FEATURES_VERSION, ArmList, Candidates, features
@@ -214,15 +215,6 @@ def test_regression_tied_arm_scores_were_ranked_by_passage_id() -> None:
     assert {pid: rank for pid, (rank, _) in arm.found.items()} == {9: 1, 5: 2, 2: 2, 7: 4}
 
 
-def _walk(tree: dict[str, list], row: np.ndarray) -> float:
-    node = 0
-    while node >= 0:
-        value = row[tree["feature"][node]]
-        left = tree["missing_left"][node] if math.isnan(value) else value <= tree["threshold"][node]
-        node = tree["left"][node] if left else tree["right"][node]
-    return float(tree["value"][~node])
-
-
 def test_a_forest_of_uneven_trees_scores_as_each_tree_walked_one_row_at_a_time() -> None:
     rng = np.random.default_rng(3)
     trees = []
@@ -243,7 +235,7 @@ def test_a_forest_of_uneven_trees_scores_as_each_tree_walked_one_row_at_a_time()
            "trees": trees}  # fmt: skip
     x = rng.normal(size=(50, len(FEATURES))).astype(np.float32)
     x[rng.random(x.shape) < 0.1] = np.nan
-    want = [sum(_walk(t, row.astype(np.float64)) for t in trees) for row in x]
+    want = [sum(walk(t, row.astype(np.float64)) for t in trees) for row in x]
     assert np.allclose(parse(raw, "forest").score(x), want, atol=1e-5)
 
 
@@ -501,33 +493,15 @@ def test_the_line_scans_count_what_the_patterns_anchored_at_line_starts_count() 
         assert features_module._text_traits(text) == want, repr(text)
 
 
-def test_trees_laid_out_complete_score_bitwise_as_the_level_by_level_walk(
+def test_trees_laid_out_complete_score_bitwise_as_the_level_by_levelwalk(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # the two numpy walks, whether or not this process has onnxruntime loaded (tests/test_model_onnx.py)
     monkeypatch.setattr(model_module, "ONNX", False)
     rng = np.random.default_rng(35)
-    trees = []
-    for size in [1, 2, 5, 9, 14] * 27:  # 135 trees: walked in several batches
-        t: dict[str, list] = {k: [] for k in ("feature", "threshold", "missing_left", "value")}
-        t["left"], t["right"] = [0] * size, [0] * size
-        # a random binary tree of `size` inner nodes: each new node hangs from a free child of an earlier one
-        free = [(0, "left"), (0, "right")]
-        for i in range(size):
-            if i:
-                parent, side = free.pop(int(rng.integers(len(free))))
-                t[side][parent] = i
-                free += [(i, "left"), (i, "right")]
-            t["feature"].append(int(rng.integers(0, 6)))
-            border = rng.choice([-np.inf, 0.0, 0.5, 1.0, np.inf]) if i % 3 else rng.normal()
-            t["threshold"].append(float(border))
-            t["missing_left"].append(bool(rng.integers(2)))
-        for leaf, (parent, side) in enumerate(free):
-            t[side][parent] = ~leaf
-            t["value"].append(float(rng.normal()))
-        trees.append(t)
-    raw = {"kind": "trees", "features_version": FEATURES_VERSION, "features": list(FEATURES[:6]), "depth": 14,
-           "trees": trees}  # fmt: skip
+    # 135 trees: walked in several batches
+    raw = random_forest(rng, [1, 2, 5, 9, 14] * 27, [-np.inf, 0.0, 0.5, 1.0, np.inf], every=3)
+    trees = raw["trees"]
     model = parse(raw, "forest")
     assert isinstance(model.scorer, Trees) and model.scorer.complete is not None
     walked = replace(model, scorer=replace(model.scorer, complete=None))
@@ -535,7 +509,7 @@ def test_trees_laid_out_complete_score_bitwise_as_the_level_by_level_walk(
     x = rng.choice(values, size=(300, len(FEATURES)))
     x[:100] = rng.normal(size=(100, len(FEATURES)))
     np.testing.assert_array_equal(model.score(x), walked.score(x))
-    want = [sum(_walk(t, row[:6].astype(np.float64)) for t in trees) for row in x]
+    want = [sum(walk(t, row[:6].astype(np.float64)) for t in trees) for row in x]
     assert np.allclose(model.score(x), want, atol=1e-5)
 
 

@@ -191,15 +191,7 @@ class Trees:
                 return None
             with _BUILDING:
                 if "forest" not in self.onnx and not self.onnx.get("failed"):
-                    built = onnx_trees.build(
-                        self.feature,
-                        self.threshold,
-                        self.left,
-                        self.right,
-                        self.missing_left,
-                        self.value,
-                        columns,
-                    )
+                    built = onnx_trees.build(self, columns)
                     if built is None:
                         self.onnx["failed"] = True
                     else:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -84,26 +84,37 @@ def _value_info(name: str, elem: int, dims: tuple[str | int, ...]) -> bytes:
 _MODE = {m: _field(9, m) for m in (b"BRANCH_LEQ", b"LEAF")}
 
 
-def graph_bytes(
-    feature: np.ndarray,
-    threshold: np.ndarray,
-    left: np.ndarray,
-    right: np.ndarray,
-    missing_left: np.ndarray,
-    value: np.ndarray,
-    columns: int,
-) -> bytes:
-    """The ONNX model of padded trees (`Trees`' arrays: a negative child c is leaf ~c) over rows of `columns`
-    doubles: input `x` (rows, columns), output `y` float (rows, trees), column t tree t's leaf value."""
-    count = feature.shape[0]
+class Padded(Protocol):
+    """Padded trees' arrays, as `kenning.search.model.Trees` holds them: (trees, nodes) of each inner node's column,
+    threshold (left when value <= it), children (a negative child c is leaf ~c) and NaN's way; (trees, leaves)
+    of leaf values."""
+
+    @property
+    def feature(self) -> np.ndarray: ...
+    @property
+    def threshold(self) -> np.ndarray: ...
+    @property
+    def left(self) -> np.ndarray: ...
+    @property
+    def right(self) -> np.ndarray: ...
+    @property
+    def missing_left(self) -> np.ndarray: ...
+    @property
+    def value(self) -> np.ndarray: ...
+
+
+def graph_bytes(trees: Padded, columns: int) -> bytes:
+    """The ONNX model of padded trees over rows of `columns` doubles: input `x` (rows, columns), output `y` float
+    (rows, trees), column t tree t's leaf value."""
+    count = trees.feature.shape[0]
     # as lists: an element of a list is read several times faster than one of an array
     features_of, borders_of, lefts, rights = (
-        feature.tolist(),
-        threshold.tolist(),
-        left.tolist(),
-        right.tolist(),
+        trees.feature.tolist(),
+        trees.threshold.tolist(),
+        trees.left.tolist(),
+        trees.right.tolist(),
     )
-    nan_left, values = missing_left.tolist(), value.tolist()
+    nan_left, values = trees.missing_left.tolist(), trees.value.tolist()
     tree_ids: list[int] = []
     node_ids: list[int] = []
     features: list[int] = []
@@ -218,20 +229,12 @@ class OnnxForest:
         return out
 
 
-def build(
-    feature: np.ndarray,
-    threshold: np.ndarray,
-    left: np.ndarray,
-    right: np.ndarray,
-    missing_left: np.ndarray,
-    value: np.ndarray,
-    columns: int,
-) -> OnnxForest | None:
+def build(trees: Padded, columns: int) -> OnnxForest | None:
     """The forest's onnxruntime scorer, or None when onnxruntime is not loaded or refuses the graph."""
     if not loaded():
         return None
     try:
-        return OnnxForest(graph_bytes(feature, threshold, left, right, missing_left, value, columns), columns)
+        return OnnxForest(graph_bytes(trees, columns), columns)
     except Exception as exc:  # any failure of the optional path leaves the numpy scorer in charge
         log.debug("the ranker's trees stay on numpy: %s", exc)
         return None
