@@ -116,11 +116,11 @@ def test_a_forest_onnxruntime_refuses_is_scored_by_numpy_and_not_built_again(
 ) -> None:
     tries = []
 
-    def refuse(model: bytes) -> object:
+    def refuse(model: bytes, disabled_optimizers: object = ()) -> object:
         tries.append(len(model))
         raise RuntimeError("refused")
 
-    monkeypatch.setattr(onnx_trees, "session", refuse)
+    monkeypatch.setattr(onnx_trees, "single_thread_session", refuse)
     trees = parse(_forest(5, [3, 4, 5]), "forest").scorer
     assert isinstance(trees, Trees)
     x = _rows(trees.threshold, 6, 50, 5)

@@ -57,6 +57,7 @@ import numpy as np
 
 from kenning.config import cache_dir, load_config
 from kenning.embed.base import Embedder, Vectors, normalise
+from kenning.embed.ort_session import single_thread_session
 from kenning.embed.weights import ZIP_SIZE, fetch
 from kenning.errors import ConfigError, EmbedderError
 from kenning.types import embed_text
@@ -291,7 +292,7 @@ class MiniLMEmbedder(Embedder):
         """A single-thread session over the cached model (built first when missing); loads the tokenizer."""
         os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")  # see the module docstring
         try:
-            import onnxruntime as ort
+            import onnxruntime  # noqa: F401  (a missing runtime is named here, with its fix)
             from tokenizers import Tokenizer
         except ImportError as exc:
             raise EmbedderError(
@@ -300,19 +301,9 @@ class MiniLMEmbedder(Embedder):
         target = self.model_dir()
         if not is_prepared(target):
             self._build_entry(target)
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = 1
-        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        options.log_severity_level = 3  # errors only: stderr stays quiet
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
 
         def session() -> Any:
-            return ort.InferenceSession(
-                str(target / "model.onnx"),
-                options,
-                providers=["CPUExecutionProvider"],
-                disabled_optimizers=_UNFUSED,
-            )
+            return single_thread_session(str(target / "model.onnx"), disabled_optimizers=_UNFUSED)
 
         try:
             model = session()

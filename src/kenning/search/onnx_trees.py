@@ -16,11 +16,12 @@ charge (`kenning.search.model`).
 from __future__ import annotations
 
 import logging
-import os
 import sys
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
+
+from kenning.embed.ort_session import single_thread_session
 
 log = logging.getLogger(__name__)
 
@@ -201,26 +202,12 @@ def loaded() -> bool:
     return getattr(sys.modules.get("onnxruntime"), "InferenceSession", None) is not None
 
 
-def session(model: bytes) -> Any:
-    """A single-thread onnxruntime session of `model`: a search's hundred rows are too few to share out, and the
-    machine's other cores are the embedder's."""
-    os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")  # see kenning.embed.minilm
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = 1
-    options.inter_op_num_threads = 1
-    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    options.log_severity_level = 3
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
-
-
 class OnnxForest:
     """The session of one forest, and how it scores rows: each tree's leaf value a row, summed as numpy sums."""
 
     def __init__(self, model: bytes, columns: int) -> None:
-        self.session = session(model)
+        # one thread: a search's hundred rows are too few to share out, and the other cores are the embedder's
+        self.session = single_thread_session(model)
         self.columns = columns
 
     def leaves(self, x: np.ndarray) -> np.ndarray:
