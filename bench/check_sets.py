@@ -35,9 +35,10 @@ def _lines(path: Path, cache: dict[Path, int]) -> int:
 
 
 def check(folder: Path) -> list[str]:
-    """Every problem of one materialised set, one line each."""
+    """Every problem of one materialised set, one line each (its corpus is the one it shares, if it shares one)."""
     problems: list[str] = []
     name = folder.name
+    base = folder.parent / gitsets.corpus_set(name)
     queries = _rows(folder / "queries.jsonl")
     qrels = {r["query_id"]: r["relevant"] for r in _rows(folder / "qrels.jsonl")}
     spans = {r["query_id"]: r["relevant"] for r in _rows(folder / "spans.jsonl")}
@@ -58,7 +59,7 @@ def check(folder: Path) -> list[str]:
         for key, grade in files.items():
             if grade not in (1, 2):
                 problems.append(f"{qid}: grade {grade} for {key}")
-            if not (folder / key).is_file():
+            if not (base / key).is_file():
                 problems.append(f"{qid}: {key} is not a file of the corpus")
         best: dict[str, int] = {}
         for key, grade in spans.get(qid, {}).items():
@@ -66,7 +67,7 @@ def check(folder: Path) -> list[str]:
             if grade not in (1, 2):
                 problems.append(f"{qid}: grade {grade} for {key}")
             best[path] = max(best.get(path, 0), grade)
-            target = folder / path
+            target = base / path
             if not target.is_file():
                 problems.append(f"{qid}: {path} is not a file of the corpus")
                 continue

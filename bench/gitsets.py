@@ -41,7 +41,7 @@ LOCAL_MIRRORS = HERE / ".work" / "mirrors"
 MARKER = ".gitset.json"
 SET_FILES = ("queries.jsonl", "qrels.jsonl", "spans.jsonl")
 MAX_FILE = 2_000_000  # bytes: a generated blob or a data dump is no passage a person asks about
-FAMILIES = ("questions", "mined", "related")
+FAMILIES = ("questions", "mined", "related", "asked")
 
 
 @dataclass(frozen=True)
@@ -54,6 +54,9 @@ class Source:
     split: str
     licence: str = ""
     include: tuple[str, ...] = ()
+    # another set of the same pin whose materialised corpus, and so whose cached index, this set reads: written
+    # questions over a mined repository need no second copy of it, nor a second index
+    shares: str = ""
 
     @property
     def set_name(self) -> str:
@@ -75,6 +78,7 @@ def load(family: str, name: str) -> Source:
         raw["split"],
         raw.get("licence", ""),
         tuple(raw.get("include", ())),
+        raw.get("shares", ""),
     )
 
 
@@ -162,8 +166,15 @@ def extract(source: Source, corpus: Path) -> int:
     return written
 
 
+def corpus_set(set_name: str) -> str:
+    """The set whose materialised corpus (and cached index) `set_name` reads: its own, or the one it shares."""
+    source = by_set_name(set_name)
+    return source.shares if source is not None and source.shares else set_name
+
+
 def ensure(set_name: str, out: Path = DEFAULT_OUT, *, force: bool = False, mine: bool = True) -> Path:
-    """`<out>/<family>-<name>` with the corpus at the pinned commit and the query files; that folder.
+    """`<out>/<family>-<name>` with the corpus at the pinned commit and the query files; that folder. A set that
+    shares another's corpus gets only its query files there; its corpus is `<out>/<corpus_set(set_name)>/corpus`.
 
     The `mined` family has no written query files: bench/mine.py writes them from the pinned history, here when
     they are missing or were mined by other rules (`mine=False` leaves that to the caller).
@@ -174,19 +185,23 @@ def ensure(set_name: str, out: Path = DEFAULT_OUT, *, force: bool = False, mine:
             f"unknown git set {set_name!r}: see bench/sets/{{{','.join(FAMILIES)}}}/*/source.json"
         )
     folder = Path(out).resolve() / set_name
-    corpus = folder / "corpus"
-    marker = folder / MARKER
-    pin = {"repo": source.repo, "commit": source.commit, "include": list(source.include)}
-    try:
-        current = json.loads(marker.read_text())
-    except (OSError, ValueError):
-        current = None
-    if force or current != pin or not corpus.is_dir():
-        shutil.rmtree(folder, ignore_errors=True)
-        corpus.mkdir(parents=True)
-        n = extract(source, corpus)
-        marker.write_text(json.dumps(pin, indent=2) + "\n")
-        print(f"[{set_name}] {n} files at {source.repo}@{source.commit[:10]}", file=sys.stderr)
+    if source.shares:
+        ensure(source.shares, out, force=force, mine=False)
+        folder.mkdir(parents=True, exist_ok=True)
+    else:
+        corpus = folder / "corpus"
+        marker = folder / MARKER
+        pin = {"repo": source.repo, "commit": source.commit, "include": list(source.include)}
+        try:
+            current = json.loads(marker.read_text())
+        except (OSError, ValueError):
+            current = None
+        if force or current != pin or not corpus.is_dir():
+            shutil.rmtree(folder, ignore_errors=True)
+            corpus.mkdir(parents=True)
+            n = extract(source, corpus)
+            marker.write_text(json.dumps(pin, indent=2) + "\n")
+            print(f"[{set_name}] {n} files at {source.repo}@{source.commit[:10]}", file=sys.stderr)
     for name in SET_FILES:
         src = source.folder / name
         if src.is_file():

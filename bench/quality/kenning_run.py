@@ -112,7 +112,7 @@ def index_home(s: EvalSet, cfg: KConfig, cache: Path, revision: str | None = Non
     settings = {**cfg.index, "kenning": revision or kenning_revision()}
     key_src = json.dumps({"corpus": fingerprint(s.corpus), **settings}, sort_keys=True)
     key = hashlib.sha256(key_src.encode()).hexdigest()[:12]
-    return cache / "indexes" / f"{s.name}-{'default' if not cfg.index else cfg.name}-{key}"
+    return cache / "indexes" / f"{s.index_name or s.name}-{'default' if not cfg.index else cfg.name}-{key}"
 
 
 def open_index(s: EvalSet, cfg: KConfig, cache: Path, fresh: bool) -> tuple[Engine, dict[str, Any]]:

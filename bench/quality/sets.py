@@ -35,6 +35,7 @@ class EvalSet:
     queries: Path
     qrels: Path
     spans: Path | None = None  # span-level qrels next to the file-level ones (the issue 18 code sets)
+    index_name: str = ""  # the name the corpus's cached index goes by, when another set's corpus is shared
 
     @property
     def judged_by_span(self) -> bool:
@@ -65,12 +66,14 @@ def resolve(spec: str, work: Path) -> EvalSet:
     if gitsets.by_set_name(name) is not None:
         base = gitsets.ensure(name, work / "sets")
         spans = base / "spans.jsonl"
+        shared = gitsets.corpus_set(name)
         return EvalSet(
             name,
-            base / "corpus",
+            work.resolve() / "sets" / shared / "corpus",
             base / "queries.jsonl",
             base / "qrels.jsonl",
             spans if spans.is_file() else None,
+            shared if shared != name else "",
         )
     if name in FAQ_SOURCES:
         base = ensure_faqset(work / "sets", name)
