@@ -219,6 +219,22 @@ def stack(sets: list[Data]) -> tuple[np.ndarray, np.ndarray, list[int]]:
     return np.concatenate(xs), np.concatenate(ys), groups
 
 
+def of_kind(d: Data, kind: str) -> Data:
+    """The set with only its queries of one kind (the written sets' `kind`: docs, search, behaviour, ...)."""
+    queries = [q for q in d.queries if q.get("kind") == kind]
+    rows = np.isin(d.qid, [q["index"] for q in queries])
+    return dataclasses.replace(
+        d,
+        x=d.x[rows],
+        qid=d.qid[rows],
+        label=d.label[rows],
+        path=d.path[rows],
+        start=d.start[rows],
+        end=d.end[rows],
+        queries=queries,
+    )
+
+
 def capped(sets: list[Data], cap: int) -> list[Data]:
     """Each set with at most `cap` of its queries (an even, fixed sample): LightGBM's lambdarank weighs every
     query alike, so a set of 800 claims would otherwise teach more than the code sets of 10-200 questions."""
@@ -528,7 +544,12 @@ def group_of(name: str, split: str) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--train", required=True, help="sets to learn from (names, families, family:split)")
+    parser.add_argument(
+        "--train",
+        required=True,
+        help="sets to learn from (names, families, family:split; `SPEC/KIND` keeps the queries of one kind, "
+        "`SPEC*K` weighs each set K times)",
+    )
     parser.add_argument("--eval", default="", help="sets to score (the trained ones are scored too)")
     parser.add_argument("--state", default="hybrid")
     parser.add_argument("--model", default="oblivious", choices=("oblivious", "trees", "linear"))
@@ -548,11 +569,18 @@ def main(argv: list[str] | None = None) -> None:
 
     def sets(spec: str) -> list[Data]:
         out = []
-        for name in [n for s in spec.split(",") if s for n in expand(s)]:
-            if (root / args.state / f"{name}.npz").is_file():
-                out.append(load(name, args.state, root))
-            else:
-                print(f"[{name}] not dumped: left out", file=sys.stderr)
+        for part in [s for s in spec.split(",") if s]:
+            part, _, times = part.partition("*")
+            part, _, kind = part.partition("/")
+            for name in expand(part):
+                if not (root / args.state / f"{name}.npz").is_file():
+                    print(f"[{name}] not dumped: left out", file=sys.stderr)
+                    continue
+                d = load(name, args.state, root)
+                d = of_kind(d, kind) if kind else d
+                out += [d] + [
+                    dataclasses.replace(d, name=f"{d.name}*{i + 2}") for i in range(int(times or 1) - 1)
+                ]
         return out
 
     learn, score_on = sets(args.train), sets(args.eval)

@@ -1,6 +1,6 @@
 """Write each asked set's source.json: the pin of the mined set of the same repository, which it shares.
 
-    python bench/sets/asked/make_sources.py
+python bench/sets/asked/make_sources.py
 """
 
 import json
