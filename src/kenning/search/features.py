@@ -20,7 +20,7 @@ A value a candidate does not have is NaN where absence means "unknown" (no seman
 did not return a candidate gives it that arm's floor, with the `_in` column 0. Nothing here reads the disk: what
 a row does not carry, the features do without. What depends on a passage alone is computed once and kept by its
 id, for rows equal in every field it is read from (its text, lines, symbols, path and size); what depends on a
-file, once a file.
+file, once a file, and what depends on its folder alone, once a folder.
 """
 
 from __future__ import annotations
@@ -32,12 +32,13 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import NamedTuple
 
 import numpy as np
 
 from kenning import walk
 from kenning.store import PassageRow
-from kenning.store.terms import STOPWORDS, informative_terms, is_identifier_query, query_terms
+from kenning.store.terms import STOPWORDS, informative_terms, is_identifier_query, split_terms
 from kenning.store.tokens import stem
 
 #: Bumped whenever a column changes meaning: a model file names the version it was trained on.
@@ -283,45 +284,112 @@ _NOTES_NAME = re.compile(
 )
 
 
-@lru_cache(maxsize=16384)
-def path_traits(path: str) -> tuple[float, ...]:
-    """The query-free columns of a file, from its path alone (f_test .. f_readme, in FEATURES' order)."""
-    *dirs, name = path.split("/")
+class _Words(NamedTuple):
+    """The stemmed words of a name (digits left out): of its informative terms where it has one, else of all its
+    terms (`query_terms`' stopword fallback)."""
+
+    informative: bool
+    stems: frozenset[str]
+
+
+def _words(text: str) -> _Words:
+    terms = split_terms(text)
+    kept = [t for t in terms if t not in STOPWORDS]
+    return _Words(bool(kept), frozenset(stem(t) for t in (kept or terms) if not t.isdigit()))
+
+
+class _Folder(NamedTuple):
+    """What a file's columns take from its folder, judged once a folder: its files come in many queries."""
+
+    # whether its path says test, docs, example, bench, vendor, generated, legacy (f_test .. f_legacy but notes)
+    traits: tuple[bool, bool, bool, bool, bool, bool, bool]
+    depth: float
+    words: _Words  # of the innermost folder's name
+
+
+_NO_WORDS = _Words(False, frozenset())
+_TOP = _Folder((False,) * 7, 0.0, _NO_WORDS)  # the folder of a file at the root (its path has no "/")
+
+
+@lru_cache(maxsize=4096)
+def _folder(folder: str) -> _Folder:
+    dirs = folder.split("/")
     low = [d.lower() for d in dirs]
-    base = name.rsplit(".", 1)[0] if "." in name[1:] else name
-    kind = walk.kind_of(path)
-    is_code = kind is not None and kind[0] == "code"
-    return (
-        float(walk.is_test_path(path)),
-        float(not is_code and _NOTES_NAME.match(name) is not None),
-        float(any(d in _DOCS_DIRS for d in low)),
-        float(any(d in _EXAMPLE_DIRS for d in low)),
-        float(any(d in _BENCH_DIRS for d in low)),
-        float(any(d in _VENDOR_DIRS for d in low)),
-        float(_GENERATED.search(path) is not None),
-        float(any(_LEGACY.match(d) for d in low)),
+    return _Folder(
+        (
+            any(d in walk.TEST_DIRS for d in low),
+            not _DOCS_DIRS.isdisjoint(low),
+            not _EXAMPLE_DIRS.isdisjoint(low),
+            not _BENCH_DIRS.isdisjoint(low),
+            not _VENDOR_DIRS.isdisjoint(low),
+            # the pattern's words hold no "/": one in a folder's name ends at the "/" after it
+            _GENERATED.search(folder + "/") is not None,
+            any(_LEGACY.match(d) for d in low),
+        ),
         float(len(dirs)),
-        float(base.lower() in _BARREL),
-        float(base.lower().startswith("readme")),
+        _words(dirs[-1]),
     )
 
 
-@lru_cache(maxsize=16384)
+def _split(path: str) -> tuple[_Folder, str, str]:
+    """A path's folder, its file's name and that name less its extension."""
+    cut = path.rfind("/")
+    name = path[cut + 1 :]
+    return (
+        _folder(path[:cut]) if cut >= 0 else _TOP,
+        name,
+        name.rsplit(".", 1)[0] if "." in name[1:] else name,
+    )
+
+
+def _joined(own: _Words, around: _Words) -> frozenset[str]:
+    """The words of a file's name and of its folder's, as `query_terms` keeps them of the two names joined: the
+    informative ones, or where neither name holds one, every one."""
+    if own.informative == around.informative:
+        return own.stems | around.stems
+    return own.stems if own.informative else around.stems
+
+
+def _path(path: str) -> tuple[str, frozenset[str], frozenset[str], tuple[float, ...]]:
+    """A file's name, `path_words`, `name_words` and `path_traits`: its folder's share judged once a folder, its
+    name split once for all three."""
+    folder, name, base = _split(path)
+    low = base.lower()
+    is_code = file_kind(path)[0] == 1.0
+    test, docs, example, bench, vendor, generated, legacy = folder.traits
+    traits = (
+        float(test or walk.is_test_name(name)),
+        float(not is_code and _NOTES_NAME.match(name) is not None),
+        float(docs),
+        float(example),
+        float(bench),
+        float(vendor),
+        # one in the file's name starts after the "/" before it (or at its start, as a file at the root's)
+        float(generated or _GENERATED.search("/" + name) is not None),
+        float(legacy),
+        folder.depth,
+        float(low in _BARREL),
+        float(low.startswith("readme")),
+    )
+    own = _words(base)
+    return name, _joined(own, folder.words), own.stems, traits
+
+
+def path_traits(path: str) -> tuple[float, ...]:
+    """The query-free columns of a file, from its path alone (f_test .. f_readme, in FEATURES' order)."""
+    return _path(path)[3]
+
+
 def path_words(path: str) -> frozenset[str]:
     """The stemmed words of a file's name and its folder's (`unicode_tables/property_names.rs`: unicod, tabl,
     properti, name), identifiers split as the lexical index splits them."""
-    *dirs, name = path.split("/")
-    base = name.rsplit(".", 1)[0] if "." in name[1:] else name
-    text = " ".join([*dirs[-1:], base]).replace("-", " ")
-    return frozenset(stem(t) for t in query_terms(text) if not t.isdigit())
+    folder, _, base = _split(path)
+    return _joined(_words(base), folder.words)
 
 
-@lru_cache(maxsize=16384)
 def name_words(path: str) -> frozenset[str]:
     """The stemmed words of a file's own name."""
-    name = path.rsplit("/", 1)[-1]
-    base = name.rsplit(".", 1)[0] if "." in name[1:] else name
-    return frozenset(stem(t) for t in query_terms(base.replace("-", " ")) if not t.isdigit())
+    return _words(_split(path)[2]).stems
 
 
 @lru_cache(maxsize=16384)
@@ -343,7 +411,8 @@ def file_kind(path: str) -> tuple[float, float, float, float]:
 def _file(path: str) -> tuple[str, frozenset[str], frozenset[str], bytes]:
     """A file's name, the stemmed words of its path and of its name, and its `path_traits` as float32 bytes:
     one lookup a file and search (its path a new string each time, hashed once)."""
-    return path.rsplit("/", 1)[-1], path_words(path), name_words(path), _PACK_PATH(*path_traits(path))
+    name, words, own, traits = _path(path)
+    return name, words, own, _PACK_PATH(*traits)
 
 
 _PACK_PATH = struct.Struct(f"={INDEX['f_siblings'] - INDEX['f_test']}f").pack
