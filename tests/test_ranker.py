@@ -525,8 +525,10 @@ TRICKY_PATHS: list[tuple[str, set[str], int, set[str], set[str]]] = [
 
 def test_the_path_columns_of_tricky_paths_keep_the_values_of_the_path_read_whole() -> None:
     traits = FEATURES[F["f_test"] : F["f_siblings"]]
-    for order in (TRICKY_PATHS, TRICKY_PATHS[::-1]):  # each folder judged first for another file of it too
+    # each folder and each name judged first for another file too
+    for order in (TRICKY_PATHS, TRICKY_PATHS[::-1]):
         features_module._folder.cache_clear()
+        features_module._name.cache_clear()
         features_module._file.cache_clear()
         for path, ones, depth, words, own in order:
             want = tuple(float(depth) if t == "f_depth" else float(t in ones) for t in traits)

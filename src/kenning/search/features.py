@@ -331,15 +331,38 @@ def _folder(folder: str) -> _Folder:
     )
 
 
-def _split(path: str) -> tuple[_Folder, str, str]:
-    """A path's folder, its file's name and that name less its extension."""
-    cut = path.rfind("/")
-    name = path[cut + 1 :]
-    return (
-        _folder(path[:cut]) if cut >= 0 else _TOP,
-        name,
-        name.rsplit(".", 1)[0] if "." in name[1:] else name,
+class _Name(NamedTuple):
+    """What a file's columns take from its name alone, judged once a name: `__init__.py`, `index.ts`, `README.md`
+    are in many folders."""
+
+    test: bool
+    notes: bool
+    generated: bool
+    barrel: float
+    readme: float
+    words: _Words  # of the name less its extension
+
+
+@lru_cache(maxsize=16384)
+def _name(name: str) -> _Name:
+    base = name.rsplit(".", 1)[0] if "." in name[1:] else name
+    low = base.lower()
+    kind = walk.kind_of(name)  # a path's kind is its name's
+    return _Name(
+        walk.is_test_name(name),
+        (kind is None or kind[0] != "code") and _NOTES_NAME.match(name) is not None,
+        # one in the file's name starts after the "/" before it (or at its start, as a file at the root's)
+        _GENERATED.search("/" + name) is not None,
+        float(low in _BARREL),
+        float(low.startswith("readme")),
+        _words(base),
     )
+
+
+def _split(path: str) -> tuple[_Folder, str]:
+    """A path's folder and its file's name."""
+    cut = path.rfind("/")
+    return _folder(path[:cut]) if cut >= 0 else _TOP, path[cut + 1 :]
 
 
 def _joined(own: _Words, around: _Words) -> frozenset[str]:
@@ -351,28 +374,25 @@ def _joined(own: _Words, around: _Words) -> frozenset[str]:
 
 
 def _path(path: str) -> tuple[str, frozenset[str], frozenset[str], tuple[float, ...]]:
-    """A file's name, `path_words`, `name_words` and `path_traits`: its folder's share judged once a folder, its
-    name split once for all three."""
-    folder, name, base = _split(path)
-    low = base.lower()
-    is_code = file_kind(path)[0] == 1.0
+    """A file's name, `path_words`, `name_words` and `path_traits`, from what its folder and its name say, each
+    judged once."""
+    folder, name = _split(path)
+    own = _name(name)
     test, docs, example, bench, vendor, generated, legacy = folder.traits
     traits = (
-        float(test or walk.is_test_name(name)),
-        float(not is_code and _NOTES_NAME.match(name) is not None),
+        float(test or own.test),
+        float(own.notes),
         float(docs),
         float(example),
         float(bench),
         float(vendor),
-        # one in the file's name starts after the "/" before it (or at its start, as a file at the root's)
-        float(generated or _GENERATED.search("/" + name) is not None),
+        float(generated or own.generated),
         float(legacy),
         folder.depth,
-        float(low in _BARREL),
-        float(low.startswith("readme")),
+        own.barrel,
+        own.readme,
     )
-    own = _words(base)
-    return name, _joined(own, folder.words), own.stems, traits
+    return name, _joined(own.words, folder.words), own.words.stems, traits
 
 
 def path_traits(path: str) -> tuple[float, ...]:
@@ -383,13 +403,13 @@ def path_traits(path: str) -> tuple[float, ...]:
 def path_words(path: str) -> frozenset[str]:
     """The stemmed words of a file's name and its folder's (`unicode_tables/property_names.rs`: unicod, tabl,
     properti, name), identifiers split as the lexical index splits them."""
-    folder, _, base = _split(path)
-    return _joined(_words(base), folder.words)
+    folder, name = _split(path)
+    return _joined(_name(name).words, folder.words)
 
 
 def name_words(path: str) -> frozenset[str]:
     """The stemmed words of a file's own name."""
-    return _words(_split(path)[2]).stems
+    return _name(path.rsplit("/", 1)[-1]).words.stems
 
 
 @lru_cache(maxsize=16384)
