@@ -449,27 +449,40 @@ def _passage_columns(row: PassageRow | None) -> tuple[str, str, bytes]:
     `_passage`, which keeps them)."""
     if row is None:
         return "", "", _ABSENT
-    symbol, defines = row.symbol, row.defines
-    kinds = {d.kind for d in defines} | ({symbol.kind} if symbol else set())
-    head = " ".join(filter(None, (row.heading, symbol.name if symbol else "", *(d.name for d in defines))))
+    text, symbol, defines = row.text, row.symbol, row.defines
+    if symbol is None and not defines:
+        # most passages: in no symbol, defining none
+        head, named = row.heading or "", _NO_SYMBOL
+    else:
+        kinds = {d.kind for d in defines} | ({symbol.kind} if symbol else set())
+        head = " ".join(
+            filter(None, (row.heading, symbol.name if symbol else "", *(d.name for d in defines)))
+        )
+        named = (
+            float(symbol is not None),
+            float("function" in kinds),
+            float(bool(kinds & _TYPE_KINDS)),
+            float(len(defines)),
+            float(bool(symbol and symbol.doc)),
+        )
     # struct's float is a C cast of the double, the one rounding numpy's float32 conversion makes too
     block = _PACK(
-        len(row.text.strip()),
+        len(text.strip()),
         row.end_line - row.start_line + 1,
         row.start_line,
         *file_kind(row.path),
-        float(symbol is not None),
-        float("function" in kinds),
-        float(bool(kinds & _TYPE_KINDS)),
-        float(len(defines)),
-        float(bool(symbol and symbol.doc)),
+        *named,
         0.0,
         0.0,
         0.0,
         row.size,
-        *_text_traits(row.text),
+        *_text_traits(text),
     )
-    return row.text.lower(), head.lower(), block
+    return text.lower(), head.lower(), block
+
+
+# the symbol columns (p_in_symbol .. p_has_doc) of a passage in no symbol that defines none
+_NO_SYMBOL = (0.0, 0.0, 0.0, 0.0, 0.0)
 
 
 # what `_passage` keeps: passage id -> (the row its columns were computed from, the columns)
