@@ -7,6 +7,7 @@ import json
 import math
 import random
 import re
+from collections import OrderedDict
 from dataclasses import replace
 from pathlib import Path
 
@@ -656,7 +657,7 @@ def test_a_passage_read_again_changed_under_its_id_is_not_given_its_old_columns(
     """The passage columns are kept by passage id (`features._passage`): a row read again with the same id but
     another text, symbol or size (the file edited and indexed again, an id reused after a deletion) must get
     columns of its own, and an equal row read again (new strings, same values) the kept ones."""
-    monkeypatch.setattr(features_module, "_PASSAGES", {})
+    monkeypatch.setattr(features_module, "_PASSAGES", OrderedDict())
     before = _row(7, "src/a.py", "import os\nimport sys\n")
     columns = features_module._passage(before)
     again = _row(7, "src/a.py", "".join(["import os\n", "import sys\n"]))  # equal, not the same object
@@ -675,7 +676,7 @@ def test_a_passage_read_again_changed_under_its_id_is_not_given_its_old_columns(
 
 
 def test_the_kept_passage_columns_stay_within_their_bound(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(features_module, "_PASSAGES", {})
+    monkeypatch.setattr(features_module, "_PASSAGES", OrderedDict())
     monkeypatch.setattr(features_module, "_PASSAGES_MAX", 5)
     for pid in range(12):
         features_module._passage(_row(pid, "src/a.py", f"x = {pid}\n"))
