@@ -17,6 +17,7 @@ import pytest
 from forests import random_forest, walk
 from kenning.search import features as features_module
 from kenning.search import model as model_module
+from kenning.search import paths as paths_module
 from kenning.search.features import FEATURES, FEATURES_VERSION, ArmList, Candidates, features
 from kenning.search.model import ModelMismatch, Trees, load_file, parse
 from kenning.store import PassageRow
@@ -528,14 +529,14 @@ def test_the_path_columns_of_tricky_paths_keep_the_values_of_the_path_read_whole
     traits = FEATURES[F["f_test"] : F["f_siblings"]]
     # each folder and each name judged first for another file too
     for order in (TRICKY_PATHS, TRICKY_PATHS[::-1]):
-        features_module._folder.cache_clear()
-        features_module._name.cache_clear()
+        paths_module._folder.cache_clear()
+        paths_module._name.cache_clear()
         features_module._file.cache_clear()
         for path, ones, depth, words, own in order:
             want = tuple(float(depth) if t == "f_depth" else float(t in ones) for t in traits)
-            assert features_module.path_traits(path) == want, repr(path)
-            assert features_module.path_words(path) == words, repr(path)
-            assert features_module.name_words(path) == own, repr(path)
+            assert paths_module.path_traits(path) == want, repr(path)
+            assert paths_module.path_words(path) == words, repr(path)
+            assert paths_module.name_words(path) == own, repr(path)
             name, path_words, name_words, packed = features_module._file(path)
             assert (name, path_words, name_words) == (path.rsplit("/", 1)[-1], words, own), repr(path)
             assert np.frombuffer(packed, np.float32).tolist() == list(want), repr(path)
