@@ -7,6 +7,7 @@ import json
 import math
 import random
 import re
+from collections import OrderedDict
 from dataclasses import replace
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import pytest
 from forests import random_forest, walk
 from kenning.search import features as features_module
 from kenning.search import model as model_module
+from kenning.search import paths as paths_module
 from kenning.search.features import FEATURES, FEATURES_VERSION, ArmList, Candidates, features
 from kenning.search.model import ModelMismatch, Trees, load_file, parse
 from kenning.store import PassageRow
@@ -465,6 +467,81 @@ def test_a_passage_edited_under_its_id_is_not_served_from_the_passages_cache() -
     )
 
 
+# (path, its path_traits that are 1 but f_depth, f_depth, path_words, name_words), the values the columns had when a
+# file's path was read whole: each case is an edge of reading a folder once for its files and a name apart from it
+TRICKY_PATHS: list[tuple[str, set[str], int, set[str], set[str]]] = [
+    ("", set(), 0, set(), set()),  # a candidate without a row
+    ("README.md", {"f_readme"}, 0, {"readm"}, {"readm"}),
+    ("/lib.rs", {"f_barrel"}, 1, {"lib"}, {"lib"}),  # an empty folder name
+    ("a//b.txt", set(), 2, {"b"}, {"b"}),
+    ("x/", set(), 1, {"x"}, set()),  # an empty file name
+    # the stopword fallback is over the folder's and the file's names together, digits dropped after it
+    ("in/2.py", set(), 1, set(), set()),
+    ("in/to.md", set(), 1, {"in", "to"}, {"to"}),
+    ("to/in.md", set(), 1, {"in", "to"}, {"in"}),
+    ("the/retry_delay.py", set(), 1, {"delai", "retri", "retry_delai"}, {"delai", "retri", "retry_delai"}),
+    ("src/Generated-Client/a.py", {"f_generated"}, 2, {"client", "gener"}, {"a"}),
+    ("Benchmarks/perf/12.py", {"f_bench"}, 2, {"perf"}, set()),
+    ("docs/v2/api.md", {"f_barrel", "f_docs_dir", "f_legacy"}, 2, {"api", "v", "v2"}, {"api"}),
+    (
+        "src/Tests/parseURLRequest.ts",
+        {"f_test"},
+        2,
+        {"pars", "parseurlrequest", "request", "test", "url"},
+        {"pars", "parseurlrequest", "request", "url"},
+    ),
+    ("t/unit/conftest.py", {"f_test"}, 2, {"conftest", "unit"}, {"conftest"}),
+    # `generated` in a folder's name ends at the "/" after it, in the file's starts after the "/" before it
+    ("pkg/gen/x.go", {"f_generated"}, 2, {"gen", "x"}, {"x"}),
+    ("pkg/regen/x.go", set(), 2, {"regen", "x"}, {"x"}),
+    ("src/gen\n/x.go", set(), 2, {"gen", "x"}, {"x"}),  # `$` is not before a newline inside the path
+    ("src/x.gen\n", {"f_generated"}, 1, {"src", "x"}, {"x"}),  # but is before one that ends it
+    ("pkg/x_pb2.py", {"f_generated"}, 1, {"pb", "pkg", "x", "x_pb2"}, {"pb", "x", "x_pb2"}),
+    ("web/app.MIN.js", {"f_generated"}, 1, {"app", "min", "web"}, {"app", "min"}),
+    ("lib/old\n/index.ts", {"f_barrel", "f_legacy"}, 2, {"index", "old"}, {"index"}),
+    (
+        "backports_zoneinfo/__init__.py",
+        {"f_barrel", "f_legacy"},
+        1,
+        {"__init__", "backport", "backports_zoneinfo", "zoneinfo"},
+        {"__init__"},
+    ),
+    ("CHANGELOG.md", {"f_notes"}, 0, {"changelog"}, {"changelog"}),
+    ("src/changes.py", set(), 1, {"chang", "src"}, {"chang"}),  # a code file is never release notes
+    (
+        "vendor/\u0131dx/m\u0131n.js",
+        {"f_vendor"},
+        2,
+        {"dx", "m", "m\u0131n", "n", "\u0131", "\u0131dx"},
+        {"m", "m\u0131n", "n", "\u0131"},
+    ),
+    (
+        "examples/in_the/HTTPServer2.py",
+        {"f_example"},
+        2,
+        {"http", "httpserver2", "in_th", "server"},
+        {"http", "httpserver2", "server"},
+    ),
+]
+
+
+def test_the_path_columns_of_tricky_paths_keep_the_values_of_the_path_read_whole() -> None:
+    traits = FEATURES[F["f_test"] : F["f_siblings"]]
+    # each folder and each name judged first for another file too
+    for order in (TRICKY_PATHS, TRICKY_PATHS[::-1]):
+        paths_module._folder.cache_clear()
+        paths_module._name.cache_clear()
+        features_module._file.cache_clear()
+        for path, ones, depth, words, own in order:
+            want = tuple(float(depth) if t == "f_depth" else float(t in ones) for t in traits)
+            assert paths_module.path_traits(path) == want, repr(path)
+            assert paths_module.path_words(path) == words, repr(path)
+            assert paths_module.name_words(path) == own, repr(path)
+            name, path_words, name_words, packed = features_module._file(path)
+            assert (name, path_words, name_words) == (path.rsplit("/", 1)[-1], words, own), repr(path)
+            assert np.frombuffer(packed, np.float32).tolist() == list(want), repr(path)
+
+
 def _anchored(text: str) -> tuple[int, int, int]:
     """The counts of filled, import and comment lines as the patterns anchored at a line's start find them."""
     return (
@@ -581,7 +658,7 @@ def test_a_passage_read_again_changed_under_its_id_is_not_given_its_old_columns(
     """The passage columns are kept by passage id (`features._passage`): a row read again with the same id but
     another text, symbol or size (the file edited and indexed again, an id reused after a deletion) must get
     columns of its own, and an equal row read again (new strings, same values) the kept ones."""
-    monkeypatch.setattr(features_module, "_PASSAGES", {})
+    monkeypatch.setattr(features_module, "_PASSAGES", OrderedDict())
     before = _row(7, "src/a.py", "import os\nimport sys\n")
     columns = features_module._passage(before)
     again = _row(7, "src/a.py", "".join(["import os\n", "import sys\n"]))  # equal, not the same object
@@ -600,7 +677,7 @@ def test_a_passage_read_again_changed_under_its_id_is_not_given_its_old_columns(
 
 
 def test_the_kept_passage_columns_stay_within_their_bound(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(features_module, "_PASSAGES", {})
+    monkeypatch.setattr(features_module, "_PASSAGES", OrderedDict())
     monkeypatch.setattr(features_module, "_PASSAGES_MAX", 5)
     for pid in range(12):
         features_module._passage(_row(pid, "src/a.py", f"x = {pid}\n"))

@@ -20,15 +20,16 @@ A value a candidate does not have is NaN where absence means "unknown" (no seman
 did not return a candidate gives it that arm's floor, with the `_in` column 0. Nothing here reads the disk: what
 a row does not carry, the features do without. What depends on a passage alone is computed once and kept by its
 id, for rows equal in every field it is read from (its text, lines, symbols, path and size); what depends on a
-file, once a file.
+file, once a file (what its path says: `kenning.search.paths`, once a folder and once a file name).
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 import struct
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -36,8 +37,9 @@ from functools import lru_cache
 import numpy as np
 
 from kenning import walk
+from kenning.search.paths import path_columns
 from kenning.store import PassageRow
-from kenning.store.terms import STOPWORDS, informative_terms, is_identifier_query, query_terms
+from kenning.store.terms import STOPWORDS, informative_terms, is_identifier_query
 from kenning.store.tokens import stem
 
 #: Bumped whenever a column changes meaning: a model file names the version it was trained on.
@@ -248,82 +250,6 @@ def _text_traits(text: str) -> tuple[float, float]:
 
 
 # -- the file ------------------------------------------------------------------------------------------------
-_DOCS_DIRS = frozenset(
-    {"doc", "docs", "documentation", "guide", "guides", "manual", "site", "website", "wiki"}
-)
-_EXAMPLE_DIRS = frozenset(
-    {
-        "example",
-        "examples",
-        "sample",
-        "samples",
-        "demo",
-        "demos",
-        "tutorial",
-        "tutorials",
-        "playground",
-        "cookbook",
-    }
-)
-_BENCH_DIRS = frozenset({"bench", "benches", "benchmark", "benchmarks", "perf"})
-_VENDOR_DIRS = frozenset(
-    {"vendor", "vendored", "third_party", "thirdparty", "external", "extern", "node_modules"}
-)
-_LEGACY = re.compile(
-    r"^(?:legacy|compat|compatibility|deprecated|old|classic|v\d+|\d+\.x|backport\w*)$", re.I
-)
-_GENERATED = re.compile(
-    r"(?i)(?:^|[/_.-])(?:generated|gen|autogen)(?:[/_.-]|$)|_pb2\.py$|\.pb\.go$|\.min\.\w+$"
-)
-_BARREL = frozenset(
-    {"index", "mod", "lib", "__init__", "main", "exports", "public_api", "api", "prelude", "all"}
-)
-_NOTES_NAME = re.compile(
-    r"(?i)^(?:change[-_ ]?log|changes|history|news|release[-_ ]?notes|releases|whats[-_]?new|upgrading)"
-)
-
-
-@lru_cache(maxsize=16384)
-def path_traits(path: str) -> tuple[float, ...]:
-    """The query-free columns of a file, from its path alone (f_test .. f_readme, in FEATURES' order)."""
-    *dirs, name = path.split("/")
-    low = [d.lower() for d in dirs]
-    base = name.rsplit(".", 1)[0] if "." in name[1:] else name
-    kind = walk.kind_of(path)
-    is_code = kind is not None and kind[0] == "code"
-    return (
-        float(walk.is_test_path(path)),
-        float(not is_code and _NOTES_NAME.match(name) is not None),
-        float(any(d in _DOCS_DIRS for d in low)),
-        float(any(d in _EXAMPLE_DIRS for d in low)),
-        float(any(d in _BENCH_DIRS for d in low)),
-        float(any(d in _VENDOR_DIRS for d in low)),
-        float(_GENERATED.search(path) is not None),
-        float(any(_LEGACY.match(d) for d in low)),
-        float(len(dirs)),
-        float(base.lower() in _BARREL),
-        float(base.lower().startswith("readme")),
-    )
-
-
-@lru_cache(maxsize=16384)
-def path_words(path: str) -> frozenset[str]:
-    """The stemmed words of a file's name and its folder's (`unicode_tables/property_names.rs`: unicod, tabl,
-    properti, name), identifiers split as the lexical index splits them."""
-    *dirs, name = path.split("/")
-    base = name.rsplit(".", 1)[0] if "." in name[1:] else name
-    text = " ".join([*dirs[-1:], base]).replace("-", " ")
-    return frozenset(stem(t) for t in query_terms(text) if not t.isdigit())
-
-
-@lru_cache(maxsize=16384)
-def name_words(path: str) -> frozenset[str]:
-    """The stemmed words of a file's own name."""
-    name = path.rsplit("/", 1)[-1]
-    base = name.rsplit(".", 1)[0] if "." in name[1:] else name
-    return frozenset(stem(t) for t in query_terms(base.replace("-", " ")) if not t.isdigit())
-
-
 @lru_cache(maxsize=16384)
 def file_kind(path: str) -> tuple[float, float, float, float]:
     """(code, documentation, text, configuration) of a path, one-hot but for configuration, a code language."""
@@ -343,7 +269,8 @@ def file_kind(path: str) -> tuple[float, float, float, float]:
 def _file(path: str) -> tuple[str, frozenset[str], frozenset[str], bytes]:
     """A file's name, the stemmed words of its path and of its name, and its `path_traits` as float32 bytes:
     one lookup a file and search (its path a new string each time, hashed once)."""
-    return path.rsplit("/", 1)[-1], path_words(path), name_words(path), _PACK_PATH(*path_traits(path))
+    name, words, own, traits = path_columns(path)
+    return name, words, own, _PACK_PATH(*traits)
 
 
 _PACK_PATH = struct.Struct(f"={INDEX['f_siblings'] - INDEX['f_test']}f").pack
@@ -360,31 +287,46 @@ def _passage_columns(row: PassageRow | None) -> tuple[str, str, bytes]:
     `_passage`, which keeps them)."""
     if row is None:
         return "", "", _ABSENT
-    symbol, defines = row.symbol, row.defines
-    kinds = {d.kind for d in defines} | ({symbol.kind} if symbol else set())
-    head = " ".join(filter(None, (row.heading, symbol.name if symbol else "", *(d.name for d in defines))))
+    text, symbol, defines = row.text, row.symbol, row.defines
+    if symbol is None and not defines:
+        # most passages: in no symbol, defining none
+        head, named = row.heading or "", _NO_SYMBOL
+    else:
+        kinds = {d.kind for d in defines} | ({symbol.kind} if symbol else set())
+        head = " ".join(
+            filter(None, (row.heading, symbol.name if symbol else "", *(d.name for d in defines)))
+        )
+        named = (
+            float(symbol is not None),
+            float("function" in kinds),
+            float(bool(kinds & _TYPE_KINDS)),
+            float(len(defines)),
+            float(bool(symbol and symbol.doc)),
+        )
     # struct's float is a C cast of the double, the one rounding numpy's float32 conversion makes too
     block = _PACK(
-        len(row.text.strip()),
+        len(text.strip()),
         row.end_line - row.start_line + 1,
         row.start_line,
         *file_kind(row.path),
-        float(symbol is not None),
-        float("function" in kinds),
-        float(bool(kinds & _TYPE_KINDS)),
-        float(len(defines)),
-        float(bool(symbol and symbol.doc)),
+        *named,
         0.0,
         0.0,
         0.0,
         row.size,
-        *_text_traits(row.text),
+        *_text_traits(text),
     )
-    return row.text.lower(), head.lower(), block
+    return text.lower(), head.lower(), block
+
+
+# the symbol columns (p_in_symbol .. p_has_doc) of a passage in no symbol that defines none
+_NO_SYMBOL = (0.0, 0.0, 0.0, 0.0, 0.0)
 
 
 # what `_passage` keeps: passage id -> (the row its columns were computed from, the columns)
-_PASSAGES: dict[int, tuple[PassageRow, tuple[str, str, bytes]]] = {}
+# (an OrderedDict: a dict's oldest entry is found past every entry taken out before it, 3.8 us a removal at this
+# bound against 0.2, paid for each new passage once the bound is reached)
+_PASSAGES: OrderedDict[int, tuple[PassageRow, tuple[str, str, bytes]]] = OrderedDict()
 _PASSAGES_MAX = 16384
 
 
@@ -413,8 +355,9 @@ def _passage(row: PassageRow | None) -> tuple[str, str, bytes]:
             return value
     value = _passage_columns(row)
     if len(_PASSAGES) >= _PASSAGES_MAX:
-        # the oldest entry (a dict keeps its insertion order); another thread may have taken it already
-        _PASSAGES.pop(next(iter(_PASSAGES), row.id), None)
+        # the oldest entry; another thread may have taken it already
+        with contextlib.suppress(KeyError):
+            _PASSAGES.popitem(last=False)
     _PASSAGES[row.id] = (row, value)
     return value
 

@@ -20,8 +20,8 @@ from functools import lru_cache
 from pathlib import Path
 
 from kenning import walk
+from kenning.search import paths
 from kenning.store import PassageRow
-from kenning.store.terms import query_terms
 from kenning.store.tokens import stem
 
 # A changelog's or release notes' fused score is multiplied by this unless the query asks about changes: they name
@@ -204,19 +204,15 @@ def saturate(fused: dict[int, float], order: list[int], paths: dict[int, str]) -
 @lru_cache(maxsize=8192)
 def path_words(path: str) -> frozenset[str]:
     """The stemmed words of a file's name and its folder's: `src/unicode_tables/property_names.rs` holds unicod,
-    tabl, properti, name (and the whole names, as the lexical index keeps an identifier whole too)."""
-    *dirs, name = path.split("/")
-    base = name.rsplit(".", 1)[0] if "." in name[1:] else name
-    text = " ".join([*dirs[-1:], base]).replace("-", " ")
-    return frozenset(stem(t) for t in query_terms(text) if not t.isdigit())
+    tabl, properti, name (and the whole names, as the lexical index keeps an identifier whole too). The learned
+    ranker's f_path_cov reads the same words."""
+    return paths.path_words(path)
 
 
 @lru_cache(maxsize=8192)
 def name_words(path: str) -> frozenset[str]:
     """The stemmed words of a file's own name: `src/unicode_tables/property_names.rs` holds properti, name."""
-    name = path.rsplit("/", 1)[-1]
-    base = name.rsplit(".", 1)[0] if "." in name[1:] else name
-    return frozenset(stem(t) for t in query_terms(base.replace("-", " ")) if not t.isdigit())
+    return paths.name_words(path)
 
 
 def add_path_evidence(fused: dict[int, float], paths: dict[int, str], terms: list[str]) -> set[int]:

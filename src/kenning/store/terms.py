@@ -131,12 +131,19 @@ def query_terms(text: str, *, stopwords: frozenset[str] = STOPWORDS, repeat: boo
 def _query_terms(text: str, stopwords: frozenset[str], repeat: bool) -> tuple[str, ...]:
     # a search asks for one query's terms several times (each arm, the ranking, the confidence): a pasted bug
     # report of 4,000 characters took milliseconds each time
+    terms = split_terms(text)
+    kept = [t for t in terms if t not in stopwords] or terms
+    return tuple(kept if repeat else dict.fromkeys(kept))
+
+
+def split_terms(text: str) -> list[str]:
+    """Every term of a text lower-cased, in order, repeats and stopwords kept: each word, then its parts if it is a
+    compound identifier (what `query_terms` keeps some of)."""
     terms: list[str] = []
     for token in _TOKEN.findall(text):
         terms.append(token.lower())
         terms.extend(part.lower() for part in _split(token))
-    kept = [t for t in terms if t not in stopwords] or terms
-    return tuple(kept if repeat else dict.fromkeys(kept))
+    return terms
 
 
 def informative_terms(text: str) -> list[str]:

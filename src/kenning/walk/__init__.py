@@ -15,7 +15,7 @@ from __future__ import annotations
 from kenning.types import FileEntry, Selection, Skip
 from kenning.walk.filters import SelectionMatcher, check_selection, compile_selection
 from kenning.walk.globs import expand_braces
-from kenning.walk.kinds import MIB, SIZE_LIMITS, TEST_DIRS, TYPES, is_test_path, kind_of
+from kenning.walk.kinds import MIB, SIZE_LIMITS, TEST_DIRS, TYPES, is_test_name, is_test_path, kind_of
 from kenning.walk.read import (
     NOT_REGULAR,
     SECRET_CONTENT,
@@ -47,6 +47,6 @@ __all__ = [  # FileEntry, Selection and Skip are re-exported: callers use walk.F
     "RULE_FILE_NAMES", "SECRET_CONTENT", "SECRET_DIRS", "SECRET_EXEMPT", "SECRET_FILES", "SIZE_LIMITS",
     "SKIPPED", "SNIFF_BYTES", "TEST_DIRS", "TYPES", "FileEntry", "NotText", "PathFilter", "Selection",
     "SelectionMatcher", "Skip", "check_root", "check_selection", "compile_selection", "decode",
-    "expand_braces", "holds_private_key", "is_secret", "is_test_path", "kind_of", "read_bytes", "read_text",
-    "screen", "walk",
+    "expand_braces", "holds_private_key", "is_secret", "is_test_name", "is_test_path", "kind_of", "read_bytes",
+    "read_text", "screen", "walk",
 ]  # fmt: skip

@@ -123,3 +123,9 @@ def is_test_path(rel: str) -> bool:
     ``t/unit/y.py``, ``test_z.py``, ``z_test.go``, ``z.spec.ts``, ``ZTest.java``, ``conftest.py``)."""
     *dirs, name = rel.split("/")
     return _TEST_NAME.match(name) is not None or any(d.lower() in TEST_DIRS for d in dirs)
+
+
+def is_test_name(name: str) -> bool:
+    """True for a file name a test suite's file has (``test_z.py``, ``z_test.go``, ``ZTest.java``), wherever
+    it is: `is_test_path` less the directories, for a caller that judges a folder once for its many files."""
+    return _TEST_NAME.match(name) is not None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
@@ -138,7 +139,9 @@ class FilesPart(Connected):
     # rows read before, by id, while the database is as it was then (`_stamp`): a serving process's next
     # search, page or related query meets many of the same candidates, and building a row costs more than
     # reading it
-    _kept: tuple[tuple[int, int], dict[int, PassageRow]] | None = None  # (the stamp they were read at, rows)
+    # (the stamp they were read at, rows); an OrderedDict: a dict's oldest entry is found past every entry taken
+    # out before it, 1.1 us a removal at ROWS_KEPT against 0.2, for each new row once the bound is reached
+    _kept: tuple[tuple[int, int], OrderedDict[int, PassageRow]] | None = None
     _kept_lock = threading.Lock()
 
     def _stamp(self) -> tuple[int, int] | None:
@@ -215,11 +218,11 @@ class FilesPart(Connected):
         with self._kept_lock:
             state = self._kept
             if state is None or state[0] != stamp:
-                state = self._kept = (stamp, {})  # the database changed since the rows kept were read
+                state = self._kept = (stamp, OrderedDict())  # the database changed since the rows were read
             kept = state[1]
             for pid, row in rows.items():
                 if len(kept) >= ROWS_KEPT:
-                    kept.pop(next(iter(kept)))  # the oldest first
+                    kept.popitem(last=False)  # the oldest first
                 kept[pid] = row
 
     @guarded
