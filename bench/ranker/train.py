@@ -220,11 +220,13 @@ def stack(sets: list[Data]) -> tuple[np.ndarray, np.ndarray, list[int]]:
 
 
 def of_kind(d: Data, kind: str) -> Data:
-    """The set with only its queries of one kind (the written sets' `kind`: docs, search, behaviour, ...)."""
+    """The set with only its queries of one kind (the written sets' `kind`: docs, search, behaviour, ...), named
+    apart from the whole set: scores are kept by set name while a model is chosen."""
     queries = [q for q in d.queries if q.get("kind") == kind]
     rows = np.isin(d.qid, [q["index"] for q in queries])
     return dataclasses.replace(
         d,
+        name=f"{d.name}/{kind}",
         x=d.x[rows],
         qid=d.qid[rows],
         label=d.label[rows],
