@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
 from pathlib import Path
 
@@ -40,6 +42,43 @@ def test_regression_searches_stalled_while_the_writer_backed_off_after_a_failed_
         assert runtime.fresh() is False  # the search is told the index is behind...
         assert time.monotonic() - started < 1.0  # ...without waiting out the 3 s bound
     finally:
+        runtime.stop()
+
+
+def test_regression_a_search_between_a_failed_refresh_and_its_count_waited_out_the_bound(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer told the error before it counted the failure, so a search arriving in between (the writer held
+    up logging it) waited the whole freshness bound. A log handler holds the writer there until the search is
+    done."""
+    assert run_cli("index", str(root)).returncode == 0
+    runtime = RootRuntime(root, ModelPool(), make_watcher=None, refresh_wait=3.0)
+    release = threading.Event()
+
+    class Holding(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            release.wait(10)
+
+    handler = Holding(logging.ERROR)
+    logger = logging.getLogger("kenning.daemon")
+    logger.addHandler(handler)
+    try:
+
+        def broken(paths: set[str], full: bool) -> None:
+            raise OSError("disk unplugged")
+
+        monkeypatch.setattr(runtime, "_refresh", broken)
+        runtime.enqueue({"README.md"})
+        deadline = time.monotonic() + 10
+        while not runtime.last_error and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert runtime.last_error == "refresh failed: disk unplugged"
+        started = time.monotonic()
+        assert runtime.fresh() is False
+        assert time.monotonic() - started < 1.0
+    finally:
+        release.set()
+        logger.removeHandler(handler)
         runtime.stop()
 
 

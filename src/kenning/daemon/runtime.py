@@ -362,13 +362,13 @@ class RootRuntime:
         """Apply what the watcher has seen before a search reads; False when the wait ran out first."""
         if self.watcher is not None:
             self.watcher.flush()
-        if self._failures:
-            # the writer is backing off after a failed refresh: waiting would only stall the search
-            return False
         deadline = time.monotonic() + (self.refresh_wait if timeout is None else timeout)
         with self._cond:
             target = self._queued
             while self._applied < target:
+                if self._failures:
+                    # the writer is backing off after a failed refresh: waiting would only stall the search
+                    return False
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
@@ -387,22 +387,23 @@ class RootRuntime:
             try:
                 self._refresh(paths, full)
             except Exception as exc:  # keep the writer alive; say what failed in status and the log
-                self.last_error = f"refresh failed: {exc}"
+                # the changes are not in the index: queue them again and retry later, and meanwhile searches
+                # keep saying the index is behind. The failure is counted, under the lock, before it is told:
+                # a search that sees the error must not wait out its bound for a writer that is backing off
+                with self._cond:
+                    self._failures += 1
+                    self._paths |= paths
+                    self._full = self._full or full
+                    self.last_error = f"refresh failed: {exc}"
+                    self._cond.notify_all()
                 log.error(
                     "refresh of %s failed: %s", self.root, exc, exc_info=not isinstance(exc, KenningError)
                 )
-                # the changes are not in the index: queue them again and retry later, and meanwhile searches
-                # keep saying the index is behind
-                self._failures += 1
-                with self._cond:
-                    self._paths |= paths
-                    self._full = self._full or full
-                    self._cond.notify_all()
                 if self.stop_event.wait(min(60.0, 2.0**self._failures)):
                     return
                 continue
-            self._failures = 0
             with self._cond:
+                self._failures = 0
                 self._applied = max(self._applied, upto)
                 self._cond.notify_all()
 
