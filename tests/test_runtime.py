@@ -21,6 +21,23 @@ def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return make_tree(tmp_path / "ws", dict(CORPUS))
 
 
+def _search_after_a_failed_refresh(runtime: RootRuntime, monkeypatch: pytest.MonkeyPatch) -> float:
+    """Make the runtime's next refresh fail, wait until it says so, then ask for freshness: the seconds it took."""
+
+    def broken(paths: set[str], full: bool) -> None:
+        raise OSError("disk unplugged")
+
+    monkeypatch.setattr(runtime, "_refresh", broken)
+    runtime.enqueue({"README.md"})
+    deadline = time.monotonic() + 10
+    while not runtime.last_error and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert runtime.last_error == "refresh failed: disk unplugged"
+    started = time.monotonic()
+    assert runtime.fresh() is False
+    return time.monotonic() - started
+
+
 def test_regression_searches_stalled_while_the_writer_backed_off_after_a_failed_refresh(
     root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -28,19 +45,8 @@ def test_regression_searches_stalled_while_the_writer_backed_off_after_a_failed_
     assert run_cli("index", str(root)).returncode == 0
     runtime = RootRuntime(root, ModelPool(), make_watcher=None, refresh_wait=3.0)
     try:
-
-        def broken(paths: set[str], full: bool) -> None:
-            raise OSError("disk unplugged")
-
-        monkeypatch.setattr(runtime, "_refresh", broken)
-        runtime.enqueue({"README.md"})
-        deadline = time.monotonic() + 10
-        while not runtime.last_error and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert runtime.last_error == "refresh failed: disk unplugged"
-        started = time.monotonic()
-        assert runtime.fresh() is False  # the search is told the index is behind...
-        assert time.monotonic() - started < 1.0  # ...without waiting out the 3 s bound
+        # the search is told the index is behind, without waiting out the 3 s bound
+        assert _search_after_a_failed_refresh(runtime, monkeypatch) < 1.0
     finally:
         runtime.stop()
 
@@ -63,19 +69,7 @@ def test_regression_a_search_between_a_failed_refresh_and_its_count_waited_out_t
     logger = logging.getLogger("kenning.daemon")
     logger.addHandler(handler)
     try:
-
-        def broken(paths: set[str], full: bool) -> None:
-            raise OSError("disk unplugged")
-
-        monkeypatch.setattr(runtime, "_refresh", broken)
-        runtime.enqueue({"README.md"})
-        deadline = time.monotonic() + 10
-        while not runtime.last_error and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert runtime.last_error == "refresh failed: disk unplugged"
-        started = time.monotonic()
-        assert runtime.fresh() is False
-        assert time.monotonic() - started < 1.0
+        assert _search_after_a_failed_refresh(runtime, monkeypatch) < 1.0
     finally:
         release.set()
         logger.removeHandler(handler)
