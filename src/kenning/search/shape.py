@@ -20,7 +20,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from kenning import walk
-from kenning.search import paths
+from kenning.search.paths import name_words, path_words
 from kenning.store import PassageRow
 from kenning.store.tokens import stem
 
@@ -199,20 +199,6 @@ def saturate(fused: dict[int, float], order: list[int], paths: dict[int, str]) -
         if n:
             fused[pid] *= FILE_DECAY**n
         seen[path] = n + 1
-
-
-@lru_cache(maxsize=8192)
-def path_words(path: str) -> frozenset[str]:
-    """The stemmed words of a file's name and its folder's: `src/unicode_tables/property_names.rs` holds unicod,
-    tabl, properti, name (and the whole names, as the lexical index keeps an identifier whole too). The learned
-    ranker's f_path_cov reads the same words."""
-    return paths.path_words(path)
-
-
-@lru_cache(maxsize=8192)
-def name_words(path: str) -> frozenset[str]:
-    """The stemmed words of a file's own name: `src/unicode_tables/property_names.rs` holds properti, name."""
-    return paths.name_words(path)
 
 
 def add_path_evidence(fused: dict[int, float], paths: dict[int, str], terms: list[str]) -> set[int]:

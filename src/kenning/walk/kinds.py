@@ -122,7 +122,7 @@ def is_test_path(rel: str) -> bool:
     """True for a file that is part of a test suite, by its directory or its name (``tests/x.py``,
     ``t/unit/y.py``, ``test_z.py``, ``z_test.go``, ``z.spec.ts``, ``ZTest.java``, ``conftest.py``)."""
     *dirs, name = rel.split("/")
-    return _TEST_NAME.match(name) is not None or any(d.lower() in TEST_DIRS for d in dirs)
+    return is_test_name(name) or any(d.lower() in TEST_DIRS for d in dirs)
 
 
 def is_test_name(name: str) -> bool:
