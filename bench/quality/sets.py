@@ -115,12 +115,14 @@ def quick(s: EvalSet, work: Path, n_queries: int = 25, n_other: int = 300) -> Ev
 
 
 def fingerprint(corpus: Path) -> str:
-    """Changes when any file under the corpus is added, removed, resized or touched."""
+    """Changes when any file under the corpus is added, removed, renamed or edited. Content, not modification
+    times: a set materialised afresh (a new session, a new clone) keeps its key, and so its cached index."""
     h = hashlib.sha256()
     for dirpath, dirnames, filenames in os.walk(corpus):
         dirnames.sort()
         for name in sorted(filenames):
-            st = os.stat(os.path.join(dirpath, name))
-            rel = os.path.relpath(os.path.join(dirpath, name), corpus)
-            h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+            full = os.path.join(dirpath, name)
+            with open(full, "rb") as fh:
+                digest = hashlib.file_digest(fh, "sha256").hexdigest()
+            h.update(f"{os.path.relpath(full, corpus)}\0{digest}\n".encode())
     return h.hexdigest()[:16]
