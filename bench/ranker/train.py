@@ -340,6 +340,18 @@ def export_trees(booster: Any, meta: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def merged(models: list[dict[str, Any]]) -> dict[str, Any]:
+    """Several exported tree models as one that scores their mean: every tree kept, its leaves scaled by
+    1/len(models). Models trained alike from different seeds (their bagging and feature draws) disagree where the
+    data says little; their mean keeps what they agree on, and a model's luck of the draw no longer decides a
+    ship."""
+    if len(models) == 1:
+        return models[0]
+    k = float(len(models))
+    trees = [{**t, "value": [v / k for v in t["value"]]} for m in models for t in m["trees"]]
+    return {**models[0], "depth": max(m["depth"] for m in models), "trees": trees}
+
+
 def prior_of(x: np.ndarray, weight: float) -> np.ndarray:
     """Where the trees start from: `weight` times the first fusion's score. The trees learn corrections to
     the fused arms' order rather than an order of their own, so where the features look like nothing the model
@@ -499,13 +511,18 @@ def train(
         if worst > 1e-3:
             raise SystemExit(f"export check failed: kenning's scores differ from CatBoost's by {worst}")
     else:
-        booster = fit_trees([shaped(d) for d in sets], params, prior)
-        raw = export_trees(booster, {})
+        params = dict(params)
+        seeds = [int(v) for v in str(params.pop("seeds", params.get("seed", 7))).split(",")]
+        boosters = [fit_trees([shaped(d) for d in sets], {**params, "seed": s}, prior) for s in seeds]
+        raw = merged([export_trees(b, {}) for b in boosters])
         if prior:
             raw["prior"] = {"feature": PRIOR_FEATURE, "weight": prior}
         x, _, _ = stack(sets)
         model = parse(raw, "check")
-        ours, theirs = model.score(x), booster.predict(x) + prior_of(x, prior)
+        theirs = np.mean([b.predict(x) for b in boosters], axis=0) + prior_of(x, prior)
+        # a slice at a time: the numpy walk holds a leaf index per row and tree (a million rows by 900 trees
+        # would be 7 GB at once)
+        ours = np.concatenate([model.score(x[i : i + 20_000]) for i in range(0, len(x), 20_000)])
         worst = float(np.max(np.abs(ours - theirs)))
         if worst > 1e-3:
             raise SystemExit(f"export check failed: kenning's scores differ from LightGBM's by {worst}")
@@ -555,7 +572,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--eval", default="", help="sets to score (the trained ones are scored too)")
     parser.add_argument("--state", default="hybrid")
     parser.add_argument("--model", default="oblivious", choices=("oblivious", "trees", "linear"))
-    parser.add_argument("--params", default="{}", help="LightGBM parameters as JSON (and 'rounds')")
+    parser.add_argument(
+        "--params",
+        default="{}",
+        help="LightGBM parameters as JSON (and 'rounds'; 'seeds': \"7,8,9\" trains one model per seed and ships "
+        "their mean)",
+    )
     parser.add_argument(
         "--prior",
         type=float,
