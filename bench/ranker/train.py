@@ -265,7 +265,23 @@ def capped(sets: list[Data], cap: int) -> list[Data]:
     return out
 
 
-def fit_trees(sets: list[Data], params: dict[str, Any], prior: float = 0.0) -> Any:
+def seeds_of(spec: Any) -> list[int] | None:
+    """`--params`' "seeds": "7,8,9" or [7, 8, 9]; None when not given."""
+    if spec is None:
+        return None
+    items = spec if isinstance(spec, list) else str(spec).split(",")
+    try:
+        return [int(v) for v in items]
+    except (TypeError, ValueError):
+        raise SystemExit(
+            f'--params: "seeds" must be whole numbers, as "7,8,9" or [7, 8, 9], not {spec!r}'
+        ) from None
+
+
+def fit_trees(
+    sets: list[Data], params: dict[str, Any], prior: float = 0.0, seeds: list[int] | None = None
+) -> list[Any]:
+    """One LightGBM ranker per seed (the `seed` of `params` alone when `seeds` is None), all from one dataset."""
     import lightgbm as lgb
 
     params = dict(params)
@@ -292,7 +308,10 @@ def fit_trees(sets: list[Data], params: dict[str, Any], prior: float = 0.0) -> A
     train = lgb.Dataset(
         x, y, group=groups, feature_name=list(FEATURES), free_raw_data=False, init_score=prior_of(x, prior)
     )
-    return lgb.train(config, train, num_boost_round=rounds)
+    return [
+        lgb.train({**config, "seed": seed}, train, num_boost_round=rounds)
+        for seed in (seeds if seeds is not None else [config["seed"]])
+    ]
 
 
 def _flatten(root: dict[str, Any]) -> tuple[dict[str, list[Any]], int]:
@@ -343,8 +362,7 @@ def export_trees(booster: Any, meta: dict[str, Any]) -> dict[str, Any]:
 def merged(models: list[dict[str, Any]]) -> dict[str, Any]:
     """Several exported tree models as one that scores their mean: every tree kept, its leaves scaled by
     1/len(models). Models trained alike from different seeds (their bagging and feature draws) disagree where the
-    data says little; their mean keeps what they agree on, and a model's luck of the draw no longer decides a
-    ship."""
+    data says little; comparing their mean takes one draw's luck out of a comparison of recipes."""
     if len(models) == 1:
         return models[0]
     k = float(len(models))
@@ -512,17 +530,13 @@ def train(
             raise SystemExit(f"export check failed: kenning's scores differ from CatBoost's by {worst}")
     else:
         params = dict(params)
-        seeds = [int(v) for v in str(params.pop("seeds", params.get("seed", 7))).split(",")]
-        boosters = [fit_trees([shaped(d) for d in sets], {**params, "seed": s}, prior) for s in seeds]
+        boosters = fit_trees([shaped(d) for d in sets], params, prior, seeds_of(params.pop("seeds", None)))
         raw = merged([export_trees(b, {}) for b in boosters])
         if prior:
             raw["prior"] = {"feature": PRIOR_FEATURE, "weight": prior}
         x, _, _ = stack(sets)
         model = parse(raw, "check")
-        theirs = np.mean([b.predict(x) for b in boosters], axis=0) + prior_of(x, prior)
-        # a slice at a time: the numpy walk holds a leaf index per row and tree (a million rows by 900 trees
-        # would be 7 GB at once)
-        ours = np.concatenate([model.score(x[i : i + 20_000]) for i in range(0, len(x), 20_000)])
+        ours, theirs = model.score(x), np.mean([b.predict(x) for b in boosters], axis=0) + prior_of(x, prior)
         worst = float(np.max(np.abs(ours - theirs)))
         if worst > 1e-3:
             raise SystemExit(f"export check failed: kenning's scores differ from LightGBM's by {worst}")

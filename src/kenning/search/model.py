@@ -270,6 +270,10 @@ class Linear:
         return out.astype(np.float32)
 
 
+#: rows scored in one pass of a scorer; more are scored a slice at a time
+ROWS_AT_ONCE = 20_000
+
+
 @dataclass(frozen=True)
 class Model:
     name: str
@@ -280,6 +284,12 @@ class Model:
 
     def score(self, x: np.ndarray) -> np.ndarray:
         """One score per row of a FEATURES matrix; higher ranks first."""
+        if len(x) > ROWS_AT_ONCE:
+            # the tree scorers hold an index per row and tree: a training set's million rows at once would need
+            # gigabytes (a search scores a hundred)
+            return np.concatenate(
+                [self.score(x[i : i + ROWS_AT_ONCE]) for i in range(0, len(x), ROWS_AT_ONCE)]
+            )
         out = self.scorer.score(x[:, self.columns])
         if self.prior is not None:
             column, weight = self.prior
