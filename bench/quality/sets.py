@@ -18,13 +18,21 @@ from faqset import SOURCES as FAQ_SOURCES
 from faqset import ensure_faqset
 
 import codeset_multi
+import functions
 import gitsets
 from eval import SETS as EVAL_SETS
 from eval import read_queries, set_folder, subset
 
 DEV_SETS = ("scifact", "cosqa", "cranfield", "cisi", "medline", "rich", "celery-faq")
 # sets with source code, where code_symbols matters
-CODE_SETS = ("cosqa", "rich", "celery-faq", *codeset_multi.set_names(), *gitsets.set_names())
+CODE_SETS = (
+    "cosqa",
+    "rich",
+    "celery-faq",
+    *codeset_multi.set_names(),
+    *gitsets.set_names(),
+    *functions.names(),
+)
 SPAN = re.compile(r":\d+(-\d+)?$")
 
 
@@ -63,6 +71,9 @@ def resolve(spec: str, work: Path) -> EvalSet:
         return EvalSet(
             name, base / "corpus", base / "queries.jsonl", base / "qrels.jsonl", base / "spans.jsonl"
         )
+    if functions.sources_of(name):
+        base = functions.ensure(name, work / "sets")
+        return EvalSet(name, base / "corpus", base / "queries.jsonl", base / "qrels.jsonl")
     if gitsets.by_set_name(name) is not None:
         base = gitsets.ensure(name, work / "sets")
         spans = base / "spans.jsonl"

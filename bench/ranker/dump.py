@@ -28,6 +28,7 @@ sys.path[:0] = [str(HERE.parent / "quality"), str(HERE.parent)]
 
 from kenning_run import DEFAULT, open_index  # noqa: E402
 
+import functions  # noqa: E402
 import gitsets  # noqa: E402
 from codeset_multi import set_names  # noqa: E402
 from kenning.search import SearchRequest, execute, rank  # noqa: E402
@@ -82,6 +83,8 @@ def expand(spec: str) -> list[str]:
     family, _, split = spec.partition(":")
     if family in gitsets.FAMILIES:
         return gitsets.set_names(family, split or None)
+    if family == "functions":
+        return functions.names(split or None)
     return [spec]
 
 
@@ -119,6 +122,8 @@ def split_of(s: EvalSet) -> str:
     source = gitsets.by_set_name(s.name)
     if source is not None:
         return source.split
+    if functions.sources_of(s.name):
+        return s.name.removeprefix(functions.PREFIX).partition("-")[0]
     if s.name.startswith("cs-"):
         import codeset_multi
 

@@ -1,0 +1,209 @@
+"""One-definition corpora: each documented definition of a pinned repository as a file of its own, asked for by
+its doc comment's first sentence (the `functions` sets, named `fn-<split>-<language>`).
+
+    python bench/functions.py [--split train|dev] [--names fn-train-python,...] [--force] [--stats]
+
+A search over snippets (a web query answered by one function) meets a corpus whose every candidate is alone in
+its file: the file-level evidence the repository sets teach (a file's other passages, its path, its neighbours)
+says nothing there. These sets have that shape, from the mined repositories rather than from any benchmark. For
+the mined sets of one language and split, each repository at its pin, every function or method that `mine.py`
+finds a doc comment for
+(outside tests and vendored code, 2 to MAX_LINES lines without it) becomes `corpus/<n>.<ext>` with the doc comment taken
+out, dedented; the doc's first sentence, without the name it documents, asks for it. A sentence shared by two
+definitions, and a body that is the same text as another's, are left out. A seeded sample keeps CORPUS
+definitions and QUERIES questions per set, pooled over the language's repositories (one repository's documented
+functions are too few to make a corpus of). Test splits are never built.
+
+Written to `bench/.work/sets/fn-<split>-<language>/` in the layout of ../shared/eval; nothing here is committed but the
+script.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import hashlib
+import json
+import random
+import re
+import sys
+import textwrap
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import gitsets
+import mine
+
+VERSION = 4  # bump when a rule changes: ensure rebuilds a set whose marker differs
+MARKER = ".functions.json"
+PREFIX = "fn-"
+CORPUS = 2000  # definitions per set: a snippet corpus of thousands, as a web-query set has
+QUERIES = 150  # the trainer's cap per set
+MIN_LINES = 2  # a signature and a body: a definition that is only its doc says nothing
+MAX_LINES = 60
+SEED = "kenning-functions-1"
+SPLITS = ("train", "dev")
+# a set asks for its own language's code: a Python repository's C extension or Go tooling is another corpus
+EXTENSIONS = {
+    "python": (".py",),
+    "rust": (".rs",),
+    "go": (".go",),
+    "javascript": (".js", ".mjs", ".cjs", ".jsx"),
+    "typescript": (".ts", ".tsx", ".mts"),
+    "java": (".java",),
+    "kotlin": (".kt", ".kts"),
+    "csharp": (".cs",),
+    "swift": (".swift",),
+    "php": (".php",),
+    "c": (".c", ".h"),
+    "cpp": (".cc", ".cpp", ".cxx", ".hpp", ".hh", ".hxx", ".ipp", ".h"),
+    "ruby": (".rb",),
+}
+LEADING_COMMENT = re.compile(r"^\s*(/\*|\*|//)")
+
+
+def names(split: str | None = None) -> list[str]:
+    splits = (split,) if split else SPLITS
+    return sorted(
+        {f"{PREFIX}{src.split}-{src.language}" for src in gitsets.sources("mined") if src.split in splits}
+    )
+
+
+def sources_of(name: str) -> list[gitsets.Source]:
+    """The mined sets a functions set is cut from: none for a name that is not one of them."""
+    split, _, language = name.removeprefix(PREFIX).partition("-")
+    if not name.startswith(PREFIX) or split not in SPLITS:
+        return []
+    return [s for s in gitsets.sources("mined") if s.split == split and s.language == language]
+
+
+def python_snippets(path: str, source: str) -> list[tuple[str, str, str]]:
+    """(name, doc paragraph, body without its docstring) of each documented function or method."""
+    lines = source.splitlines()
+    out = []
+    for node, start in mine.python_definitions(source):
+        if isinstance(node, ast.ClassDef) or node.end_lineno is None:
+            continue
+        doc = ast.get_docstring(node)
+        first = node.body[0] if node.body else None
+        if not doc or first is None or first.end_lineno is None:
+            continue
+        after = lines[first.end_lineno : node.end_lineno]
+        while after and not after[0].strip():  # the gap the docstring left
+            after = after[1:]
+        kept = lines[start - 1 : first.lineno - 1] + after
+        out.append((node.name, mine.doc_paragraph(doc.splitlines()), "\n".join(kept)))
+    return out
+
+
+def comment_snippets(path: str, source: str, lang: str) -> list[tuple[str, str, str]]:
+    """The same for a language whose doc comments stand above the definition (mine.comment_defs finds them)."""
+    lines = source.splitlines()
+    out = []
+    for d in mine.comment_defs(path, source, lang):
+        body = lines[d.start - 1 : d.end]
+        while body and (
+            LEADING_COMMENT.match(body[0]) or (lang == "ruby" and body[0].lstrip().startswith("#"))
+        ):
+            body = body[1:]
+        out.append((d.name, d.doc, "\n".join(body)))
+    return out
+
+
+def snippets(corpus: Path, extensions: tuple[str, ...] | None = None) -> list[tuple[str, str, str]]:
+    """(query, extension, text) of every definition that may enter a set (of files with one of `extensions`, or
+    any), in a stable order."""
+    found: list[tuple[str, str, str]] = []
+    for rel, lang, source in mine.source_files(corpus, mine.corpus_files(corpus)):
+        ext = Path(rel).suffix.lower()
+        if extensions is not None and ext not in extensions:
+            continue
+        per_file = python_snippets(rel, source) if lang == "python" else comment_snippets(rel, source, lang)
+        for name, doc, body in per_file:
+            text = textwrap.dedent(body).strip("\n")
+            n_lines = text.count("\n") + 1
+            if not MIN_LINES <= n_lines <= MAX_LINES or mine.BOILERPLATE.match(doc):
+                continue
+            query = mine.without_name(mine.first_sentence(doc), name)
+            if len(mine.words(query)) < mine.MIN_WORDS or mine.BOILERPLATE.match(query):
+                continue
+            found.append((query, ext, text + "\n"))
+    return found
+
+
+def unique(found: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+    """Leave out a sentence two definitions share, and a body another has word for word."""
+    said = Counter(q.lower() for q, _, _ in found)
+    seen = Counter(hashlib.sha256(t.encode()).hexdigest() for _, _, t in found)
+    return [
+        (q, ext, t)
+        for q, ext, t in found
+        if said[q.lower()] == 1 and seen[hashlib.sha256(t.encode()).hexdigest()] == 1
+    ]
+
+
+def marker(sources: list[gitsets.Source]) -> dict[str, object]:
+    return {"version": VERSION, "pins": sorted(f"{s.repo}@{s.commit}" for s in sources)}
+
+
+def ensure(name: str, out: Path = gitsets.DEFAULT_OUT, *, force: bool = False) -> Path:
+    """Make sure `<out>/<name>` holds the set (its mined sets materialised first); return that folder."""
+    sources = sources_of(name)
+    if not sources:
+        raise SystemExit(f"{name}: not a functions set (one of {', '.join(names())})")
+    folder = Path(out).resolve() / name
+    mark = folder / MARKER
+    if not force and mark.is_file() and json.loads(mark.read_text()) == marker(sources):
+        return folder
+    found: list[tuple[str, str, str]] = []
+    for src in sorted(sources, key=lambda s: s.name):
+        mined = gitsets.ensure(f"{src.family}-{src.name}", Path(out), mine=False)
+        found += snippets(mined / "corpus", EXTENSIONS.get(src.language))
+    found = unique(found)
+    rng = random.Random(f"{SEED}/{name}")
+    kept = sorted(rng.sample(range(len(found)), min(CORPUS, len(found))))
+    asked = set(rng.sample(kept, min(QUERIES, len(kept))))
+    corpus = folder / "corpus"
+    if corpus.exists():
+        for p in corpus.iterdir():
+            p.unlink()
+    corpus.mkdir(parents=True, exist_ok=True)
+    queries, qrels = [], []
+    for n, i in enumerate(kept):
+        query, ext, text = found[i]
+        (corpus / f"{n}{ext}").write_text(text)
+        if i in asked:
+            qid = f"{name}:{n}"
+            queries.append({"query_id": qid, "text": query})
+            qrels.append({"query_id": qid, "relevant": {f"corpus/{n}{ext}": 1}})
+    for fname, rows in (("queries.jsonl", queries), ("qrels.jsonl", qrels)):
+        (folder / fname).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    mark.write_text(json.dumps(marker(sources), indent=2) + "\n")
+    print(f"[{name}] {len(kept)} definitions of {len(found)}, {len(queries)} questions", file=sys.stderr)
+    return folder
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--split", choices=SPLITS)
+    parser.add_argument(
+        "--names", default="", help="comma-separated set names (default: every set of --split)"
+    )
+    parser.add_argument("--force", action="store_true")
+    parser.add_argument("--stats", action="store_true", help="print each set's size and language")
+    args = parser.parse_args(argv)
+    chosen = [n for n in args.names.split(",") if n] or names(args.split)
+    for name in chosen:
+        folder = ensure(name, force=args.force)
+        if args.stats:
+            langs = {s.language for s in sources_of(name)}
+            n_docs = sum(1 for _ in (folder / "corpus").iterdir())
+            n_q = len((folder / "queries.jsonl").read_text().splitlines())
+            print(f"{name}\t{','.join(sorted(langs))}\t{n_docs}\t{n_q}")
+
+
+if __name__ == "__main__":
+    main()
