@@ -568,10 +568,13 @@ def table(rows: dict[str, dict[str, dict[str, float]]], measure: str, splits: di
 
 
 def group_of(name: str, split: str) -> str:
-    """The family and split a set's mean is reported under: mined:dev, questions:dev, codeset, prose."""
+    """The family and split a set's mean is reported under: mined:dev, questions:dev, asked:dev, functions:dev,
+    codeset, prose."""
     family = name.partition("-")[0]
-    if family in ("mined", "questions"):
+    if family in ("mined", "questions", "asked"):
         return f"{family}:{split}"
+    if family == "fn":
+        return f"functions:{split}"
     return "codeset" if family == "cs" else "prose"
 
 
