@@ -6,16 +6,16 @@ its doc comment's first sentence (the `functions` sets, named `fn-<split>-<langu
 A search over snippets (a web query answered by one function) meets a corpus whose every candidate is alone in
 its file: the file-level evidence the repository sets teach (a file's other passages, its path, its neighbours)
 says nothing there. These sets have that shape, from the mined repositories rather than from any benchmark. For
-the mined sets of one language and split, each repository at its pin, every function or method that `mine.py`
-finds a doc comment for
-(outside tests and vendored code, 2 to MAX_LINES lines without it) becomes `corpus/<n>.<ext>` with the doc comment taken
-out, dedented; the doc's first sentence, without the name it documents, asks for it. A sentence shared by two
-definitions, and a body that is the same text as another's, are left out. A seeded sample keeps CORPUS
-definitions and QUERIES questions per set, pooled over the language's repositories (one repository's documented
-functions are too few to make a corpus of). Test splits are never built.
+the mined sets of one language and split, each repository at its pin, every definition that `mine.py` finds a
+doc comment for (outside tests and vendored code; not one holding another documented definition; 2 to MAX_LINES
+lines without its doc) becomes `corpus/<n>.<ext>` with the doc comment taken out, dedented. The doc's first
+sentence, without the name it documents, asks for it. A sentence shared by two definitions, and a body that is
+the same text as another's, are left out. A seeded sample keeps CORPUS definitions and QUERIES questions per set,
+pooled over the language's repositories (one repository's documented functions are too few to make a corpus
+of). Test splits are never built.
 
-Written to `bench/.work/sets/fn-<split>-<language>/` in the layout of ../shared/eval; nothing here is committed but the
-script.
+Written to `bench/.work/sets/fn-<split>-<language>/` in the layout of ../shared/eval; nothing here is committed
+but the script.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ import ast
 import hashlib
 import json
 import random
-import re
 import sys
 import textwrap
 from collections import Counter
@@ -35,13 +34,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import gitsets
 import mine
 
-VERSION = 4  # bump when a rule changes: ensure rebuilds a set whose marker differs
+VERSION = 5  # bump when a rule changes: ensure rebuilds a set whose marker differs
 MARKER = ".functions.json"
 PREFIX = "fn-"
 CORPUS = 2000  # definitions per set: a snippet corpus of thousands, as a web-query set has
 QUERIES = 150  # the trainer's cap per set
 MIN_LINES = 2  # a signature and a body: a definition that is only its doc says nothing
-MAX_LINES = 60
+MAX_LINES = 60  # a snippet a web search would show whole; longer ones are classes or tables
 SEED = "kenning-functions-1"
 SPLITS = ("train", "dev")
 # a set asks for its own language's code: a Python repository's C extension or Go tooling is another corpus
@@ -60,7 +59,6 @@ EXTENSIONS = {
     "cpp": (".cc", ".cpp", ".cxx", ".hpp", ".hh", ".hxx", ".ipp", ".h"),
     "ruby": (".rb",),
 }
-LEADING_COMMENT = re.compile(r"^\s*(/\*|\*|//)")
 
 
 def names(split: str | None = None) -> list[str]:
@@ -78,8 +76,11 @@ def sources_of(name: str) -> list[gitsets.Source]:
     return [s for s in gitsets.sources("mined") if s.split == split and s.language == language]
 
 
-def python_snippets(path: str, source: str) -> list[tuple[str, str, str]]:
-    """(name, doc paragraph, body without its docstring) of each documented function or method."""
+Snippet = tuple[str, str, str, int, int]  # name, doc paragraph, text without the doc, first and last line
+
+
+def python_snippets(source: str) -> list[Snippet]:
+    """Each documented function or method, its docstring taken out."""
     lines = source.splitlines()
     out = []
     for node, start in mine.python_definitions(source):
@@ -93,22 +94,38 @@ def python_snippets(path: str, source: str) -> list[tuple[str, str, str]]:
         while after and not after[0].strip():  # the gap the docstring left
             after = after[1:]
         kept = lines[start - 1 : first.lineno - 1] + after
-        out.append((node.name, mine.doc_paragraph(doc.splitlines()), "\n".join(kept)))
+        out.append((node.name, mine.doc_paragraph(doc.splitlines()), "\n".join(kept), start, node.end_lineno))
     return out
 
 
-def comment_snippets(path: str, source: str, lang: str) -> list[tuple[str, str, str]]:
+def comment_snippets(path: str, source: str, lang: str) -> list[Snippet]:
     """The same for a language whose doc comments stand above the definition (mine.comment_defs finds them)."""
     lines = source.splitlines()
     out = []
     for d in mine.comment_defs(path, source, lang):
         body = lines[d.start - 1 : d.end]
-        while body and (
-            LEADING_COMMENT.match(body[0]) or (lang == "ruby" and body[0].lstrip().startswith("#"))
-        ):
-            body = body[1:]
-        out.append((d.name, d.doc, "\n".join(body)))
+        if body and body[0].lstrip().startswith("/*"):
+            # a block comment's inner lines need not start with `*`: cut through the line that closes it
+            close = next((i for i, line in enumerate(body) if "*/" in line), len(body) - 1)
+            body = body[close + 1 :]
+        else:
+            marker = "#" if lang == "ruby" else "//"
+            while body and body[0].lstrip().startswith(marker) and not body[0].lstrip().startswith("#["):
+                body = body[1:]
+        out.append((d.name, d.doc, "\n".join(body), d.start, d.end))
     return out
+
+
+def outermost_dropped(found: list[Snippet]) -> list[Snippet]:
+    """Leave out a definition that holds another documented one (a class and its methods, a closure's outer
+    function): its text would carry the inner one's doc, the very words that ask for the inner one."""
+    return [
+        a
+        for a in found
+        if not any(
+            b is not a and a[3] <= b[3] and b[4] <= a[4] and (a[3], a[4]) != (b[3], b[4]) for b in found
+        )
+    ]
 
 
 def snippets(corpus: Path, extensions: tuple[str, ...] | None = None) -> list[tuple[str, str, str]]:
@@ -119,8 +136,8 @@ def snippets(corpus: Path, extensions: tuple[str, ...] | None = None) -> list[tu
         ext = Path(rel).suffix.lower()
         if extensions is not None and ext not in extensions:
             continue
-        per_file = python_snippets(rel, source) if lang == "python" else comment_snippets(rel, source, lang)
-        for name, doc, body in per_file:
+        per_file = python_snippets(source) if lang == "python" else comment_snippets(rel, source, lang)
+        for name, doc, body, _start, _end in outermost_dropped(per_file):
             text = textwrap.dedent(body).strip("\n")
             n_lines = text.count("\n") + 1
             if not MIN_LINES <= n_lines <= MAX_LINES or mine.BOILERPLATE.match(doc):
@@ -144,7 +161,12 @@ def unique(found: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
 
 
 def marker(sources: list[gitsets.Source]) -> dict[str, object]:
-    return {"version": VERSION, "pins": sorted(f"{s.repo}@{s.commit}" for s in sources)}
+    # mine.py's rules (first sentence, doc comments, boilerplate) make the questions too
+    return {
+        "version": VERSION,
+        "mine": mine.MINE_VERSION,
+        "pins": sorted(f"{s.repo}@{s.commit}" for s in sources),
+    }
 
 
 def ensure(name: str, out: Path = gitsets.DEFAULT_OUT, *, force: bool = False) -> Path:
@@ -154,17 +176,22 @@ def ensure(name: str, out: Path = gitsets.DEFAULT_OUT, *, force: bool = False) -
         raise SystemExit(f"{name}: not a functions set (one of {', '.join(names())})")
     folder = Path(out).resolve() / name
     mark = folder / MARKER
-    if not force and mark.is_file() and json.loads(mark.read_text()) == marker(sources):
+    corpus = folder / "corpus"
+    if not force and corpus.is_dir() and mark.is_file() and json.loads(mark.read_text()) == marker(sources):
         return folder
     found: list[tuple[str, str, str]] = []
     for src in sorted(sources, key=lambda s: s.name):
         mined = gitsets.ensure(f"{src.family}-{src.name}", Path(out), mine=False)
         found += snippets(mined / "corpus", EXTENSIONS.get(src.language))
     found = unique(found)
+    if not found:
+        raise SystemExit(
+            f"{name}: no documented definition in its repositories' {EXTENSIONS.get(sources[0].language)} files"
+        )
     rng = random.Random(f"{SEED}/{name}")
     kept = sorted(rng.sample(range(len(found)), min(CORPUS, len(found))))
     asked = set(rng.sample(kept, min(QUERIES, len(kept))))
-    corpus = folder / "corpus"
+    mark.unlink(missing_ok=True)  # a rebuild cut short must not look finished
     if corpus.exists():
         for p in corpus.iterdir():
             p.unlink()
