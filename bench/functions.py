@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import hashlib
 import json
 import random
 import sys
@@ -34,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import gitsets
 import mine
 
-VERSION = 5  # bump when a rule changes: ensure rebuilds a set whose marker differs
+VERSION = 6  # bump when a rule changes: ensure rebuilds a set whose marker differs
 MARKER = ".functions.json"
 PREFIX = "fn-"
 CORPUS = 2000  # definitions per set: a snippet corpus of thousands, as a web-query set has
@@ -66,6 +65,12 @@ def names(split: str | None = None) -> list[str]:
     return sorted(
         {f"{PREFIX}{src.split}-{src.language}" for src in gitsets.sources("mined") if src.split in splits}
     )
+
+
+def split_of(name: str) -> str | None:
+    """The split of a functions set, None for a name that is not one."""
+    sources = sources_of(name)
+    return sources[0].split if sources else None
 
 
 def sources_of(name: str) -> list[gitsets.Source]:
@@ -109,8 +114,10 @@ def comment_snippets(path: str, source: str, lang: str) -> list[Snippet]:
             close = next((i for i, line in enumerate(body) if "*/" in line), len(body) - 1)
             body = body[close + 1 :]
         else:
-            marker = "#" if lang == "ruby" else "//"
-            while body and body[0].lstrip().startswith(marker) and not body[0].lstrip().startswith("#["):
+            marker = (
+                "#" if lang == "ruby" else "//"
+            )  # `//` covers `///`; Rust's `#[...]` is code and stops it
+            while body and body[0].lstrip().startswith(marker):
                 body = body[1:]
         out.append((d.name, d.doc, "\n".join(body), d.start, d.end))
     return out
@@ -152,12 +159,8 @@ def snippets(corpus: Path, extensions: tuple[str, ...] | None = None) -> list[tu
 def unique(found: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
     """Leave out a sentence two definitions share, and a body another has word for word."""
     said = Counter(q.lower() for q, _, _ in found)
-    seen = Counter(hashlib.sha256(t.encode()).hexdigest() for _, _, t in found)
-    return [
-        (q, ext, t)
-        for q, ext, t in found
-        if said[q.lower()] == 1 and seen[hashlib.sha256(t.encode()).hexdigest()] == 1
-    ]
+    seen = Counter(t for _, _, t in found)
+    return [(q, ext, t) for q, ext, t in found if said[q.lower()] == 1 and seen[t] == 1]
 
 
 def marker(sources: list[gitsets.Source]) -> dict[str, object]:
@@ -185,8 +188,10 @@ def ensure(name: str, out: Path = gitsets.DEFAULT_OUT, *, force: bool = False) -
         found += snippets(mined / "corpus", EXTENSIONS.get(src.language))
     found = unique(found)
     if not found:
+        repos = ", ".join(s.repo for s in sources)
         raise SystemExit(
-            f"{name}: no documented definition in its repositories' {EXTENSIONS.get(sources[0].language)} files"
+            f"{name}: no documented {sources[0].language} definition of {MIN_LINES}-{MAX_LINES} lines with a "
+            f"question of its own in {repos}: the set cannot be built; leave it out of --names"
         )
     rng = random.Random(f"{SEED}/{name}")
     kept = sorted(rng.sample(range(len(found)), min(CORPUS, len(found))))

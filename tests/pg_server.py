@@ -2,7 +2,8 @@
 its binaries are run directly (initdb, pg_ctl), in a temporary folder, listening on a Unix socket only.
 
 PostgreSQL refuses to run as root: where the tests run as root (CI), the server runs as `nobody`. Without the
-wheel the tests that need a server are skipped, saying so; where CI=true they fail instead.
+wheel the tests that need a server are skipped, saying so; where CI=true they fail instead. On an x86-64 CPU
+without AVX-512, which the wheel's pgvector is built for, they are skipped wherever they run, saying so.
 """
 
 from __future__ import annotations

@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
 from bench_repos import commit_files, git_out, load_bench, mirrored_gitsets
 
 TOKENS_PY = '''import re
@@ -204,3 +206,22 @@ def test_a_set_is_rebuilt_when_its_pins_change_and_only_then(tmp_path: Path) -> 
     functions.ensure("fn-train-python", tmp_path / "out")
     assert len((folder / "queries.jsonl").read_text().splitlines()) == 3
     assert "edited by hand" not in "".join(p.read_text() for p in (folder / "corpus").iterdir())
+
+
+def test_a_name_that_is_no_set_and_a_set_with_nothing_to_ask_stop_with_one_line_naming_them(
+    tmp_path: Path,
+) -> None:
+    functions, gitsets, work, _pin_sha = _functions_over(tmp_path)
+    assert functions.split_of("fn-train-python") == "train" and functions.split_of("fn-test-python") is None
+    with pytest.raises(SystemExit, match=r"fn-test-python: not a functions set \(one of fn-train-python\)"):
+        functions.ensure("fn-test-python", tmp_path / "out")
+    # a repository whose python has no documented definition: nothing to ask, and nothing written
+    commit_files(work, "drop the docs", {"lib/tokens.py": "def f(x):\n    return x\n", "level.go": LEVEL_GO})
+    new_pin = git_out(work, "rev-parse", "HEAD")
+    git_out(tmp_path / "mirrors" / "o+widget" / "repo", "fetch", "-q", str(work), "HEAD:refs/heads/main")
+    _pin(gitsets.SETS_SRC, "widget", "o/widget", new_pin, "train", "python")
+    with pytest.raises(
+        SystemExit, match=r"fn-train-python: no documented python definition of 2-60 lines .* in o/widget"
+    ):
+        functions.ensure("fn-train-python", tmp_path / "out")
+    assert not (tmp_path / "out" / "fn-train-python").exists()

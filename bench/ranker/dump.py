@@ -122,8 +122,9 @@ def split_of(s: EvalSet) -> str:
     source = gitsets.by_set_name(s.name)
     if source is not None:
         return source.split
-    if functions.sources_of(s.name):
-        return s.name.removeprefix(functions.PREFIX).partition("-")[0]
+    split = functions.split_of(s.name)
+    if split is not None:
+        return split
     if s.name.startswith("cs-"):
         import codeset_multi
 

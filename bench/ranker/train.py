@@ -36,6 +36,7 @@ sys.path[:0] = [str(HERE)]
 
 from dump import SPAN, WORK, expand  # noqa: E402
 
+import functions  # noqa: E402  (bench/ is on the path once dump is imported)
 from kenning.search.features import FEATURES, FEATURES_VERSION  # noqa: E402
 from kenning.search.model import Model, parse  # noqa: E402
 
@@ -573,7 +574,7 @@ def group_of(name: str, split: str) -> str:
     family = name.partition("-")[0]
     if family in ("mined", "questions", "asked"):
         return f"{family}:{split}"
-    if family == "fn":
+    if name.startswith(functions.PREFIX):
         return f"functions:{split}"
     return "codeset" if family == "cs" else "prose"
 
