@@ -319,6 +319,25 @@ def test_stopping_a_run_with_a_chunk_pool_keeps_the_index_sound(tmp_path: Path, 
     assert _passages(_db(root)) == _passages(_db(clean))
 
 
+def test_regression_ctrl_c_with_a_chunk_pool_printed_a_bad_file_descriptor_traceback(tmp_path: Path) -> None:
+    """Stopping the chunk pool early left its manager thread winding down; the exiting interpreter then wrote
+    to the wake-up pipe that thread was closing (OSError: Bad file descriptor, printed as a traceback after
+    Ctrl-C). Once the iterator is closed, no manager thread may be left."""
+    from concurrent.futures.process import _ExecutorManagerThread
+
+    from kenning.engine.pool import Job, Settings, prepare_all
+
+    root = _big_tree(tmp_path / "ws", 600)
+    jobs = [Job(str(p), "code", "python", None, p.stat().st_size) for p in sorted(root.rglob("*.py"))]
+    results = prepare_all(jobs, Settings(max_chars=1500, overlap_chars=0, syntax=True), workers=2)
+    assert next(results).sha is not None
+    assert any(isinstance(t, _ExecutorManagerThread) for t in threading.enumerate()), (
+        "no pool: proves nothing"
+    )
+    results.close()
+    assert not [t for t in threading.enumerate() if isinstance(t, _ExecutorManagerThread)]
+
+
 def test_a_killed_chunk_worker_is_a_one_line_error_and_the_index_stays_sound(tmp_path: Path) -> None:
     """Regression: a worker killed mid-run gave a BrokenProcessPool traceback, and the run published a vector
     snapshot and totals that its own rollback then undid."""

@@ -154,7 +154,7 @@ def _batches(jobs: Iterable[Job]) -> Iterator[list[Job]]:
 
 def prepare_all(jobs: Iterable[Job], settings: Settings, workers: int) -> Generator[Prepared, None, None]:
     """Each job's Prepared, in job order. Closing the iterator (or an exception in the consumer) stops the
-    pool without waiting for queued work."""
+    pool without running queued work."""
     if workers <= 1:
         for job in jobs:
             yield prepare(job, settings)
@@ -182,4 +182,8 @@ def prepare_all(jobs: Iterable[Job], settings: Settings, workers: int) -> Genera
             "(or `chunk_workers = 1` in ~/.config/kenning/config.toml)",
         ) from None
     finally:
-        pool.shutdown(wait=False, cancel_futures=True)
+        # queued batches are cancelled, but the pool's manager thread is waited for: left running, it closes its
+        # wake-up pipe while the exiting interpreter writes to it (CPython 3.11's concurrent.futures checks then
+        # writes without a lock), and a Ctrl-C ended with that traceback. At most the batches already handed to
+        # workers finish first, well under a second.
+        pool.shutdown(wait=True, cancel_futures=True)
