@@ -17,6 +17,7 @@ from pathlib import Path
 from faqset import SOURCES as FAQ_SOURCES
 from faqset import ensure_faqset
 
+import asked_functions
 import codeset_multi
 import functions
 import gitsets
@@ -32,6 +33,7 @@ CODE_SETS = (
     *codeset_multi.set_names(),
     *gitsets.set_names(),
     *functions.names(),
+    *asked_functions.names(),
 )
 SPAN = re.compile(r":\d+(-\d+)?$")
 
@@ -73,6 +75,9 @@ def resolve(spec: str, work: Path) -> EvalSet:
         )
     if functions.sources_of(name):
         base = functions.ensure(name, work / "sets")
+        return EvalSet(name, base / "corpus", base / "queries.jsonl", base / "qrels.jsonl")
+    if asked_functions.sources_of(name):
+        base = asked_functions.ensure(name, work / "sets")
         return EvalSet(name, base / "corpus", base / "queries.jsonl", base / "qrels.jsonl")
     if gitsets.by_set_name(name) is not None:
         base = gitsets.ensure(name, work / "sets")

@@ -28,6 +28,7 @@ sys.path[:0] = [str(HERE.parent / "quality"), str(HERE.parent)]
 
 from kenning_run import DEFAULT, open_index  # noqa: E402
 
+import asked_functions  # noqa: E402
 import functions  # noqa: E402
 import gitsets  # noqa: E402
 from codeset_multi import set_names  # noqa: E402
@@ -85,6 +86,8 @@ def expand(spec: str) -> list[str]:
         return gitsets.set_names(family, split or None)
     if family == "functions":
         return functions.names(split or None)
+    if family == "fnask":
+        return asked_functions.names(split or None)
     return [spec]
 
 
@@ -122,7 +125,7 @@ def split_of(s: EvalSet) -> str:
     source = gitsets.by_set_name(s.name)
     if source is not None:
         return source.split
-    split = functions.split_of(s.name)
+    split = functions.split_of(s.name) or asked_functions.split_of(s.name)
     if split is not None:
         return split
     if s.name.startswith("cs-"):

@@ -36,7 +36,8 @@ sys.path[:0] = [str(HERE)]
 
 from dump import SPAN, WORK, expand  # noqa: E402
 
-import functions  # noqa: E402  (bench/ is on the path once dump is imported)
+import asked_functions  # noqa: E402  (bench/ is on the path once dump is imported)
+import functions  # noqa: E402
 from kenning.search.features import FEATURES, FEATURES_VERSION  # noqa: E402
 from kenning.search.model import Model, parse  # noqa: E402
 
@@ -61,6 +62,7 @@ class Data:
     end: np.ndarray
     paths: list[str]
     queries: list[dict[str, Any]]
+    cap: int | None = None  # at most this many of its queries learned from, where not the shared cap
 
     def groups(self) -> list[np.ndarray]:
         """Row indices of each query that has candidates, in the first fusion's order."""
@@ -244,10 +246,11 @@ def capped(sets: list[Data], cap: int) -> list[Data]:
     out = []
     for d in sets:
         groups = d.groups()
-        if len(groups) <= cap:
+        limit = d.cap or cap
+        if len(groups) <= limit:
             out.append(d)
             continue
-        keep = np.concatenate([groups[i] for i in np.linspace(0, len(groups) - 1, cap).astype(int)])
+        keep = np.concatenate([groups[i] for i in np.linspace(0, len(groups) - 1, limit).astype(int)])
         out.append(
             Data(
                 d.name,
@@ -261,6 +264,7 @@ def capped(sets: list[Data], cap: int) -> list[Data]:
                 d.end[keep],
                 d.paths,
                 d.queries,
+                d.cap,
             )
         )
     return out
@@ -397,7 +401,7 @@ def row_weights(sets: list[Data], cap: int = SET_CAP) -> np.ndarray:
     out = []
     for d in sets:
         groups = d.groups()
-        w = min(1.0, cap / max(1, len(groups)))
+        w = min(1.0, (d.cap or cap) / max(1, len(groups)))
         out.extend(np.full(len(g), w, np.float32) for g in groups)
     return np.concatenate(out) if out else np.zeros(0, np.float32)
 
@@ -576,6 +580,8 @@ def group_of(name: str, split: str) -> str:
         return f"{family}:{split}"
     if name.startswith(functions.PREFIX):
         return f"functions:{split}"
+    if name.startswith(asked_functions.PREFIX):
+        return f"fnask:{split}"
     return "codeset" if family == "cs" else "prose"
 
 
@@ -585,7 +591,7 @@ def main(argv: list[str] | None = None) -> None:
         "--train",
         required=True,
         help="sets to learn from (names, families, family:split; `SPEC/KIND` keeps the queries of one kind, "
-        "`SPEC*K` weighs each set K times)",
+        "`SPEC*K` weighs each set K times, `SPEC@N` learns from up to N of each set's queries instead of the shared cap)",
     )
     parser.add_argument("--eval", default="", help="sets to score (the trained ones are scored too)")
     parser.add_argument("--state", default="hybrid")
@@ -613,6 +619,7 @@ def main(argv: list[str] | None = None) -> None:
         out = []
         for part in [s for s in spec.split(",") if s]:
             part, _, times = part.partition("*")
+            part, _, limit = part.partition("@")
             part, _, kind = part.partition("/")
             for name in expand(part):
                 if not (root / args.state / f"{name}.npz").is_file():
@@ -620,6 +627,7 @@ def main(argv: list[str] | None = None) -> None:
                     continue
                 d = load(name, args.state, root)
                 d = of_kind(d, kind) if kind else d
+                d = dataclasses.replace(d, cap=int(limit)) if limit else d
                 out += [d] + [
                     dataclasses.replace(d, name=f"{d.name}*{i + 2}") for i in range(int(times or 1) - 1)
                 ]

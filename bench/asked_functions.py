@@ -1,0 +1,207 @@
+"""Web queries over one-definition corpora: the asked family's search queries, each answered by the definition it
+was judged to find, among the documented definitions of its language's repositories, every one a file of its own
+with its doc comment kept (the `asked-functions` sets, named `fnask-<split>-<language>`).
+
+    python bench/asked_functions.py [--split train|dev] [--names fnask-train-python,...] [--force] [--stats]
+
+The functions sets (bench/functions.py) ask for a definition in its own doc's words, with the doc taken out; a
+web query is written in a user's words, and the corpus it meets keeps every doc comment, so a candidate whose doc
+shares the query's common words can outrank the answer. These sets have that shape from a second source: the
+queries were written and judged over the mined repositories (bench/sets/asked), not taken from any benchmark.
+
+For the asked sets of one language and split, each search query whose best-judged span is one documented
+definition (as bench/functions.py finds them, its span within SLACK lines of the judged one) is kept, and that
+definition is its answer; the other judged spans that are definitions count 1. The corpus holds every answer and
+a seeded sample of the language's other documented definitions up to CORPUS, each as `corpus/<n>.<ext>`,
+dedented. Test splits are never built (the asked family has none).
+
+Written to `bench/.work/sets/fnask-<split>-<language>/`; nothing here is committed but the script.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import textwrap
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import functions
+import gitsets
+import mine
+
+VERSION = 2  # bump when a rule changes: ensure rebuilds a set whose marker differs
+MARKER = ".asked-functions.json"
+PREFIX = "fnask-"
+CORPUS = 2000
+MAX_LINES = 80  # the doc comment included
+SLACK = 1  # lines a judged span may differ from the definition's at either end (a decorator, an attribute)
+SEED = "kenning-asked-functions-1"
+
+# (path, first line, last line, text with its doc) of one documented definition
+Found = tuple[str, int, int, str]
+
+
+def names(split: str | None = None) -> list[str]:
+    splits = (split,) if split else functions.SPLITS
+    return sorted({f"{PREFIX}{s.split}-{s.language}" for s in gitsets.sources("asked") if s.split in splits})
+
+
+def split_of(name: str) -> str | None:
+    sources = sources_of(name)
+    return sources[0].split if sources else None
+
+
+def sources_of(name: str) -> list[gitsets.Source]:
+    """The asked sets a set is cut from: none for a name that is not one of them."""
+    split, _, language = name.removeprefix(PREFIX).partition("-")
+    if not name.startswith(PREFIX) or split not in functions.SPLITS:
+        return []
+    return [s for s in gitsets.sources("asked") if s.split == split and s.language == language]
+
+
+def definitions(corpus: Path, extensions: tuple[str, ...] | None) -> list[Found]:
+    """Every documented definition functions.py would cut, with its doc comment this time, in a stable order."""
+    out: list[Found] = []
+    for rel, lang, source in mine.source_files(corpus, mine.corpus_files(corpus)):
+        if extensions is not None and Path(rel).suffix.lower() not in extensions:
+            continue
+        lines = source.splitlines()
+        found = (
+            functions.python_snippets(source)
+            if lang == "python"
+            else functions.comment_snippets(rel, source, lang)
+        )
+        for _name, _doc, _body, start, end in functions.outermost_dropped(found):
+            text = textwrap.dedent("\n".join(lines[start - 1 : end])).strip("\n")
+            if functions.MIN_LINES <= text.count("\n") + 1 <= MAX_LINES:
+                out.append((f"corpus/{rel}", start, end, text + "\n"))
+    return out
+
+
+def span_of(key: str) -> tuple[str, int, int] | None:
+    """`path:a-b` as its parts; None for a whole file judged (`path` alone)."""
+    path, _, lines = key.rpartition(":")
+    a, _, b = lines.partition("-")
+    if not path or not a.isdigit() or not (b or a).isdigit():
+        return None
+    return path, int(a), int(b or a)
+
+
+def matching(found: list[Found], key: str) -> int | None:
+    """The index of the one definition a judged span is, or None."""
+    span = span_of(key)
+    if span is None:
+        return None
+    path, a, b = span
+    hits = [
+        i for i, (p, s, e, _) in enumerate(found) if p == path and abs(s - a) <= SLACK and abs(e - b) <= SLACK
+    ]
+    return hits[0] if len(hits) == 1 else None
+
+
+def read_jsonl(path: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def marker(sources: list[gitsets.Source]) -> dict[str, object]:
+    return {
+        "version": VERSION,
+        "functions": functions.VERSION,
+        "mine": mine.MINE_VERSION,
+        "pins": sorted(f"{s.repo}@{s.commit}" for s in sources),
+    }
+
+
+def ensure(name: str, out: Path = gitsets.DEFAULT_OUT, *, force: bool = False) -> Path:
+    """Make sure `<out>/<name>` holds the set (its repositories materialised first); return that folder."""
+    sources = sources_of(name)
+    if not sources:
+        raise SystemExit(f"{name}: not an asked-functions set (one of {', '.join(names())})")
+    folder = Path(out).resolve() / name
+    mark = folder / MARKER
+    corpus = folder / "corpus"
+    if not force and corpus.is_dir() and mark.is_file() and json.loads(mark.read_text()) == marker(sources):
+        return folder
+    extensions = functions.EXTENSIONS.get(sources[0].language)
+    found: list[Found] = []
+    asked: list[tuple[str, str, dict[int, int]]] = []  # query id, text, {definition index: grade}
+    for src in sorted(sources, key=lambda s: s.name):
+        mined = gitsets.ensure(src.shares, Path(out), mine=False)
+        base = len(found)
+        found += definitions(mined / "corpus", extensions)
+        mine_found = found[base:]
+        spans = {
+            r["query_id"]: r["relevant"]
+            for r in read_jsonl(gitsets.SETS_SRC / "asked" / src.name / "spans.jsonl")
+        }
+        for q in read_jsonl(gitsets.SETS_SRC / "asked" / src.name / "queries.jsonl"):
+            if q.get("kind") != "search":
+                continue
+            judged: dict[str, int] = spans.get(str(q["query_id"]), {})  # type: ignore[assignment]
+            graded = {k: g for k, g in judged.items() if g > 0}
+            best = max(graded.values(), default=0)
+            answer = [matching(mine_found, k) for k, g in graded.items() if g == best]
+            if len(answer) != 1 or answer[0] is None:
+                continue
+            picks = {base + answer[0]: 2}
+            for k, g in graded.items():
+                i = matching(mine_found, k)
+                if g < best and i is not None:
+                    picks.setdefault(base + i, 1)
+            asked.append((str(q["query_id"]), str(q["text"]), picks))
+    if not asked:  # an empty set, not a stop: a family's listing names it, and it is scored as nothing asked
+        print(
+            f"[{name}] no search query of {', '.join(s.name for s in sources)} is one definition",
+            file=sys.stderr,
+        )
+    needed = sorted({i for _, _, picks in asked for i in picks})
+    rest = [i for i in range(len(found)) if i not in set(needed)]
+    rng = random.Random(f"{SEED}/{name}")
+    kept = sorted(needed + rng.sample(rest, max(0, min(CORPUS - len(needed), len(rest)))))
+    file_of = {}
+    mark.unlink(missing_ok=True)  # a rebuild cut short must not look finished
+    if corpus.exists():
+        for p in corpus.iterdir():
+            p.unlink()
+    corpus.mkdir(parents=True, exist_ok=True)
+    for n, i in enumerate(kept):
+        path, _, _, text = found[i]
+        file_of[i] = f"corpus/{n}{Path(path).suffix.lower()}"
+        (folder / file_of[i]).write_text(text)
+    queries = [{"query_id": f"{name}:{qid}", "text": text} for qid, text, _ in asked]
+    qrels = [
+        {"query_id": f"{name}:{qid}", "relevant": {file_of[i]: g for i, g in picks.items()}}
+        for qid, _, picks in asked
+    ]
+    for fname, rows in (("queries.jsonl", queries), ("qrels.jsonl", qrels)):
+        (folder / fname).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    mark.write_text(json.dumps(marker(sources), indent=2) + "\n")
+    print(f"[{name}] {len(kept)} definitions of {len(found)}, {len(queries)} questions", file=sys.stderr)
+    return folder
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--split", choices=functions.SPLITS)
+    parser.add_argument(
+        "--names", default="", help="comma-separated set names (default: every set of --split)"
+    )
+    parser.add_argument("--force", action="store_true")
+    parser.add_argument("--stats", action="store_true", help="print each set's size")
+    args = parser.parse_args(argv)
+    chosen = [n for n in args.names.split(",") if n] or names(args.split)
+    for name in chosen:
+        folder = ensure(name, force=args.force)
+        if args.stats:
+            n_docs = sum(1 for _ in (folder / "corpus").iterdir())
+            n_q = len((folder / "queries.jsonl").read_text().splitlines())
+            print(f"{name}\t{n_docs}\t{n_q}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,51 @@
+"""bench/ranker/train.py's per-set query caps: which queries of a set the ranker learns from."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+RANKER = Path(__file__).resolve().parent.parent / "bench" / "ranker"
+
+
+def _train_module() -> ModuleType:
+    if str(RANKER) not in sys.path:
+        sys.path.insert(0, str(RANKER))
+    spec = importlib.util.spec_from_file_location("train", RANKER / "train.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["train"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _set(train: ModuleType, name: str, queries: int, cap: int | None = None) -> Any:
+    rows = 3 * queries  # three candidates a query
+    return train.Data(
+        name,
+        "train",
+        False,
+        np.zeros((rows, len(train.FEATURES)), np.float32),
+        np.repeat(np.arange(queries), 3),
+        np.tile([1, 0, 0], queries),
+        np.zeros(rows, np.int64),
+        np.zeros(rows, np.int64),
+        np.zeros(rows, np.int64),
+        ["a.py"],
+        [{"index": i} for i in range(queries)],
+        cap,
+    )
+
+
+def test_a_set_given_its_own_cap_keeps_that_many_queries_and_the_others_the_shared_one() -> None:
+    train = _train_module()
+    big, own, small = _set(train, "big", 400), _set(train, "own", 400, cap=250), _set(train, "small", 40)
+    kept = {d.name: len(d.groups()) for d in train.capped([big, own, small], 150)}
+    assert kept == {"big": 150, "own": 250, "small": 40}
+    weights = train.row_weights([big, own], 150)
+    assert np.allclose(weights[: 3 * 400], 150 / 400) and np.allclose(weights[3 * 400 :], 250 / 400)
