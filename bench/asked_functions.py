@@ -21,6 +21,7 @@ Written to `bench/.work/sets/fnask-<split>-<language>/`; nothing here is committ
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import random
 import sys
@@ -32,7 +33,7 @@ import functions
 import gitsets
 import mine
 
-VERSION = 2  # bump when a rule changes: ensure rebuilds a set whose marker differs
+VERSION = 3  # bump when a rule changes: ensure rebuilds a set whose marker differs
 MARKER = ".asked-functions.json"
 PREFIX = "fnask-"
 CORPUS = 2000
@@ -74,9 +75,12 @@ def definitions(corpus: Path, extensions: tuple[str, ...] | None) -> list[Found]
             if lang == "python"
             else functions.comment_snippets(rel, source, lang)
         )
-        for _name, _doc, _body, start, end in functions.outermost_dropped(found):
+        for _name, _doc, body, start, end in functions.outermost_dropped(found):
             text = textwrap.dedent("\n".join(lines[start - 1 : end])).strip("\n")
-            if functions.MIN_LINES <= text.count("\n") + 1 <= MAX_LINES:
+            # the code without its doc as long as functions.py asks: mine.py ends a Go definition whose
+            # signature holds `interface{}` at that line, and a doc over a bare signature is no function
+            code = body.strip("\n").count("\n") + 1
+            if code >= functions.MIN_LINES and text.count("\n") + 1 <= MAX_LINES:
                 out.append((f"corpus/{rel}", start, end, text + "\n"))
     return out
 
@@ -107,11 +111,17 @@ def read_jsonl(path: Path) -> list[dict[str, object]]:
 
 
 def marker(sources: list[gitsets.Source]) -> dict[str, object]:
+    # the questions and their judgements too: a set judged again is built again
+    judged = hashlib.sha256()
+    for src in sorted(sources, key=lambda s: s.name):
+        for fname in ("queries.jsonl", "spans.jsonl"):
+            judged.update((gitsets.SETS_SRC / "asked" / src.name / fname).read_bytes())
     return {
         "version": VERSION,
         "functions": functions.VERSION,
         "mine": mine.MINE_VERSION,
         "pins": sorted(f"{s.repo}@{s.commit}" for s in sources),
+        "judged": judged.hexdigest(),
     }
 
 
@@ -144,7 +154,7 @@ def ensure(name: str, out: Path = gitsets.DEFAULT_OUT, *, force: bool = False) -
             graded = {k: g for k, g in judged.items() if g > 0}
             best = max(graded.values(), default=0)
             answer = [matching(mine_found, k) for k, g in graded.items() if g == best]
-            if len(answer) != 1 or answer[0] is None:
+            if best != 2 or len(answer) != 1 or answer[0] is None:  # only a judged answer is one
                 continue
             picks = {base + answer[0]: 2}
             for k, g in graded.items():
@@ -152,13 +162,22 @@ def ensure(name: str, out: Path = gitsets.DEFAULT_OUT, *, force: bool = False) -
                 if g < best and i is not None:
                     picks.setdefault(base + i, 1)
             asked.append((str(q["query_id"]), str(q["text"]), picks))
-    if not asked:  # an empty set, not a stop: a family's listing names it, and it is scored as nothing asked
+    if not asked:  # an empty set, not a stop: a family's listing names it, and dump.py leaves it out
         print(
             f"[{name}] no search query of {', '.join(s.name for s in sources)} is one definition",
             file=sys.stderr,
         )
     needed = sorted({i for _, _, picks in asked for i in picks})
-    rest = [i for i in range(len(found)) if i not in set(needed)]
+    # a definition word for word another's would be the same answer under a second name: one copy each, and
+    # none of a judged one's, so no copy of an answer is judged wrong
+    seen = {found[i][3] for i in needed}
+    rest = []
+    for i in range(len(found)):
+        if found[i][3] not in seen:
+            seen.add(found[i][3])
+            rest.append(i)
+    if not asked:
+        rest = []  # nothing to ask: no corpus to index for it
     rng = random.Random(f"{SEED}/{name}")
     kept = sorted(needed + rng.sample(rest, max(0, min(CORPUS - len(needed), len(rest)))))
     file_of = {}

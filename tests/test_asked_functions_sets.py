@@ -34,6 +34,28 @@ class Wrapper:
         return [line[i : i + width] for i in range(0, len(line), width)]
 '''
 
+# the judged answer word for word in a second file, a distractor twice, and a doc over a one-line body
+COPY_PY = '''def join_words(words):
+    """Join the words with commas, and the last two with 'and'."""
+    if len(words) < 2:
+        return "".join(words)
+    return ", ".join(words[:-1]) + " and " + words[-1]
+
+
+def shout(text):
+    """Upper-case the text and add an exclamation mark."""
+    return text.upper() + "!"
+
+
+def bare(x):
+    """Only a doc over a single line of code, as a signature cut short would be."""
+'''
+
+SHOUT_PY = '''def shout(text):
+    """Upper-case the text and add an exclamation mark."""
+    return text.upper() + "!"
+'''
+
 QUERIES = [
     {"query_id": "ask:widget-01", "text": "how do I set this library up", "kind": "docs"},
     {
@@ -61,7 +83,16 @@ def _asked_functions_over(tmp_path: Path) -> tuple[ModuleType, Path]:
     work = tmp_path / "work"
     work.mkdir()
     git_out(work, "init", "-q")
-    commit_files(work, "add the text helpers", {"lib/text.py": TEXT_PY, "README.md": "# widget\n\nUse it.\n"})
+    commit_files(
+        work,
+        "add the text helpers",
+        {
+            "lib/text.py": TEXT_PY,
+            "lib/copy.py": COPY_PY,
+            "lib/shout.py": SHOUT_PY,
+            "README.md": "# widget\n\nUse it.\n",
+        },
+    )
     pin = git_out(work, "rev-parse", "HEAD")
     gitsets, _ = mirrored_gitsets(work, tmp_path / "mirrors", "o/widget")
     gitsets.SETS_SRC = tmp_path / "sets"
@@ -103,11 +134,24 @@ def test_a_search_query_judged_to_one_definition_asks_for_it_with_its_doc_kept(t
     assert text.startswith("def join_words(words):") and "Join the words with commas" in text
     other = next(rel for rel, g in graded.items() if g == 1)
     assert (folder / other).read_text().startswith("def slugify(title):")
-    files = sorted(p.name for p in (folder / "corpus").iterdir())
-    assert len(files) == 3, (
-        "the two functions and the method; the class holding a documented method is not one"
+    texts = sorted(f.read_text() for f in (folder / "corpus").iterdir())
+    assert len(texts) == 4, (
+        "join_words, slugify, wrap and one shout: a class holding a documented method is not one, the answer's "
+        "copy and a distractor's are left out, and so is a doc over a bare line"
     )
-    assert any((folder / "corpus" / f).read_text().startswith("def wrap(self") for f in files)
+    assert sum(t.startswith("def join_words") for t in texts) == 1
+    assert sum(t.startswith("def shout") for t in texts) == 1
+    assert any(t.startswith("def wrap(self") for t in texts) and not any("def bare" in t for t in texts)
+
+
+def test_a_set_judged_again_is_built_again(tmp_path: Path) -> None:
+    module, out = _asked_functions_over(tmp_path)
+    folder = module.ensure("fnask-train-python", out)
+    assert len((folder / "queries.jsonl").read_text().splitlines()) == 2
+    spans = tmp_path / "sets" / "asked" / "widget" / "spans.jsonl"
+    spans.write_text(spans.read_text().replace('"corpus/lib/text.py:11-13": 2', '"corpus/lib/text.py": 2'))
+    module.ensure("fnask-train-python", out)
+    assert len((folder / "queries.jsonl").read_text().splitlines()) == 1, "the re-judged question is gone"
 
 
 def test_a_set_with_nothing_to_ask_is_empty_and_a_name_that_is_no_set_stops(tmp_path: Path) -> None:
@@ -118,3 +162,4 @@ def test_a_set_with_nothing_to_ask_is_empty_and_a_name_that_is_no_set_stops(tmp_
     spans.write_text(json.dumps({"query_id": "ask:widget-02", "relevant": {"corpus/lib/text.py": 2}}) + "\n")
     folder = module.ensure("fnask-train-python", out)
     assert (folder / "queries.jsonl").read_text() == "" and (folder / "qrels.jsonl").read_text() == ""
+    assert not list((folder / "corpus").iterdir()), "nothing to ask: no corpus to index"

@@ -9,6 +9,7 @@ from types import ModuleType
 from typing import Any
 
 import numpy as np
+import pytest
 
 RANKER = Path(__file__).resolve().parent.parent / "bench" / "ranker"
 
@@ -49,3 +50,16 @@ def test_a_set_given_its_own_cap_keeps_that_many_queries_and_the_others_the_shar
     assert kept == {"big": 150, "own": 250, "small": 40}
     weights = train.row_weights([big, own], 150)
     assert np.allclose(weights[: 3 * 400], 150 / 400) and np.allclose(weights[3 * 400 :], 250 / 400)
+
+
+def test_a_training_item_is_read_as_set_kind_cap_and_weight_and_a_malformed_one_stops_with_the_order() -> (
+    None
+):
+    train = _train_module()
+    assert train.spec_parts("cosqa") == ("cosqa", None, None, 1)
+    assert train.spec_parts("cosqa@500*2") == ("cosqa", None, 500, 2)
+    assert train.spec_parts("mined:train/doc@50") == ("mined:train", "doc", 50, 1)
+    assert train.spec_parts("celery-faq-a*3") == ("celery-faq-a", None, None, 3)
+    for bad in ("cosqa*2@500", "mined:train@50/doc", "cosqa@0", "cosqa*0", "cosqa@"):
+        with pytest.raises(SystemExit, match=r"in that order \(e\.g\. mined:train/doc@50\*2\)"):
+            train.spec_parts(bad)

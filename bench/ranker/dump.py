@@ -235,6 +235,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--cache", default=str(Path.home() / ".cache" / "kenning-bench"))
     args = parser.parse_args(argv)
     for name in [n for spec in args.sets.split(",") for n in expand(spec)]:
+        if not resolve(name, WORK).query_rows():
+            print(f"[{name}] no questions: not dumped", file=sys.stderr)
+            continue
         info = dump(name, args.state, Path(args.out), Path(args.cache).expanduser())
         print(f"[{name}] {len(info['queries'])} queries in {info['seconds']} s", file=sys.stderr)
 

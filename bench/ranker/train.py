@@ -23,6 +23,7 @@ import argparse
 import dataclasses
 import json
 import math
+import re
 import sys
 import time
 from dataclasses import dataclass
@@ -45,6 +46,25 @@ from kenning.search.model import Model, parse  # noqa: E402
 # from nothing, 4 kept most of the code sets' gain and most of the prose sets' held-out loss away; trained in, the
 # trees correct the fusion instead of replacing it
 PRIOR_FEATURE, PRIOR = "first", 4.0
+
+# a --train or --eval item: a set or family, then a kind of its queries, a cap and a weight, each optional
+SPEC = re.compile(r"(?P<set>[^/@*]+)(?:/(?P<kind>[^/@*]+))?(?:@(?P<cap>\d+))?(?:\*(?P<times>\d+))?")
+
+
+def spec_parts(part: str) -> tuple[str, str | None, int | None, int]:
+    """(set or family, kind, cap, times) of one --train or --eval item; one line naming a malformed one."""
+    m = SPEC.fullmatch(part)
+    if (
+        m is None
+        or (m["cap"] is not None and int(m["cap"]) < 1)
+        or (m["times"] is not None and int(m["times"]) < 1)
+    ):
+        raise SystemExit(
+            f"{part!r}: a set is NAME, then /KIND, @N and *K (N, K >= 1) as wanted, in that order "
+            "(e.g. mined:train/doc@50*2)"
+        )
+    return m["set"], m["kind"], None if m["cap"] is None else int(m["cap"]), int(m["times"] or 1)
+
 
 DIVERSITY_GRID = (0.0, 0.2, 0.5, 1.0, 2.0, 3.0, 4.5, 7.0, 10.0)
 
@@ -246,7 +266,7 @@ def capped(sets: list[Data], cap: int) -> list[Data]:
     out = []
     for d in sets:
         groups = d.groups()
-        limit = d.cap or cap
+        limit = cap if d.cap is None else d.cap
         if len(groups) <= limit:
             out.append(d)
             continue
@@ -401,7 +421,7 @@ def row_weights(sets: list[Data], cap: int = SET_CAP) -> np.ndarray:
     out = []
     for d in sets:
         groups = d.groups()
-        w = min(1.0, (d.cap or cap) / max(1, len(groups)))
+        w = min(1.0, (cap if d.cap is None else d.cap) / max(1, len(groups)))
         out.extend(np.full(len(g), w, np.float32) for g in groups)
     return np.concatenate(out) if out else np.zeros(0, np.float32)
 
@@ -515,7 +535,7 @@ def choose_diversity(sets: list[Data], model: Model) -> float:
     once = {d.name: model.score(d.x) for d in sample}
     for div in DIVERSITY_GRID:
         scores = evaluate(sample, once, div)
-        v = float(np.mean([s["hits"] for s in scores.values()]))
+        v = float(np.mean([s["hits"] for s in scores.values() if s]))  # a set of no judged query scores {}
         if v > best_v + 1e-4:
             best, best_v = div, v
     return best
@@ -618,19 +638,16 @@ def main(argv: list[str] | None = None) -> None:
     def sets(spec: str) -> list[Data]:
         out = []
         for part in [s for s in spec.split(",") if s]:
-            part, _, times = part.partition("*")
-            part, _, limit = part.partition("@")
-            part, _, kind = part.partition("/")
-            for name in expand(part):
+            base, kind, limit, times = spec_parts(part)
+            for name in expand(base):
                 if not (root / args.state / f"{name}.npz").is_file():
                     print(f"[{name}] not dumped: left out", file=sys.stderr)
                     continue
                 d = load(name, args.state, root)
                 d = of_kind(d, kind) if kind else d
-                d = dataclasses.replace(d, cap=int(limit)) if limit else d
-                out += [d] + [
-                    dataclasses.replace(d, name=f"{d.name}*{i + 2}") for i in range(int(times or 1) - 1)
-                ]
+                # renamed, as *K's copies are: the same set at two caps is two sets to the report
+                d = dataclasses.replace(d, name=f"{d.name}@{limit}", cap=int(limit)) if limit else d
+                out += [d] + [dataclasses.replace(d, name=f"{d.name}*{i + 2}") for i in range(times - 1)]
         return out
 
     learn, score_on = sets(args.train), sets(args.eval)
