@@ -92,6 +92,35 @@ def test_index_commit_reads_git_objects_not_the_working_tree(
     assert engine._open().get_meta("at_commit") == report.base["commit"]
 
 
+def test_regression_a_second_ctrl_c_while_the_chunk_pool_stopped_left_git_cat_file_running(
+    repo: Path, engine_factory: Callable[..., Engine], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stopping the chunk pool now waits for its batches in hand, where a second Ctrl-C can land: the git blob
+    reader of a commit's run must still be closed."""
+    import kenning.engine.index as index_module
+    from kenning.engine.pool import prepare
+    from kenning.walk.commit import BlobReader
+
+    def interrupted(jobs: Any, settings: Any, workers: int) -> Any:
+        try:
+            for job in jobs:
+                yield prepare(job, settings)
+        finally:
+            raise KeyboardInterrupt  # the second Ctrl-C, while the pool is being stopped
+
+    def first_ctrl_c(*args: Any) -> None:
+        raise KeyboardInterrupt  # the first, while a file is stored: the pool is stopped early
+
+    closed: list[bool] = []
+    real_close = BlobReader.close
+    monkeypatch.setattr(BlobReader, "close", lambda self: closed.append(True) or real_close(self))
+    monkeypatch.setattr(index_module, "prepare_all", interrupted)
+    monkeypatch.setattr(index_module, "_store", first_ctrl_c)
+    report = engine_factory(repo).index(commit="HEAD")
+    assert report.interrupted, "the run ends as a stopped one"
+    assert closed == [True]
+
+
 def test_next_commit_reads_only_the_changed_blobs(repo: Path, engine_factory: Callable[..., Engine]) -> None:
     engine = engine_factory(repo)
     first = engine.index(commit="HEAD")

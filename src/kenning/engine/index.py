@@ -257,9 +257,11 @@ def _lexical_pass(
             progress.advance()
             commits.tick()
     finally:
-        results.close()  # stops the pool's queued work when the run ends early
-        if reader is not None:
-            reader.close()
+        try:
+            results.close()  # stops the pool's queued work when the run ends early (a second Ctrl-C may land here)
+        finally:
+            if reader is not None:
+                reader.close()
     for row in gone:
         report.passages_removed += db.delete_file(row.id)
         if row.skip_reason is None:
