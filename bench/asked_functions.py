@@ -20,7 +20,6 @@ Written to `bench/.work/sets/fnask-<split>-<language>/`; nothing here is committ
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import random
@@ -131,9 +130,7 @@ def ensure(name: str, out: Path = gitsets.DEFAULT_OUT, *, force: bool = False) -
     if not sources:
         raise SystemExit(f"{name}: not an asked-functions set (one of {', '.join(names())})")
     folder = Path(out).resolve() / name
-    mark = folder / MARKER
-    corpus = folder / "corpus"
-    if not force and corpus.is_dir() and mark.is_file() and json.loads(mark.read_text()) == marker(sources):
+    if not force and functions.is_current(folder, MARKER, marker(sources)):
         return folder
     extensions = functions.EXTENSIONS.get(sources[0].language)
     found: list[Found] = []
@@ -180,46 +177,20 @@ def ensure(name: str, out: Path = gitsets.DEFAULT_OUT, *, force: bool = False) -
         rest = []  # nothing to ask: no corpus to index for it
     rng = random.Random(f"{SEED}/{name}")
     kept = sorted(needed + rng.sample(rest, max(0, min(CORPUS - len(needed), len(rest)))))
-    file_of = {}
-    mark.unlink(missing_ok=True)  # a rebuild cut short must not look finished
-    if corpus.exists():
-        for p in corpus.iterdir():
-            p.unlink()
-    corpus.mkdir(parents=True, exist_ok=True)
-    for n, i in enumerate(kept):
-        path, _, _, text = found[i]
-        file_of[i] = f"corpus/{n}{Path(path).suffix.lower()}"
-        (folder / file_of[i]).write_text(text)
-    queries = [{"query_id": f"{name}:{qid}", "text": text} for qid, text, _ in asked]
-    qrels = [
-        {"query_id": f"{name}:{qid}", "relevant": {file_of[i]: g for i, g in picks.items()}}
+    file_of = {i: f"{n}{Path(found[i][0]).suffix.lower()}" for n, i in enumerate(kept)}
+    queries: list[dict[str, object]] = [{"query_id": f"{name}:{qid}", "text": text} for qid, text, _ in asked]
+    qrels: list[dict[str, object]] = [
+        {"query_id": f"{name}:{qid}", "relevant": {f"corpus/{file_of[i]}": g for i, g in picks.items()}}
         for qid, _, picks in asked
     ]
-    for fname, rows in (("queries.jsonl", queries), ("qrels.jsonl", qrels)):
-        (folder / fname).write_text("".join(json.dumps(r) + "\n" for r in rows))
-    mark.write_text(json.dumps(marker(sources), indent=2) + "\n")
+    files = [(file_of[i], found[i][3]) for i in kept]
+    functions.write_set(folder, MARKER, marker(sources), files, queries, qrels)
     print(f"[{name}] {len(kept)} definitions of {len(found)}, {len(queries)} questions", file=sys.stderr)
     return folder
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--split", choices=functions.SPLITS)
-    parser.add_argument(
-        "--names", default="", help="comma-separated set names (default: every set of --split)"
-    )
-    parser.add_argument("--force", action="store_true")
-    parser.add_argument("--stats", action="store_true", help="print each set's size")
-    args = parser.parse_args(argv)
-    chosen = [n for n in args.names.split(",") if n] or names(args.split)
-    for name in chosen:
-        folder = ensure(name, force=args.force)
-        if args.stats:
-            n_docs = sum(1 for _ in (folder / "corpus").iterdir())
-            n_q = len((folder / "queries.jsonl").read_text().splitlines())
-            print(f"{name}\t{n_docs}\t{n_q}")
+def main() -> None:
+    functions.cli(__doc__, names, ensure)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ import random
 import sys
 import textwrap
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -172,15 +173,60 @@ def marker(sources: list[gitsets.Source]) -> dict[str, object]:
     }
 
 
+def is_current(folder: Path, marker_name: str, expected: dict[str, object]) -> bool:
+    """Whether `folder` holds a finished set built by the rules and pins `expected` records."""
+    mark = folder / marker_name
+    return (folder / "corpus").is_dir() and mark.is_file() and json.loads(mark.read_text()) == expected
+
+
+def write_set(
+    folder: Path,
+    marker_name: str,
+    expected: dict[str, object],
+    files: list[tuple[str, str]],
+    queries: list[dict[str, object]],
+    qrels: list[dict[str, object]],
+) -> None:
+    """Write a set: its corpus (`corpus/<name>`, text), query and judgement files, and last its marker."""
+    mark = folder / marker_name
+    corpus = folder / "corpus"
+    mark.unlink(missing_ok=True)  # a rebuild cut short must not look finished
+    if corpus.exists():
+        for p in corpus.iterdir():
+            p.unlink()
+    corpus.mkdir(parents=True, exist_ok=True)
+    for fname, text in files:
+        (corpus / fname).write_text(text)
+    for fname, rows in (("queries.jsonl", queries), ("qrels.jsonl", qrels)):
+        (folder / fname).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    mark.write_text(json.dumps(expected, indent=2) + "\n")
+
+
+def cli(doc: str | None, all_names: Callable[[str | None], list[str]], build: Callable[..., Path]) -> None:
+    """The command line of a derived family: build the sets of a split, or those named, and print their sizes."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--split", choices=SPLITS)
+    parser.add_argument(
+        "--names", default="", help="comma-separated set names (default: every set of --split)"
+    )
+    parser.add_argument("--force", action="store_true")
+    parser.add_argument("--stats", action="store_true", help="print each set's definitions and questions")
+    args = parser.parse_args()
+    for name in [n for n in args.names.split(",") if n] or all_names(args.split):
+        folder = build(name, force=args.force)
+        if args.stats:
+            n_docs = sum(1 for _ in (folder / "corpus").iterdir())
+            n_q = len((folder / "queries.jsonl").read_text().splitlines())
+            print(f"{name}\t{n_docs}\t{n_q}")
+
+
 def ensure(name: str, out: Path = gitsets.DEFAULT_OUT, *, force: bool = False) -> Path:
     """Make sure `<out>/<name>` holds the set (its mined sets materialised first); return that folder."""
     sources = sources_of(name)
     if not sources:
         raise SystemExit(f"{name}: not a functions set (one of {', '.join(names())})")
     folder = Path(out).resolve() / name
-    mark = folder / MARKER
-    corpus = folder / "corpus"
-    if not force and corpus.is_dir() and mark.is_file() and json.loads(mark.read_text()) == marker(sources):
+    if not force and is_current(folder, MARKER, marker(sources)):
         return folder
     found: list[tuple[str, str, str]] = []
     for src in sorted(sources, key=lambda s: s.name):
@@ -196,45 +242,23 @@ def ensure(name: str, out: Path = gitsets.DEFAULT_OUT, *, force: bool = False) -
     rng = random.Random(f"{SEED}/{name}")
     kept = sorted(rng.sample(range(len(found)), min(CORPUS, len(found))))
     asked = set(rng.sample(kept, min(QUERIES, len(kept))))
-    mark.unlink(missing_ok=True)  # a rebuild cut short must not look finished
-    if corpus.exists():
-        for p in corpus.iterdir():
-            p.unlink()
-    corpus.mkdir(parents=True, exist_ok=True)
-    queries, qrels = [], []
+    queries: list[dict[str, object]] = []
+    qrels: list[dict[str, object]] = []
+    files = []
     for n, i in enumerate(kept):
         query, ext, text = found[i]
-        (corpus / f"{n}{ext}").write_text(text)
+        files.append((f"{n}{ext}", text))
         if i in asked:
             qid = f"{name}:{n}"
             queries.append({"query_id": qid, "text": query})
             qrels.append({"query_id": qid, "relevant": {f"corpus/{n}{ext}": 1}})
-    for fname, rows in (("queries.jsonl", queries), ("qrels.jsonl", qrels)):
-        (folder / fname).write_text("".join(json.dumps(r) + "\n" for r in rows))
-    mark.write_text(json.dumps(marker(sources), indent=2) + "\n")
+    write_set(folder, MARKER, marker(sources), files, queries, qrels)
     print(f"[{name}] {len(kept)} definitions of {len(found)}, {len(queries)} questions", file=sys.stderr)
     return folder
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--split", choices=SPLITS)
-    parser.add_argument(
-        "--names", default="", help="comma-separated set names (default: every set of --split)"
-    )
-    parser.add_argument("--force", action="store_true")
-    parser.add_argument("--stats", action="store_true", help="print each set's size and language")
-    args = parser.parse_args(argv)
-    chosen = [n for n in args.names.split(",") if n] or names(args.split)
-    for name in chosen:
-        folder = ensure(name, force=args.force)
-        if args.stats:
-            langs = {s.language for s in sources_of(name)}
-            n_docs = sum(1 for _ in (folder / "corpus").iterdir())
-            n_q = len((folder / "queries.jsonl").read_text().splitlines())
-            print(f"{name}\t{','.join(sorted(langs))}\t{n_docs}\t{n_q}")
+def main() -> None:
+    cli(__doc__, names, ensure)
 
 
 if __name__ == "__main__":
