@@ -290,6 +290,16 @@ def signal_in_phase(proc: subprocess.Popen[str], phase: str, delay: float, sig: 
         _unstall(proc, stalled)
 
 
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    # a test that makes the server build or search an HNSW index cannot run where the wheel's pgvector cannot: its
+    # backend's SIGILL would put every session of the shared server into crash recovery
+    if item.get_closest_marker("pg_hnsw") is not None:
+        import pg_server
+
+        if pg_server.cpu_lacks_wheel_instructions():
+            pytest.skip(pg_server.HNSW_SKIP)
+
+
 @pytest.fixture(scope="session")
 def pg_server_running() -> Iterator[Any]:
     """One real PostgreSQL server with pgvector for the whole run (see tests/pgserver.py)."""

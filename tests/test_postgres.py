@@ -97,6 +97,7 @@ def test_the_tokens_are_fts5s_porter_unicode61_tokens() -> None:
 # -- the CLI against a real server --------------------------------------------------------------------------------
 
 
+@pytest.mark.pg_hnsw
 def test_index_search_filters_status_forget_and_drop_on_a_server(pg_url: str, repo: Path) -> None:
     url = pg_url.replace(
         "postgres@", "postgres:hunter2@"
@@ -152,6 +153,7 @@ def test_a_reader_elsewhere_finds_the_index_ci_built_by_its_name(pg_url: str, tm
     assert named.returncode == 2 and "no index" in named.stderr
 
 
+@pytest.mark.pg_hnsw
 def test_a_role_with_select_only_can_search_but_not_index(pg_url: str, repo: Path) -> None:
     assert pg(pg_url, "index", str(repo), cwd=repo.parent).returncode == 0
     for statement in (
@@ -169,6 +171,7 @@ def test_a_role_with_select_only_can_search_but_not_index(pg_url: str, repo: Pat
     assert "refused kenning" in refused.stderr or "permission denied" in refused.stderr
 
 
+@pytest.mark.pg_hnsw
 def test_regression_a_reader_searching_while_a_writer_runs_was_told_to_run_kenning_index(
     pg_url: str, repo: Path
 ) -> None:
@@ -296,6 +299,7 @@ def test_opening_a_missing_index_to_read_says_it_is_missing(pg_url: str) -> None
         PostgresStore(pg_url, "kenning_nothing", identity="x", readonly=True)
 
 
+@pytest.mark.pg_hnsw
 def test_the_hnsw_path_finds_what_an_exact_scan_finds_and_filters_before_the_top_k(
     pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -343,6 +347,7 @@ def test_the_hnsw_path_finds_what_an_exact_scan_finds_and_filters_before_the_top
     store.close()
 
 
+@pytest.mark.pg_hnsw
 def test_hnsw_index_is_built_in_one_pass_at_the_end_of_a_run_not_row_by_row(
     pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -448,6 +453,7 @@ def test_an_hnsw_build_raises_maintenance_work_mem_for_its_own_transaction_only(
     assert after == (2**20,) and built == (True,)
 
 
+@pytest.mark.pg_hnsw
 def test_regression_an_hnsw_build_after_a_large_ingest_gets_memory_for_every_row(
     pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -403,6 +403,7 @@ QUERIES = (
 )
 
 
+@pytest.mark.pg_hnsw
 def test_overlay_on_a_shared_postgres_index_ranks_like_a_full_index_of_the_working_tree(
     repo: Path, tmp_path: Path, pg_url: str, engine_factory: Callable[..., Engine]
 ) -> None:
