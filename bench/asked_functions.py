@@ -21,7 +21,6 @@ Written to `bench/.work/sets/fnask-<split>-<language>/`; nothing here is committ
 from __future__ import annotations
 
 import hashlib
-import json
 import random
 import sys
 import textwrap
@@ -31,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import functions
 import gitsets
 import mine
+from eval import read_queries  # any JSON-lines file, a row a line
 
 VERSION = 3  # bump when a rule changes: ensure rebuilds a set whose marker differs
 MARKER = ".asked-functions.json"
@@ -65,22 +65,13 @@ def sources_of(name: str) -> list[gitsets.Source]:
 def definitions(corpus: Path, extensions: tuple[str, ...] | None) -> list[Found]:
     """Every documented definition functions.py would cut, with its doc comment this time, in a stable order."""
     out: list[Found] = []
-    for rel, lang, source in mine.source_files(corpus, mine.corpus_files(corpus)):
-        if extensions is not None and Path(rel).suffix.lower() not in extensions:
-            continue
-        lines = source.splitlines()
-        found = (
-            functions.python_snippets(source)
-            if lang == "python"
-            else functions.comment_snippets(rel, source, lang)
-        )
-        for _name, _doc, body, start, end in functions.outermost_dropped(found):
-            text = textwrap.dedent("\n".join(lines[start - 1 : end])).strip("\n")
-            # the code without its doc as long as functions.py asks: mine.py ends a Go definition whose
-            # signature holds `interface{}` at that line, and a doc over a bare signature is no function
-            code = body.strip("\n").count("\n") + 1
-            if code >= functions.MIN_LINES and text.count("\n") + 1 <= MAX_LINES:
-                out.append((f"corpus/{rel}", start, end, text + "\n"))
+    for rel, lines, (_name, _doc, body, start, end) in functions.documented(corpus, extensions):
+        text = textwrap.dedent("\n".join(lines[start - 1 : end])).strip("\n")
+        # the code without its doc as long as functions.py asks: mine.py ends a Go definition whose signature
+        # holds `interface{}` at that line, and a doc over a bare signature is no function
+        code = body.strip("\n").count("\n") + 1
+        if code >= functions.MIN_LINES and text.count("\n") + 1 <= MAX_LINES:
+            out.append((f"corpus/{rel}", start, end, text + "\n"))
     return out
 
 
@@ -103,10 +94,6 @@ def matching(found: list[Found], key: str) -> int | None:
         i for i, (p, s, e, _) in enumerate(found) if p == path and abs(s - a) <= SLACK and abs(e - b) <= SLACK
     ]
     return hits[0] if len(hits) == 1 else None
-
-
-def read_jsonl(path: Path) -> list[dict[str, object]]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def marker(sources: list[gitsets.Source]) -> dict[str, object]:
@@ -142,9 +129,9 @@ def ensure(name: str, out: Path = gitsets.DEFAULT_OUT, *, force: bool = False) -
         mine_found = found[base:]
         spans = {
             r["query_id"]: r["relevant"]
-            for r in read_jsonl(gitsets.SETS_SRC / "asked" / src.name / "spans.jsonl")
+            for r in read_queries(gitsets.SETS_SRC / "asked" / src.name / "spans.jsonl")
         }
-        for q in read_jsonl(gitsets.SETS_SRC / "asked" / src.name / "queries.jsonl"):
+        for q in read_queries(gitsets.SETS_SRC / "asked" / src.name / "queries.jsonl"):
             if q.get("kind") != "search":
                 continue
             judged: dict[str, int] = spans.get(str(q["query_id"]), {})  # type: ignore[assignment]
@@ -166,15 +153,13 @@ def ensure(name: str, out: Path = gitsets.DEFAULT_OUT, *, force: bool = False) -
         )
     needed = sorted({i for _, _, picks in asked for i in picks})
     # a definition word for word another's would be the same answer under a second name: one copy each, and
-    # none of a judged one's, so no copy of an answer is judged wrong
+    # none of a judged one's, so no copy of an answer is judged wrong. Nothing to ask: no corpus to index.
     seen = {found[i][3] for i in needed}
     rest = []
-    for i in range(len(found)):
+    for i in range(len(found) if asked else 0):
         if found[i][3] not in seen:
             seen.add(found[i][3])
             rest.append(i)
-    if not asked:
-        rest = []  # nothing to ask: no corpus to index for it
     rng = random.Random(f"{SEED}/{name}")
     kept = sorted(needed + rng.sample(rest, max(0, min(CORPUS - len(needed), len(rest)))))
     file_of = {i: f"{n}{Path(found[i][0]).suffix.lower()}" for n, i in enumerate(kept)}

@@ -27,7 +27,7 @@ import random
 import sys
 import textwrap
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -136,24 +136,33 @@ def outermost_dropped(found: list[Snippet]) -> list[Snippet]:
     ]
 
 
+def documented(
+    corpus: Path, extensions: tuple[str, ...] | None = None
+) -> Iterator[tuple[str, list[str], Snippet]]:
+    """(path, its lines, snippet) of every documented definition not holding another, in files with one of
+    `extensions` (or any), in a stable order."""
+    for rel, lang, source in mine.source_files(corpus, mine.corpus_files(corpus)):
+        if extensions is not None and Path(rel).suffix.lower() not in extensions:
+            continue
+        per_file = python_snippets(source) if lang == "python" else comment_snippets(rel, source, lang)
+        lines = source.splitlines()
+        for snippet in outermost_dropped(per_file):
+            yield rel, lines, snippet
+
+
 def snippets(corpus: Path, extensions: tuple[str, ...] | None = None) -> list[tuple[str, str, str]]:
     """(query, extension, text) of every definition that may enter a set (of files with one of `extensions`, or
     any), in a stable order."""
     found: list[tuple[str, str, str]] = []
-    for rel, lang, source in mine.source_files(corpus, mine.corpus_files(corpus)):
-        ext = Path(rel).suffix.lower()
-        if extensions is not None and ext not in extensions:
+    for rel, _lines, (name, doc, body, _start, _end) in documented(corpus, extensions):
+        text = textwrap.dedent(body).strip("\n")
+        n_lines = text.count("\n") + 1
+        if not MIN_LINES <= n_lines <= MAX_LINES or mine.BOILERPLATE.match(doc):
             continue
-        per_file = python_snippets(source) if lang == "python" else comment_snippets(rel, source, lang)
-        for name, doc, body, _start, _end in outermost_dropped(per_file):
-            text = textwrap.dedent(body).strip("\n")
-            n_lines = text.count("\n") + 1
-            if not MIN_LINES <= n_lines <= MAX_LINES or mine.BOILERPLATE.match(doc):
-                continue
-            query = mine.without_name(mine.first_sentence(doc), name)
-            if len(mine.words(query)) < mine.MIN_WORDS or mine.BOILERPLATE.match(query):
-                continue
-            found.append((query, ext, text + "\n"))
+        query = mine.without_name(mine.first_sentence(doc), name)
+        if len(mine.words(query)) < mine.MIN_WORDS or mine.BOILERPLATE.match(query):
+            continue
+        found.append((query, Path(rel).suffix.lower(), text + "\n"))
     return found
 
 

@@ -38,7 +38,7 @@ def _set(train: ModuleType, name: str, queries: int, cap: int | None = None) -> 
         np.zeros(rows, np.int64),
         np.zeros(rows, np.int64),
         ["a.py"],
-        [{"index": i} for i in range(queries)],
+        [{"index": i, "files": {"a.py": 1}} for i in range(queries)],
         cap,
     )
 
@@ -63,3 +63,14 @@ def test_a_training_item_is_read_as_set_kind_cap_and_weight_and_a_malformed_one_
     for bad in ("cosqa*2@500", "mined:train@50/doc", "cosqa@0", "cosqa*0", "cosqa@"):
         with pytest.raises(SystemExit, match=r"in that order \(e\.g\. mined:train/doc@50\*2\)"):
             train.spec_parts(bad)
+
+
+def test_regression_a_set_with_no_question_stopped_the_choice_of_diversity() -> None:
+    """fnask-train-cpp has no question: trained beside the others, its empty score stopped choose_diversity
+    with a KeyError."""
+    from types import SimpleNamespace
+
+    train = _train_module()
+    flat = SimpleNamespace(score=lambda x: np.zeros(len(x), np.float32))
+    chosen = train.choose_diversity([_set(train, "asked", 40), _set(train, "empty", 0)], flat)
+    assert chosen in train.DIVERSITY_GRID

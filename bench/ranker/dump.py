@@ -135,8 +135,13 @@ def split_of(s: EvalSet) -> str:
     return "dev"
 
 
-def dump(name: str, state: str, out: Path, cache: Path) -> dict[str, Any]:
+def dump(name: str, state: str, out: Path, cache: Path) -> dict[str, Any] | None:
+    """The set's candidates written to `out`/`state`, and what was written; None for a set with no question
+    (nothing is indexed for it)."""
     s = resolve(name, WORK)
+    queries = s.query_rows()
+    if not queries:
+        return None
     engine, _ = open_index(s, DEFAULT, cache, fresh=False)
     files = _judgements(s.qrels)
     spans = _judgements(s.spans) if s.spans is not None else None
@@ -150,7 +155,6 @@ def dump(name: str, state: str, out: Path, cache: Path) -> dict[str, Any]:
             }
             for qid, rel in spans.items()
         }
-    queries = s.query_rows()
     captured: list[tuple[Candidates, np.ndarray]] = []
     rank.CAPTURE = lambda c, x: captured.append((c, x))
     xs, qids, lf, ls, pids, starts, ends, pidx = [], [], [], [], [], [], [], []
@@ -235,10 +239,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--cache", default=str(Path.home() / ".cache" / "kenning-bench"))
     args = parser.parse_args(argv)
     for name in [n for spec in args.sets.split(",") for n in expand(spec)]:
-        if not resolve(name, WORK).query_rows():
+        info = dump(name, args.state, Path(args.out), Path(args.cache).expanduser())
+        if info is None:
             print(f"[{name}] no questions: not dumped", file=sys.stderr)
             continue
-        info = dump(name, args.state, Path(args.out), Path(args.cache).expanduser())
         print(f"[{name}] {len(info['queries'])} queries in {info['seconds']} s", file=sys.stderr)
 
 

@@ -84,6 +84,10 @@ class Data:
     queries: list[dict[str, Any]]
     cap: int | None = None  # at most this many of its queries learned from, where not the shared cap
 
+    def limit(self, cap: int) -> int:
+        """How many of its queries are learned from: its own cap, else the shared one."""
+        return cap if self.cap is None else self.cap
+
     def groups(self) -> list[np.ndarray]:
         """Row indices of each query that has candidates, in the first fusion's order."""
         if not len(self.qid):
@@ -261,30 +265,26 @@ def of_kind(d: Data, kind: str) -> Data:
 
 
 def capped(sets: list[Data], cap: int) -> list[Data]:
-    """Each set with at most `cap` of its queries (an even, fixed sample): LightGBM's lambdarank weighs every
-    query alike, so a set of 800 claims would otherwise teach more than the code sets of 10-200 questions."""
+    """Each set with at most `cap` of its queries (its own cap where it has one; an even, fixed sample): LightGBM's
+    lambdarank weighs every query alike, so a set of 800 claims would otherwise teach more than the code sets of
+    10-200 questions."""
     out = []
     for d in sets:
         groups = d.groups()
-        limit = cap if d.cap is None else d.cap
+        limit = d.limit(cap)
         if len(groups) <= limit:
             out.append(d)
             continue
         keep = np.concatenate([groups[i] for i in np.linspace(0, len(groups) - 1, limit).astype(int)])
         out.append(
-            Data(
-                d.name,
-                d.split,
-                d.spans,
-                d.x[keep],
-                d.qid[keep],
-                d.label[keep],
-                d.path[keep],
-                d.start[keep],
-                d.end[keep],
-                d.paths,
-                d.queries,
-                d.cap,
+            dataclasses.replace(
+                d,
+                x=d.x[keep],
+                qid=d.qid[keep],
+                label=d.label[keep],
+                path=d.path[keep],
+                start=d.start[keep],
+                end=d.end[keep],
             )
         )
     return out
@@ -421,7 +421,7 @@ def row_weights(sets: list[Data], cap: int = SET_CAP) -> np.ndarray:
     out = []
     for d in sets:
         groups = d.groups()
-        w = min(1.0, (cap if d.cap is None else d.cap) / max(1, len(groups)))
+        w = min(1.0, d.limit(cap) / max(1, len(groups)))
         out.extend(np.full(len(g), w, np.float32) for g in groups)
     return np.concatenate(out) if out else np.zeros(0, np.float32)
 
@@ -646,7 +646,7 @@ def main(argv: list[str] | None = None) -> None:
                 d = load(name, args.state, root)
                 d = of_kind(d, kind) if kind else d
                 # renamed, as *K's copies are: the same set at two caps is two sets to the report
-                d = dataclasses.replace(d, name=f"{d.name}@{limit}", cap=int(limit)) if limit else d
+                d = dataclasses.replace(d, name=f"{d.name}@{limit}", cap=limit) if limit is not None else d
                 out += [d] + [dataclasses.replace(d, name=f"{d.name}*{i + 2}") for i in range(times - 1)]
         return out
 
