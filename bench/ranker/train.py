@@ -84,6 +84,11 @@ class Data:
     queries: list[dict[str, Any]]
     cap: int | None = None  # at most this many of its queries learned from, where not the shared cap
 
+    def select(self, rows: np.ndarray, **changes: Any) -> Data:
+        """The set with only these candidate rows (a mask or indices), and `changes` to its other fields."""
+        arrays = ("x", "qid", "label", "path", "start", "end")
+        return dataclasses.replace(self, **{k: getattr(self, k)[rows] for k in arrays}, **changes)
+
     def limit(self, cap: int) -> int:
         """How many of its queries are learned from: its own cap, else the shared one."""
         return cap if self.cap is None else self.cap
@@ -251,17 +256,7 @@ def of_kind(d: Data, kind: str) -> Data:
     apart from the whole set: scores are kept by set name while a model is chosen."""
     queries = [q for q in d.queries if q.get("kind") == kind]
     rows = np.isin(d.qid, [q["index"] for q in queries])
-    return dataclasses.replace(
-        d,
-        name=f"{d.name}/{kind}",
-        x=d.x[rows],
-        qid=d.qid[rows],
-        label=d.label[rows],
-        path=d.path[rows],
-        start=d.start[rows],
-        end=d.end[rows],
-        queries=queries,
-    )
+    return d.select(rows, name=f"{d.name}/{kind}", queries=queries)
 
 
 def capped(sets: list[Data], cap: int) -> list[Data]:
@@ -276,17 +271,7 @@ def capped(sets: list[Data], cap: int) -> list[Data]:
             out.append(d)
             continue
         keep = np.concatenate([groups[i] for i in np.linspace(0, len(groups) - 1, limit).astype(int)])
-        out.append(
-            dataclasses.replace(
-                d,
-                x=d.x[keep],
-                qid=d.qid[keep],
-                label=d.label[keep],
-                path=d.path[keep],
-                start=d.start[keep],
-                end=d.end[keep],
-            )
-        )
+        out.append(d.select(keep))
     return out
 
 
