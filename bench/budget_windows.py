@@ -38,7 +38,7 @@ from kenning_run import DEFAULT, open_index  # noqa: E402
 from budget import WORK, Judge, judged  # noqa: E402
 from kenning.engine import Engine  # noqa: E402
 from kenning.render import budget as budget_module  # noqa: E402
-from kenning.render.budget import _best, _line_score, _numbered, _strip, _terms  # noqa: E402
+from kenning.render.budget import _best, _held, _keys, _numbered, _strip, _terms  # noqa: E402
 from kenning.search import SearchRequest  # noqa: E402
 from sets import resolve  # noqa: E402
 
@@ -99,7 +99,8 @@ def by_meaning(engine: Engine, query: str, numbered: Lines, counted: list[int]) 
 
 def words_then_meaning(engine: Engine, query: str, numbered: Lines, counted: list[int]) -> Lines:
     terms = _terms(query)
-    found = [_line_score(t, terms) for _, t in numbered]
+    keys = _keys(tuple(terms))
+    found = [_held(t, keys) for _, t in numbered]
     text = [i for i, (_, t) in enumerate(numbered) if t.strip()]
     keyed = []
     for k, window in enumerate(text_windows(numbered, range(len(text)))):

@@ -34,8 +34,10 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import gitsets
+_HERE = str(Path(__file__).resolve().parent)
+if _HERE not in sys.path:  # appended: an importer's own order (bench/quality's run.py before bench's) stands
+    sys.path.append(_HERE)
+import gitsets  # noqa: E402
 
 MINE_VERSION = 4  # bump when a rule changes: gitsets.ensure re-mines a set whose marker differs
 MARKER = ".mined.json"
