@@ -74,3 +74,36 @@ def test_regression_a_set_with_no_question_stopped_the_choice_of_diversity() -> 
     flat = SimpleNamespace(score=lambda x: np.zeros(len(x), np.float32))
     chosen = train.choose_diversity([_set(train, "asked", 40), _set(train, "empty", 0)], flat)
     assert chosen in train.DIVERSITY_GRID
+
+
+def test_a_set_with_no_question_is_named_and_not_dumped_nor_indexed(tmp_path: Path) -> None:
+    """dump.py leaves a set with no question out before it opens an index: one line names it, nothing is written
+    and no index is built for its corpus."""
+    import os
+    import subprocess
+
+    folder = tmp_path / "empty"
+    (folder / "corpus").mkdir(parents=True)
+    (folder / "corpus" / "a.txt").write_text("a passage nobody asks about\n")
+    (folder / "queries.jsonl").write_text("")
+    (folder / "qrels.jsonl").write_text("")
+    out, cache = tmp_path / "out", tmp_path / "cache"
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(RANKER / "dump.py"),
+            "--sets",
+            f"empty={folder}",
+            "--out",
+            str(out),
+            "--cache",
+            str(cache),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(RANKER.parents[1] / "src")},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "[empty] no questions: not dumped" in done.stderr
+    assert not out.exists() and not cache.exists()

@@ -240,10 +240,11 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     for name in [n for spec in args.sets.split(",") for n in expand(spec)]:
         info = dump(name, args.state, Path(args.out), Path(args.cache).expanduser())
+        shown = name.partition("=")[0]  # NAME=PATH is named NAME
         if info is None:
-            print(f"[{name}] no questions: not dumped", file=sys.stderr)
+            print(f"[{shown}] no questions: not dumped", file=sys.stderr)
             continue
-        print(f"[{name}] {len(info['queries'])} queries in {info['seconds']} s", file=sys.stderr)
+        print(f"[{shown}] {len(info['queries'])} queries in {info['seconds']} s", file=sys.stderr)
 
 
 if __name__ == "__main__":
