@@ -107,3 +107,34 @@ def test_a_set_with_no_question_is_named_and_not_dumped_nor_indexed(tmp_path: Pa
     assert done.returncode == 0, done.stderr[-2000:]
     assert "[empty] no questions: not dumped" in done.stderr
     assert not out.exists() and not cache.exists()
+
+
+def test_the_queries_the_cap_leaves_out_are_scored_apart_and_none_of_them_was_learned() -> None:
+    """A set larger than the cap is learned from an even sample of its queries; the rest, which the trees never saw,
+    are reported as `NAME~unseen` (its whole-set score mixes in the queries it learned)."""
+    train = _train_module()
+    big = _set(train, "cosqa", 10)
+    big.queries.append({"index": 99, "files": {"a.py": 1}})  # a judged query no candidate reached
+    [learned] = train.capped([big], 4)
+    unseen = train.left_out(big, 4)
+    assert unseen is not None and unseen.name == "cosqa~unseen"
+    learned_ids = set(np.unique(learned.qid).tolist())
+    assert learned_ids == {0, 3, 6, 9}
+    assert set(np.unique(unseen.qid).tolist()) == set(range(10)) - learned_ids
+    assert [q["index"] for q in unseen.queries] == [1, 2, 4, 5, 7, 8, 99]
+    assert train.left_out(_set(train, "small", 4), 4) is None
+    assert train.group_of(unseen.name, unseen.split) == "unseen by training"
+    scores = train.evaluate([unseen], None, 0.0)["cosqa~unseen"]
+    # the first candidate of each query is the relevant one; the query nothing reached scores 0
+    assert scores["file"] == pytest.approx(6 / 7)
+
+
+def test_regression_a_training_on_sets_not_judged_by_span_stopped_before_writing_its_model() -> None:
+    """The report's span table had no set to average, divided by zero and stopped train.py before --out."""
+    train = _train_module()
+    rows = {"first fusion": {"cosqa": {"file": 0.6}}, "model": {"cosqa": {"file": 0.59}}}
+    assert "| cosqa |" in train.table(rows, "file", {"cosqa": "dev"})
+    assert train.table(rows, "span", {"cosqa": "dev"}).splitlines() == [
+        "| set | first fusion | model |",
+        "|---|---|---|",
+    ]
