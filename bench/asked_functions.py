@@ -26,13 +26,10 @@ import sys
 import textwrap
 from pathlib import Path
 
-_HERE = str(Path(__file__).resolve().parent)
-if _HERE not in sys.path:  # appended: an importer's own order (bench/quality's run.py before bench's) stands
-    sys.path.append(_HERE)
-import functions  # noqa: E402
-import gitsets  # noqa: E402
-import mine  # noqa: E402
-from eval import read_queries  # noqa: E402 (any JSON-lines file, a row a line)
+import functions
+import gitsets
+import mine
+from eval import read_queries  # any JSON-lines file, a row a line
 
 VERSION = 3  # bump when a rule changes: ensure rebuilds a set whose marker differs
 MARKER = ".asked-functions.json"

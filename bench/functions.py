@@ -30,11 +30,8 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-_HERE = str(Path(__file__).resolve().parent)
-if _HERE not in sys.path:  # appended: an importer's own order (bench/quality's run.py before bench's) stands
-    sys.path.append(_HERE)
-import gitsets  # noqa: E402
-import mine  # noqa: E402
+import gitsets
+import mine
 
 VERSION = 6  # bump when a rule changes: ensure rebuilds a set whose marker differs
 MARKER = ".functions.json"

@@ -27,17 +27,13 @@ import json
 import random
 import re
 import subprocess
-import sys
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-_HERE = str(Path(__file__).resolve().parent)
-if _HERE not in sys.path:  # appended: an importer's own order (bench/quality's run.py before bench's) stands
-    sys.path.append(_HERE)
-import gitsets  # noqa: E402
+import gitsets
 
 MINE_VERSION = 4  # bump when a rule changes: gitsets.ensure re-mines a set whose marker differs
 MARKER = ".mined.json"

@@ -670,7 +670,8 @@ def main(argv: list[str] | None = None) -> None:
     print(
         f"trained on {len(learn)} sets in {time.perf_counter() - t:.0f} s; diversity {raw['meta']['diversity']}"
     )
-    # a learned set larger than the cap is also scored on the queries the trees never saw (their `capped`)
+    # a learned set larger than the cap is also scored on the queries the trees never saw (`capped` drops them);
+    # the other models learn from every query, weighed down instead (`row_weights`), so none is unseen there
     cap = int(params.get("cap", SET_CAP))
     unseen = [u for d in learn if "*" not in d.name and (u := left_out(d, cap)) is not None]
     shown = {d.name: d for d in [*learn, *score_on, *(unseen if args.model == "trees" else [])]}.values()
