@@ -43,6 +43,12 @@ def make_tree(dest: Path, n_files: int, copies: int = 1) -> Path:
         shutil.rmtree(dest)
     prose = sorted((EVAL / "scifact" / "corpus").glob("*.txt"))
     code = sorted((EVAL / "cosqa" / "corpus").glob("*.py"))
+    if n_files and not (prose and code):
+        # an empty tree would be indexed and timed as if it were the corpus, and fail later far from the cause
+        raise SystemExit(
+            f"no scifact or cosqa corpus under {EVAL}: the speed benches build their tree from the development "
+            "sets in ../shared/eval beside the repository; run them from a checkout that has it"
+        )
     picked = [p for pair in zip(prose, code, strict=False) for p in pair][:n_files]
     for c in range(copies):
         for i, src in enumerate(picked):

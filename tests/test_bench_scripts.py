@@ -59,3 +59,24 @@ def test_regression_bench_scripts_imported_a_namesake_module_or_a_removed_helper
             pytest.skip(f"needs {missing.group(1)}, not in the test install")
     assert done.returncode == 0, done.stderr[-2000:]
     assert "usage:" in done.stdout
+
+
+def test_regression_rank_latency_traceback_without_the_shared_eval_folder(tmp_path: Path) -> None:
+    # a worktree with no ../shared/eval beside it: the tree to time came out empty and the run died far later
+    # in a FileNotFoundError traceback; now one line names the missing corpora before anything is built
+    probe = (
+        "import sys, pathlib; sys.path.insert(0, sys.argv[1]); import run; "
+        "run.EVAL = pathlib.Path(sys.argv[2]); run.make_tree(pathlib.Path(sys.argv[3]), 10)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe, str(BENCH), str(tmp_path / "eval"), str(tmp_path / "tree")],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    assert done.stderr.strip().startswith("no scifact or cosqa corpus under"), done.stderr
+    assert not (tmp_path / "tree").exists()
