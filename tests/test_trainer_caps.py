@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -138,3 +139,54 @@ def test_regression_a_training_on_sets_not_judged_by_span_stopped_before_writing
         "| set | first fusion | model |",
         "|---|---|---|",
     ]
+
+
+def _dump(folder: Path, name: str, queries: int, features: tuple[str, ...]) -> None:
+    """A dump as bench/ranker/dump.py writes it: three candidates a query, the first in the judged file."""
+    rows = 3 * queries
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(rows, len(features))).astype(np.float32)
+    x[::3] += 1.0  # the relevant candidate stands out, so any model can learn it
+    (folder / "hybrid").mkdir(parents=True, exist_ok=True)
+    np.savez(
+        folder / "hybrid" / f"{name}.npz",
+        X=x,
+        qid=np.repeat(np.arange(queries), 3),
+        label_span=np.zeros(rows, np.int32),
+        label_file=np.tile([1, 0, 0], queries),
+        path=np.tile([0, 1, 2], queries),
+        start=np.ones(rows, np.int64),
+        end=np.full(rows, 5, np.int64),
+    )
+    info = {
+        "features": list(features),
+        "split": "dev",
+        "judged_by_span": False,
+        "paths": ["a.py", "b.py", "c.py"],
+        "queries": [{"index": i, "id": f"q{i}", "text": "q", "files": {"a.py": 1}} for i in range(queries)],
+    }
+    (folder / "hybrid" / f"{name}.json").write_text(json.dumps(info))
+
+
+def _report(train: ModuleType, tmp_path: Path, model: str, capsys: pytest.CaptureFixture[str]) -> str:
+    _dump(tmp_path, "toy", 12, train.FEATURES)
+    train.main(["--train", "toy", "--model", model, "--data", str(tmp_path), "--params", '{"cap": 4}'])
+    return capsys.readouterr().out
+
+
+def test_a_model_that_weighs_every_query_reports_no_queries_unseen_by_training(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The linear model learns from all of a capped set's queries (weighed down, none dropped): reporting some as
+    unseen would pass learned queries off as held out."""
+    out = _report(_train_module(), tmp_path, "linear", capsys)
+    assert "| toy |" in out
+    assert "~unseen" not in out and "unseen by training" not in out
+
+
+def test_the_trees_report_the_queries_the_cap_left_out_of_their_training(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("lightgbm", reason="the trees are trained with LightGBM, a training-only library")
+    out = _report(_train_module(), tmp_path, "trees", capsys)
+    assert "| toy~unseen |" in out and "unseen by training" in out
