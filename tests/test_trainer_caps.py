@@ -1,4 +1,5 @@
-"""bench/ranker/train.py's per-set query caps: which queries of a set the ranker learns from."""
+"""bench/ranker/train.py's choices: which queries of a set the ranker learns from (the per-set caps), what its
+report calls unseen, and the in-file weight of the first fusion."""
 
 from __future__ import annotations
 
@@ -170,7 +171,8 @@ def _dump(folder: Path, name: str, queries: int, features: tuple[str, ...]) -> N
 
 def _report(train: ModuleType, tmp_path: Path, model: str, capsys: pytest.CaptureFixture[str]) -> str:
     _dump(tmp_path, "toy", 12, train.FEATURES)
-    train.main(["--train", "toy", "--model", model, "--data", str(tmp_path), "--params", '{"cap": 4}'])
+    args = ["--train", "toy", "--model", model, "--data", str(tmp_path), "--params", '{"cap": 4}']
+    train.main([*args, "--in-file-on", ""])
     return capsys.readouterr().out
 
 
@@ -190,3 +192,49 @@ def test_the_trees_report_the_queries_the_cap_left_out_of_their_training(
     pytest.importorskip("lightgbm", reason="the trees are trained with LightGBM, a training-only library")
     out = _report(_train_module(), tmp_path, "trees", capsys)
     assert "| toy~unseen |" in out and "unseen by training" in out
+
+
+def _spanned(train: ModuleType, name: str, queries: int) -> Any:
+    """A set judged by span: two candidates a query in one file, the first fusion's leader the judged span."""
+    first = train.FEATURES.index("first")
+    x = np.zeros((2 * queries, len(train.FEATURES)), np.float32)
+    x[0::2, first], x[1::2, first] = 0.9, 0.1
+    return train.Data(
+        name,
+        "train",
+        True,
+        x,
+        np.repeat(np.arange(queries), 2),
+        np.tile([2, 1], queries),
+        np.zeros(2 * queries, np.int64),
+        np.tile([1, 20], queries),
+        np.tile([10, 30], queries),
+        ["a.md"],
+        [{"index": i, "files": {"a.md": 1}, "spans": {"a.md:1-10": 1}} for i in range(queries)],
+    )
+
+
+class _Lean:
+    """A model that scores a passage `times` the first fusion's score (negative: against its order)."""
+
+    def __init__(self, first: int, times: float) -> None:
+        self.first, self.times = first, times
+
+    def score(self, x: np.ndarray) -> np.ndarray:
+        return self.times * x[:, self.first]
+
+
+def test_the_in_file_weight_is_chosen_by_span_and_leans_only_as_far_as_the_judged_passages_ask() -> None:
+    train = _train_module()
+    first = train.FEATURES.index("first")
+    sets = [_spanned(train, "mined-a", 6), _spanned(train, "asked-b", 6)]
+    # the model puts the judged passage second by 2.5 x 0.8: the first fusion's order within the file wins once
+    # its weight passes 2.5, and the first such weight of the grid is chosen
+    weight, figures = train.choose_in_file(sets, _Lean(first, -2.5), 0.0)
+    assert weight == 3.0
+    assert figures[2.0] < figures[3.0] == pytest.approx(1.0)
+    # a model already right within the file needs no lean
+    assert train.choose_in_file(sets, _Lean(first, 1.0), 0.0)[0] == 0.0
+    # and nothing judged by span cannot choose it
+    with pytest.raises(SystemExit, match="line span"):
+        train.choose_in_file([_set(train, "cosqa", 3)], _Lean(first, 1.0), 0.0)

@@ -10,6 +10,9 @@ to kenning's JSON form (`kenning.search.model`), and the export is checked again
 
 The per-file diversity of the final order (each further passage of one file pays `diversity` x its rank there
 in score units) is chosen on the training queries, from a grid, by the judge's measure of the first ten hits.
+Which passage of a file comes first leans on the first fusion's score by a weight (`in_file_first`,
+kenning.search.rank.in_file_order) chosen from a grid by line span on `--in-file-on` (questions asked in a
+user's words beside the mined pairs); `--in-file-of MODEL` chooses it for a model file already trained.
 
 Evaluation, per set, of the first fusion's order, the model's order, and (with `--folds K`, over the training
 sets) the model trained on the other folds: nDCG@10 by file (files deduplicated, as score.py), over the first ten
@@ -41,6 +44,7 @@ import asked_functions  # noqa: E402  (bench/ is on the path once dump is import
 import functions  # noqa: E402
 from kenning.search.features import FEATURES, FEATURES_VERSION  # noqa: E402
 from kenning.search.model import Model, parse  # noqa: E402
+from kenning.search.rank import in_file_order  # noqa: E402
 
 # the trees' starting point (see prior_of): 4 x the first fusion's score. Applied after training to a model trained
 # from nothing, 4 kept most of the code sets' gain and most of the prose sets' held-out loss away; trained in, the
@@ -220,10 +224,14 @@ def diversify(rows: np.ndarray, scores: np.ndarray, paths: np.ndarray, diversity
     return rows[order[np.argsort(-adjusted, kind="stable")]]
 
 
-def evaluate(sets: list[Data], score: Any, diversity: float) -> dict[str, dict[str, float]]:
+def evaluate(
+    sets: list[Data], score: Any, diversity: float, in_file: float = 0.0
+) -> dict[str, dict[str, float]]:
     """Mean nDCG@10 per set (and per measure) of the order `score(x)` gives each query's rows (`score` may
-    instead be a dict of each set's scores, one per row, computed once)."""
+    instead be a dict of each set's scores, one per row, computed once), a file's passages ordered among
+    themselves with the first fusion's score weighed `in_file` (kenning.search.rank.in_file_order)."""
     out: dict[str, dict[str, float]] = {}
+    first = FEATURES.index(PRIOR_FEATURE)
     for d in sets:
         totals: dict[str, list[float]] = {}
         every = score.get(d.name) if isinstance(score, dict) else None
@@ -231,7 +239,11 @@ def evaluate(sets: list[Data], score: Any, diversity: float) -> dict[str, dict[s
             every = score(d.x) if len(d.x) else np.zeros(0, np.float32)
         for q, rows in d.judged():
             if every is not None and len(rows):
-                ordered = diversify(rows, every[rows], d.path, diversity)
+                mine = every[rows]
+                if in_file > 0.0:
+                    key = mine + in_file * np.nan_to_num(d.x[rows, first])
+                    mine = in_file_order(mine, key, d.path[rows].tolist())
+                ordered = diversify(rows, mine, d.path, diversity)
             else:
                 ordered = rows
             for k, v in judge(d, ordered, q).items():
@@ -539,6 +551,38 @@ def fit_linear(sets: list[Data]) -> dict[str, Any]:
     }
 
 
+IN_FILE_GRID = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0)
+# the questions the weight of the first fusion in a file's own passage order is chosen on: asked in a user's words
+# (never trained on) beside the mined pairs, each family's sets averaged, then the two families
+IN_FILE_ON = "asked:train,mined:train"
+
+
+def choose_in_file(sets: list[Data], model: Model, diversity: float) -> tuple[float, dict[float, float]]:
+    """The weight of the first fusion's score in which passage of a file comes first (`in_file_order`), by the
+    mean span nDCG@10 of each family's sets, families weighed alike, and every weight's figure. A file's order
+    among files does not move with it, so only a measure that tells one passage of a file from another (the line
+    spans) can choose it."""
+    spanned = [d for d in sets if d.spans]
+    if not spanned:
+        raise SystemExit(
+            "choosing the in-file weight needs sets judged by line span (e.g. " + IN_FILE_ON + ")"
+        )
+    once = {d.name: model.score(d.x) for d in spanned}
+    figures: dict[float, float] = {}
+    for w in IN_FILE_GRID:
+        scores = evaluate(spanned, once, diversity, w)
+        families: dict[str, list[float]] = {}
+        for d in spanned:
+            if "span" in scores[d.name]:
+                families.setdefault(group_of(d.name, d.split), []).append(scores[d.name]["span"])
+        figures[w] = float(np.mean([np.mean(v) for v in families.values()]))
+    best = 0.0
+    for w, v in figures.items():
+        if v > figures[best] + 1e-4:
+            best = w
+    return best, figures
+
+
 def choose_diversity(sets: list[Data], model: Model) -> float:
     best, best_v = 0.0, -1.0
     sample = capped(sets, SET_CAP)
@@ -623,7 +667,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument(
         "--train",
-        required=True,
+        default="",
         help="sets to learn from (names, families, family:split; `SPEC/KIND` keeps the queries of one kind, "
         "`SPEC*K` weighs each set K times, `SPEC@N` learns from up to N of each set's queries instead of the shared cap)",
     )
@@ -645,7 +689,21 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--folds", type=int, default=0, help="K-fold over the training queries' sets")
     parser.add_argument("--data", default=str(WORK / "ranker"))
     parser.add_argument("--out", default="", help="write the model file here")
+    parser.add_argument(
+        "--in-file-on",
+        default=IN_FILE_ON,
+        help="sets judged by line span to choose the first fusion's weight in a file's own passage order on "
+        "('' leaves it 0: the model's order)",
+    )
+    parser.add_argument(
+        "--in-file-of",
+        default="",
+        metavar="MODEL",
+        help="choose that weight for this model file and write it into the file (no training)",
+    )
     args = parser.parse_args(argv)
+    if not args.train and not args.in_file_of:
+        parser.error("give --train SETS (or --in-file-of MODEL to choose a trained model's in-file weight)")
     root = Path(args.data)
     params = json.loads(args.params)
 
@@ -664,12 +722,30 @@ def main(argv: list[str] | None = None) -> None:
                 out += [d] + [dataclasses.replace(d, name=f"{d.name}*{i + 2}") for i in range(times - 1)]
         return out
 
+    def in_file(model: Model, raw: dict[str, Any]) -> None:
+        if not args.in_file_on:
+            return
+        w, figures = choose_in_file(sets(args.in_file_on), model, float(raw["meta"].get("diversity", 0.0)))
+        raw["meta"].update(in_file_first=w, in_file_on=args.in_file_on)
+        shown = ", ".join(f"{k:g}: {v:.4f}" for k, v in figures.items())
+        print(f"in-file weight of the first fusion {w:g} (span nDCG@10 on {args.in_file_on}: {shown})")
+
+    if args.in_file_of:
+        path = Path(args.in_file_of)
+        raw = json.loads(path.read_text())
+        in_file(parse(raw, path.name), raw)
+        path.write_text(json.dumps(raw, separators=(",", ":")) + "\n")
+        print(f"wrote {path}")
+        return
     learn, score_on = sets(args.train), sets(args.eval)
     t = time.perf_counter()
     model, raw = train(learn, args.model, params, args.prior)
     print(
         f"trained on {len(learn)} sets in {time.perf_counter() - t:.0f} s; diversity {raw['meta']['diversity']}"
     )
+    in_file(model, raw)
+    model = parse(raw, "trained")
+    weight = float(raw["meta"].get("in_file_first", 0.0))
     # a learned set larger than the cap is also scored on the queries the trees never saw (`capped` drops them);
     # the other models learn from every query, weighed down instead (`row_weights`), so none is unseen there
     cap = int(params.get("cap", SET_CAP))
@@ -678,7 +754,7 @@ def main(argv: list[str] | None = None) -> None:
     rows = {
         "shipped (hand-set stages)": evaluate_shipped(list(shown)),
         "first fusion": evaluate(list(shown), None, 0.0),
-        f"model ({args.model})": evaluate(list(shown), model.score, raw["meta"]["diversity"]),
+        f"model ({args.model})": evaluate(list(shown), model.score, raw["meta"]["diversity"], weight),
     }
     if args.folds > 1:
         folds: dict[str, dict[str, float]] = {}

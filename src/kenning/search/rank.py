@@ -13,7 +13,7 @@ import math
 import os
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -302,11 +302,12 @@ def _learned(
     named = {pid for pid, _ in ranked.get("symbol#d", ())}
     if model is not None and demote_tests:
         scores, demoted = _behind_the_code(head, scores, x, named)
+    paths = [rows[pid].path if pid in rows else "" for pid in head]
+    lean = in_file_weight(model)
+    if lean > 0.0:
+        scores = in_file_order(scores, scores + lean * np.nan_to_num(x[:, INDEX["first"]]), paths)
     ranked_head, shown = diversify(
-        head,
-        scores,
-        [rows[pid].path if pid in rows else "" for pid in head],
-        float(model.meta.get("diversity", 0.0)) if model else 0.0,
+        head, scores, paths, float(model.meta.get("diversity", 0.0)) if model else 0.0
     )
     if model is not None and definitions_lead:
         ranked_head = definitions_first(ranked_head, named)
@@ -358,6 +359,39 @@ def definitions_first(order: list[int], definitions: set[int]) -> list[int]:
     if not lead:
         return order
     return lead + [pid for pid in order if pid not in definitions]
+
+
+#: The weight of the first fusion's score in the order of one file's own passages, when set (>= 0) in place of the
+#: model's `in_file_first`: for measuring (bench/quality/rank_sweep.py's variants); -1 reads the model's.
+IN_FILE_FIRST = -1.0
+
+
+def in_file_weight(model: Model | None) -> float:
+    """How much the first fusion's score weighs, beside the model's, in which passage of a file comes first."""
+    if model is None:
+        return 0.0
+    return IN_FILE_FIRST if IN_FILE_FIRST >= 0.0 else float(model.meta.get("in_file_first", 0.0))
+
+
+def in_file_order(scores: np.ndarray, key: np.ndarray, paths: Sequence[Hashable]) -> np.ndarray:
+    """Each file's scores handed back to its passages in the order of `key`, best first: the model still decides
+    which files lead and how they interleave (a file keeps its set of scores), `key` which of a file's passages
+    shows first. The model learned the passage within a file from mined pairs whose query is cut from the very
+    passage it is judged to find (a docstring, a heading and its first sentence), so word overlap alone picks
+    the passage there; in questions asked in a user's words the first fusion's choice within a file is the
+    better one more often (the trainer weighs the two on such questions: bench/ranker/train.py)."""
+    ids: dict[Hashable, int] = {}
+    file = np.fromiter((ids.setdefault(p, len(ids)) for p in paths), np.int64, len(paths))
+    if len(ids) == len(paths):
+        return np.array(scores, copy=True)
+    # both sorts group the passages by file in the same order of files, so the k-th place of a file in one is its
+    # k-th place in the other: the passage `key` puts k-th takes the file's k-th best score (ties keep the
+    # leaders' order: lexsort is stable)
+    by_key = np.lexsort((-key, file))
+    by_score = np.lexsort((-scores, file))
+    out = np.empty_like(scores)
+    out[by_key] = scores[by_score]
+    return out
 
 
 def diversify(
