@@ -376,10 +376,11 @@ def in_file_weight(model: Model | None) -> float:
 def in_file_order(scores: np.ndarray, key: np.ndarray, paths: Sequence[Hashable]) -> np.ndarray:
     """Each file's scores handed back to its passages in the order of `key`, best first: the model still decides
     which files lead and how they interleave (a file keeps its set of scores), `key` which of a file's passages
-    shows first. The model learned the passage within a file from mined pairs whose query is cut from the very
-    passage it is judged to find (a docstring, a heading and its first sentence), so word overlap alone picks
-    the passage there; in questions asked in a user's words the first fusion's choice within a file is the
-    better one more often (the trainer weighs the two on such questions: bench/ranker/train.py)."""
+    shows first. The trees learned which passage of a file answers mostly from mined pairs whose query is cut
+    from the very passage it is judged to find (a docstring, a heading and its first sentence); on questions
+    asked in a user's words the first fusion's choice within a file is the better one more often, and the
+    trainer weighs the two on such questions (bench/ranker/train.py; measured in
+    bench/history/2026-12-07-passage-within-a-file.md)."""
     ids: dict[Hashable, int] = {}
     file = np.fromiter((ids.setdefault(p, len(ids)) for p in paths), np.int64, len(paths))
     if len(ids) == len(paths):
