@@ -12,15 +12,27 @@ from kenning.search import rank
 from kenning.search.model import shipped
 
 
-def test_a_file_keeps_its_scores_and_hands_them_to_its_passages_in_the_key_s_order() -> None:
+def test_a_file_keeps_its_scores_and_hands_them_to_its_passages_leaning_on_the_first_fusion() -> None:
     scores = np.array([5.0, 4.0, 3.0, 2.0, 1.0])
     paths = ["a.md", "b.py", "a.md", "c.py", "a.md"]
-    key = np.array([0.0, 9.0, 1.0, 9.0, 2.0])  # a.md's passages the other way round
-    out = rank.in_file_order(scores, key, paths)
-    assert out.tolist() == [1.0, 4.0, 3.0, 2.0, 5.0]
-    # a file alone in its place keeps its score, and no score is made or lost
+    first = np.array(
+        [0.0, 0.0, 3.0, 0.0, 2.0]
+    )  # the first fusion prefers a.md's second passage, then its third
+    # weight 1: 5 + 0, 3 + 3, 1 + 2 puts the second first and leaves the third last; 4 puts the third second
+    assert rank.in_file_order(scores, first, paths, 1.0).tolist() == [3.0, 4.0, 5.0, 2.0, 1.0]
+    out = rank.in_file_order(scores, first, paths, 4.0)
+    assert out.tolist() == [1.0, 4.0, 5.0, 2.0, 3.0]
+    # no score is made or lost; files alone in their place, and a weight of 0, change nothing
     assert sorted(out.tolist()) == sorted(scores.tolist())
-    assert rank.in_file_order(scores, key, ["a", "b", "c", "d", "e"]).tolist() == scores.tolist()
+    assert rank.in_file_order(scores, first, ["a", "b", "c", "d", "e"], 4.0).tolist() == scores.tolist()
+    assert rank.in_file_order(scores, first, paths, 0.0).tolist() == scores.tolist()
+
+
+def test_an_unknown_first_fusion_score_counts_nothing() -> None:
+    scores = np.array([2.0, 1.0])
+    first = np.array([np.nan, 0.5])
+    assert rank.in_file_order(scores, first, ["a", "a"], 4.0).tolist() == [1.0, 2.0]
+    assert rank.in_file_order(scores, first, ["a", "a"], 1.0).tolist() == [2.0, 1.0]
 
 
 def test_it_is_each_file_sorted_on_its_own_on_random_draws() -> None:
@@ -28,18 +40,20 @@ def test_it_is_each_file_sorted_on_its_own_on_random_draws() -> None:
     rng = np.random.default_rng(5)
     for _ in range(300):
         n = int(rng.integers(1, 60))
-        scores, key = rng.normal(size=n).round(1), rng.normal(size=n).round(1)
+        scores, first = rng.normal(size=n).round(1), rng.normal(size=n).round(1)
+        weight = float(rng.choice([0.5, 1.0, 4.0]))
         paths = [f"f{i}" for i in rng.integers(0, int(rng.integers(1, 20)), size=n)]
+        key = scores + weight * first
         expected = scores.copy()
         for path in set(paths):
             idx = np.flatnonzero(np.array(paths) == path)
             expected[idx[np.argsort(-key[idx], kind="stable")]] = np.sort(scores[idx])[::-1]
-        assert np.array_equal(rank.in_file_order(scores, key, paths), expected)
+        assert np.array_equal(rank.in_file_order(scores, first, paths, weight), expected)
 
 
-def test_ties_in_the_key_keep_the_leaders_order() -> None:
+def test_ties_in_the_lean_keep_the_leaders_order() -> None:
     scores = np.array([1.0, 3.0, 2.0])
-    out = rank.in_file_order(scores, np.zeros(3), ["a", "a", "a"])
+    out = rank.in_file_order(scores, np.array([2.0, 0.0, 1.0]), ["a", "a", "a"], 1.0)
     assert out.tolist() == [3.0, 2.0, 1.0]
 
 

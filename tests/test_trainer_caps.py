@@ -142,8 +142,9 @@ def test_regression_a_training_on_sets_not_judged_by_span_stopped_before_writing
     ]
 
 
-def _dump(folder: Path, name: str, queries: int, features: tuple[str, ...]) -> None:
-    """A dump as bench/ranker/dump.py writes it: three candidates a query, the first in the judged file."""
+def _dump(folder: Path, name: str, queries: int, features: tuple[str, ...], spans: bool = False) -> None:
+    """A dump as bench/ranker/dump.py writes it: three candidates a query, the first in the judged file (with
+    `spans`, the first two in it, the first the judged span)."""
     rows = 3 * queries
     rng = np.random.default_rng(3)
     x = rng.normal(size=(rows, len(features))).astype(np.float32)
@@ -153,18 +154,21 @@ def _dump(folder: Path, name: str, queries: int, features: tuple[str, ...]) -> N
         folder / "hybrid" / f"{name}.npz",
         X=x,
         qid=np.repeat(np.arange(queries), 3),
-        label_span=np.zeros(rows, np.int32),
-        label_file=np.tile([1, 0, 0], queries),
-        path=np.tile([0, 1, 2], queries),
-        start=np.ones(rows, np.int64),
-        end=np.full(rows, 5, np.int64),
+        label_span=np.tile([1, 0, 0] if spans else [0, 0, 0], queries),
+        label_file=np.tile([1, 1, 0] if spans else [1, 0, 0], queries),
+        path=np.tile([0, 0, 1] if spans else [0, 1, 2], queries),
+        start=np.tile([1, 10, 1], queries),
+        end=np.tile([5, 14, 5], queries),
     )
+    judged = {"spans": {"a.py:1-5": 1}} if spans else {}
     info = {
         "features": list(features),
-        "split": "dev",
-        "judged_by_span": False,
+        "split": "train",
+        "judged_by_span": spans,
         "paths": ["a.py", "b.py", "c.py"],
-        "queries": [{"index": i, "id": f"q{i}", "text": "q", "files": {"a.py": 1}} for i in range(queries)],
+        "queries": [
+            {"index": i, "id": f"q{i}", "text": "q", "files": {"a.py": 1}, **judged} for i in range(queries)
+        ],
     }
     (folder / "hybrid" / f"{name}.json").write_text(json.dumps(info))
 
@@ -238,3 +242,37 @@ def test_the_in_file_weight_is_chosen_by_span_and_leans_only_as_far_as_the_judge
     # and nothing judged by span cannot choose it
     with pytest.raises(SystemExit, match="line span"):
         train.choose_in_file([_set(train, "cosqa", 3)], _Lean(first, 1.0), 0.0)
+
+
+def test_the_in_file_weight_of_a_trained_model_file_is_chosen_and_written_into_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    train = _train_module()
+    _dump(tmp_path, "toy", 12, train.FEATURES)
+    _dump(tmp_path, "mined-x", 12, train.FEATURES, spans=True)
+    model = tmp_path / "model.json"
+    data = ["--data", str(tmp_path)]
+    train.main(["--train", "toy", "--model", "linear", *data, "--in-file-on", "", "--out", str(model)])
+    assert "in_file_first" not in json.loads(model.read_text())["meta"]
+    train.main(["--in-file-of", str(model), "--in-file-on", "mined-x", *data])
+    meta = json.loads(model.read_text())["meta"]
+    assert meta["in_file_first"] in train.IN_FILE_GRID and meta["in_file_on"] == "mined-x"
+    assert "in-file weight of the first fusion" in capsys.readouterr().out
+
+
+def test_the_in_file_choice_s_bad_arguments_stop_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    train = _train_module()
+    data = ["--data", str(tmp_path)]
+    with pytest.raises(SystemExit) as neither:
+        train.main(data)
+    assert neither.value.code == 2 and "give --train SETS" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as nothing_to_choose_on:
+        train.main(["--in-file-of", str(tmp_path / "m.json"), "--in-file-on", "", *data])
+    assert nothing_to_choose_on.value.code == 2 and "give --in-file-on SETS" in capsys.readouterr().err
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"kind": "trees"')
+    for path in (broken, tmp_path / "missing.json"):
+        with pytest.raises(SystemExit, match="not a model file this kenning reads"):
+            train.main(["--in-file-of", str(path), *data])

@@ -43,7 +43,7 @@ from dump import SPAN, WORK, expand  # noqa: E402
 import asked_functions  # noqa: E402  (bench/ is on the path once dump is imported)
 import functions  # noqa: E402
 from kenning.search.features import FEATURES, FEATURES_VERSION  # noqa: E402
-from kenning.search.model import Model, parse  # noqa: E402
+from kenning.search.model import Model, ModelMismatch, parse  # noqa: E402
 from kenning.search.rank import in_file_order  # noqa: E402
 
 # the trees' starting point (see prior_of): 4 x the first fusion's score. Applied after training to a model trained
@@ -239,10 +239,7 @@ def evaluate(
             every = score(d.x) if len(d.x) else np.zeros(0, np.float32)
         for q, rows in d.judged():
             if every is not None and len(rows):
-                mine = every[rows]
-                if in_file > 0.0:
-                    key = mine + in_file * np.nan_to_num(d.x[rows, first])
-                    mine = in_file_order(mine, key, d.path[rows].tolist())
+                mine = in_file_order(every[rows], d.x[rows, first], d.path[rows].tolist(), in_file)
                 ordered = diversify(rows, mine, d.path, diversity)
             else:
                 ordered = rows
@@ -576,23 +573,27 @@ def choose_in_file(sets: list[Data], model: Model, diversity: float) -> tuple[fl
             if "span" in scores[d.name]:
                 families.setdefault(group_of(d.name, d.split), []).append(scores[d.name]["span"])
         figures[w] = float(np.mean([np.mean(v) for v in families.values()]))
-    best = 0.0
-    for w, v in figures.items():
-        if v > figures[best] + 1e-4:
-            best = w
-    return best, figures
+    return first_best(figures), figures
+
+
+def first_best(figures: dict[float, float]) -> float:
+    """The grid's first value whose figure beats every earlier one by more than 1e-4 (a gain smaller than that is
+    a tie, and the earlier, gentler value keeps it)."""
+    best, best_v = next(iter(figures)), -math.inf
+    for value, v in figures.items():
+        if v > best_v + 1e-4:
+            best, best_v = value, v
+    return best
 
 
 def choose_diversity(sets: list[Data], model: Model) -> float:
-    best, best_v = 0.0, -1.0
     sample = capped(sets, SET_CAP)
     once = {d.name: model.score(d.x) for d in sample}
+    figures = {}
     for div in DIVERSITY_GRID:
         scores = evaluate(sample, once, div)
-        v = float(np.mean([s["hits"] for s in scores.values() if s]))  # a set of no judged query scores {}
-        if v > best_v + 1e-4:
-            best, best_v = div, v
-    return best
+        figures[div] = float(np.mean([s["hits"] for s in scores.values() if s]))  # no judged query scores {}
+    return first_best(figures)
 
 
 def train(
@@ -731,9 +732,17 @@ def main(argv: list[str] | None = None) -> None:
         print(f"in-file weight of the first fusion {w:g} (span nDCG@10 on {args.in_file_on}: {shown})")
 
     if args.in_file_of:
+        if not args.in_file_on:
+            parser.error("--in-file-of needs sets to choose on: give --in-file-on SETS (judged by line span)")
         path = Path(args.in_file_of)
-        raw = json.loads(path.read_text())
-        in_file(parse(raw, path.name), raw)
+        try:
+            raw = json.loads(path.read_text())
+            model = parse(raw, path.name)
+        except (OSError, ValueError, KeyError, TypeError, ModelMismatch) as e:
+            raise SystemExit(
+                f"{path}: not a model file this kenning reads ({e}); give a file train.py wrote"
+            ) from None
+        in_file(model, raw)
         path.write_text(json.dumps(raw, separators=(",", ":")) + "\n")
         print(f"wrote {path}")
         return

@@ -303,9 +303,7 @@ def _learned(
     if model is not None and demote_tests:
         scores, demoted = _behind_the_code(head, scores, x, named)
     paths = [rows[pid].path if pid in rows else "" for pid in head]
-    lean = in_file_weight(model)
-    if lean > 0.0:
-        scores = in_file_order(scores, scores + lean * np.nan_to_num(x[:, INDEX["first"]]), paths)
+    scores = in_file_order(scores, x[:, INDEX["first"]], paths, in_file_weight(model))
     ranked_head, shown = diversify(
         head, scores, paths, float(model.meta.get("diversity", 0.0)) if model else 0.0
     )
@@ -373,18 +371,24 @@ def in_file_weight(model: Model | None) -> float:
     return IN_FILE_FIRST if IN_FILE_FIRST >= 0.0 else float(model.meta.get("in_file_first", 0.0))
 
 
-def in_file_order(scores: np.ndarray, key: np.ndarray, paths: Sequence[Hashable]) -> np.ndarray:
-    """Each file's scores handed back to its passages in the order of `key`, best first: the model still decides
-    which files lead and how they interleave (a file keeps its set of scores), `key` which of a file's passages
-    shows first. The trees learned which passage of a file answers mostly from mined pairs whose query is cut
+def in_file_order(
+    scores: np.ndarray, first: np.ndarray, paths: Sequence[Hashable], weight: float
+) -> np.ndarray:
+    """Each file's scores handed back to its passages in the order of the score plus `weight` times the first
+    fusion's (`first`, the feature column; unknown counts 0), best first: the model still decides which files lead
+    and how they interleave (a file keeps its set of scores), the lean which of a file's passages shows first.
+    The search and the trainer that chooses `weight` both order through here. The trees learned which passage of a file answers mostly from mined pairs whose query is cut
     from the very passage it is judged to find (a docstring, a heading and its first sentence); on questions
     asked in a user's words the first fusion's choice within a file is the better one more often, and the
     trainer weighs the two on such questions (bench/ranker/train.py; measured in
     bench/history/2026-12-07-passage-within-a-file.md)."""
+    if weight <= 0.0:
+        return scores
     ids: dict[Hashable, int] = {}
     file = np.fromiter((ids.setdefault(p, len(ids)) for p in paths), np.int64, len(paths))
     if len(ids) == len(paths):
-        return np.array(scores, copy=True)
+        return scores
+    key = scores + weight * np.nan_to_num(first)
     # both sorts group the passages by file in the same order of files, so the k-th place of a file in one is its
     # k-th place in the other: the passage `key` puts k-th takes the file's k-th best score (ties keep the
     # leaders' order: lexsort is stable)
