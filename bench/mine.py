@@ -35,7 +35,7 @@ from pathlib import Path
 
 import gitsets
 
-MINE_VERSION = 4  # bump when a rule changes: gitsets.ensure re-mines a set whose marker differs
+MINE_VERSION = 5  # bump when a rule changes: gitsets.ensure re-mines a set whose marker differs
 MARKER = ".mined.json"
 CAP = 60  # queries per family per repository, a seeded sample past that
 HISTORY = 2000  # newest non-merge commits read per repository: blame stays bounded to them
@@ -403,6 +403,7 @@ DECL = re.compile(
 )
 CALLABLE = re.compile(r"([A-Za-z_$~][\w$]*)\s*(?:<[^()]*>)?\s*\(")
 GO_DECL = re.compile(r"^(?:func\s+(?:\([^)]*\)\s*)?|type\s+|var\s+|const\s+)([A-Za-z_]\w*)")
+GO_EMPTY_TYPE = re.compile(r"\b(?:interface|struct)\s*\{\s*\}(?=\s*\S)")
 RUBY_DECL = re.compile(r"^\s*(?:def\s+(?:self\.)?([\w?!=\[\]<>+-]+)|class\s+([\w:]+)|module\s+([\w:]+))")
 ATTRIBUTE = re.compile(r"^\s*(#\[|#!\[|@[A-Za-z]|\[[A-Z][\w.]*(\(|\]))")
 BOILERPLATE = re.compile(
@@ -538,6 +539,10 @@ def block_end(lines: list[str], i: int, lang: str) -> int | None:
     opened = False
     for j in range(i, min(len(lines), i + 3000)):
         code = re.sub(r"\"(\\.|[^\"\\])*\"|'(\\.|[^'\\])'|//.*$", "", lines[j])
+        if lang == "go":
+            # an empty interface or struct with more code after it is a type in the signature, not the body
+            # (`func F(v interface{}) error {`); at a line's end it is one (`type Empty struct{}`)
+            code = GO_EMPTY_TYPE.sub("", code)
         for ch in code:
             if ch == "{":
                 depth += 1

@@ -158,3 +158,22 @@ def test_pins_split_every_language_pool_into_train_dev_and_test() -> None:
     for pool, found in pools.items():
         if sum(1 for _, lang, _ in mine.REPOS if mine.POOLS.get(lang, lang) == pool) >= 3:
             assert found == {"train", "dev", "test"}, pool
+
+
+def test_go_definition_with_an_empty_interface_in_its_signature_ends_at_its_body_not_the_signature() -> None:
+    mine = load_bench("mine")
+    go = (
+        "// Marshal writes v as text into the buffer it returns.\n"
+        "func Marshal(v interface{}, opts map[string]struct{}) ([]byte, error) {\n"
+        "\tb := []byte{}\n"
+        "\treturn b, nil\n"
+        "}\n"
+        "\n"
+        "// Empty holds nothing at all, and is still a type.\n"
+        "type Empty struct{}\n"
+        "\n"
+        "// Any returns the value it is given as an empty interface.\n"
+        "func Any(v int) interface{} { return v }\n"
+    )
+    found = {d.name: (d.start, d.end) for d in mine.comment_defs("a.go", go, "go")}
+    assert found == {"Marshal": (1, 5), "Empty": (7, 8), "Any": (10, 11)}
