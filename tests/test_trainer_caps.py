@@ -276,3 +276,40 @@ def test_the_in_file_choice_s_bad_arguments_stop_with_one_line(
     for path in (broken, tmp_path / "missing.json"):
         with pytest.raises(SystemExit, match="not a model file this kenning reads"):
             train.main(["--in-file-of", str(path), *data])
+
+
+def _table(out: str, measure: str, row: str) -> dict[str, str]:
+    """One row of one of the report's tables, by column name."""
+    section = out.split(f"nDCG@10 {measure}\n", 1)[1]
+    lines = [line for line in section.splitlines() if line.startswith("|")]
+    header = [c.strip() for c in lines[0].strip("|").split("|")]
+    for line in lines[2:]:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if cells[0] == row:
+            return dict(zip(header, cells, strict=True))
+    raise AssertionError(f"no row {row} in {measure}")
+
+
+def test_model_files_are_scored_beside_the_shipped_one_without_training(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    train = _train_module()
+    _dump(tmp_path, "toy", 12, train.FEATURES)
+    data = ["--data", str(tmp_path)]
+    good, reversed_ = tmp_path / "good.json", tmp_path / "reversed.json"
+    train.main(["--train", "toy", "--model", "linear", *data, "--in-file-on", "", "--out", str(good)])
+    raw = json.loads(good.read_text())
+    raw["weights"] = [-w for w in raw["weights"]]  # the same model ranking the relevant candidate last
+    reversed_.write_text(json.dumps(raw))
+    capsys.readouterr()
+    train.main(["--eval", "toy", "--against", str(good), "--against", str(reversed_), *data])
+    out = capsys.readouterr().out
+    assert "trained on" not in out
+    row = _table(out, "file", "toy")
+    assert float(row[f"model file {good}"]) == 1.0
+    assert float(row[f"model file {reversed_}"]) < 0.6
+    assert "shipped model (hybrid.json)" in row  # the file a candidate would replace is always beside it
+    with pytest.raises(SystemExit, match="not a model file this kenning reads"):
+        train.main(["--eval", "toy", "--against", str(tmp_path / "missing.json"), *data])
+    with pytest.raises(SystemExit, match="nothing to score"):
+        train.main(["--eval", "absent", *data])

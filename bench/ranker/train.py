@@ -2,6 +2,7 @@
 
     python bench/ranker/train.py --train mined:train,questions:dev --eval questions,codeset,scifact,...
         [--state hybrid] [--model trees|linear] [--out src/kenning/search/models/hybrid.json] [--folds 0]
+    python bench/ranker/train.py --eval questions,codeset --against candidate.json     # score files, no training
 
 Needs LightGBM (`pip install lightgbm`: training only, never a kenning dependency). The model is LambdaMART
 (LightGBM's lambdarank) over the features of `kenning.search.features`, labels from the judgements: a candidate
@@ -14,8 +15,9 @@ Which passage of a file comes first leans on the first fusion's score by a weigh
 kenning.search.rank.in_file_order) chosen from a grid by line span on `--in-file-on` (questions asked in a
 user's words beside the mined pairs); `--in-file-of MODEL` chooses it for a model file already trained.
 
-Evaluation, per set, of the first fusion's order, the model's order, and (with `--folds K`, over the training
-sets) the model trained on the other folds: nDCG@10 by file (files deduplicated, as score.py), over the first ten
+Evaluation, per set, of the first fusion's order, the model's order, the shipped model of `--state` and each
+`--against` model file (the file a candidate would replace is what it must beat), and (with `--folds K`, over
+the training sets) the model trained on the other folds: nDCG@10 by file (files deduplicated, as score.py), over the first ten
 hits (each relevant file credited once, its later passages count nothing: the code judge's way) and by span where
 spans are judged.
 """
@@ -43,7 +45,7 @@ from dump import SPAN, WORK, expand  # noqa: E402
 import asked_functions  # noqa: E402  (bench/ is on the path once dump is imported)
 import functions  # noqa: E402
 from kenning.search.features import FEATURES, FEATURES_VERSION  # noqa: E402
-from kenning.search.model import Model, ModelMismatch, parse  # noqa: E402
+from kenning.search.model import Model, ModelMismatch, parse, shipped  # noqa: E402
 from kenning.search.rank import in_file_order  # noqa: E402
 
 # the trees' starting point (see prior_of): 4 x the first fusion's score. Applied after training to a model trained
@@ -664,6 +666,17 @@ def group_of(name: str, split: str) -> str:
     return "codeset" if family == "cs" else "prose"
 
 
+def read_model_file(path: Path) -> tuple[dict[str, Any], Model]:
+    """A model file's JSON and the model it holds; one line and exit 1 when it is not one this kenning reads."""
+    try:
+        raw = json.loads(path.read_text())
+        return raw, parse(raw, path.name)
+    except (OSError, ValueError, KeyError, TypeError, ModelMismatch) as e:
+        raise SystemExit(
+            f"{path}: not a model file this kenning reads ({e}); give a file train.py wrote"
+        ) from None
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument(
@@ -702,9 +715,20 @@ def main(argv: list[str] | None = None) -> None:
         metavar="MODEL",
         help="choose that weight for this model file and write it into the file (no training)",
     )
+    parser.add_argument(
+        "--against",
+        action="append",
+        default=[],
+        metavar="MODEL",
+        help="a model file to score beside the trained one (repeatable; the shipped model of --state always is); "
+        "with --eval and no --train, the files are scored without training",
+    )
     args = parser.parse_args(argv)
-    if not args.train and not args.in_file_of:
-        parser.error("give --train SETS (or --in-file-of MODEL to choose a trained model's in-file weight)")
+    if not args.train and not args.in_file_of and not args.eval:
+        parser.error(
+            "give --train SETS, --eval SETS to score the shipped model (and --against files) without training, "
+            "or --in-file-of MODEL to choose a trained model's in-file weight"
+        )
     root = Path(args.data)
     params = json.loads(args.params)
 
@@ -731,20 +755,42 @@ def main(argv: list[str] | None = None) -> None:
         shown = ", ".join(f"{k:g}: {v:.4f}" for k, v in figures.items())
         print(f"in-file weight of the first fusion {w:g} (span nDCG@10 on {args.in_file_on}: {shown})")
 
+    def scored_beside() -> dict[str, Model]:
+        # the file a candidate would replace is the one to beat, not only the hand-set stages or the fusion
+        out = {f"shipped model ({args.state}.json)": m for m in [shipped(args.state)] if m is not None}
+        for name in args.against:
+            out[f"model file {name}"] = read_model_file(Path(name))[1]
+        return out
+
+    def report(shown: list[Data], rows: dict[str, dict[str, float]]) -> None:
+        for name, m in scored_beside().items():
+            meta = m.meta
+            rows[name] = evaluate(
+                shown, m.score, float(meta.get("diversity", 0.0)), float(meta.get("in_file_first", 0.0))
+            )
+        for measure in ("hits", "file", "span"):
+            print(f"\nnDCG@10 {measure}\n" + table(rows, measure, {d.name: d.split for d in shown}))
+
     if args.in_file_of:
         if not args.in_file_on:
             parser.error("--in-file-of needs sets to choose on: give --in-file-on SETS (judged by line span)")
         path = Path(args.in_file_of)
-        try:
-            raw = json.loads(path.read_text())
-            model = parse(raw, path.name)
-        except (OSError, ValueError, KeyError, TypeError, ModelMismatch) as e:
-            raise SystemExit(
-                f"{path}: not a model file this kenning reads ({e}); give a file train.py wrote"
-            ) from None
+        raw, model = read_model_file(path)
         in_file(model, raw)
         path.write_text(json.dumps(raw, separators=(",", ":")) + "\n")
         print(f"wrote {path}")
+        return
+    if not args.train:
+        shown = sets(args.eval)
+        if not shown:
+            raise SystemExit(f"none of {args.eval} is dumped under {root / args.state}: nothing to score")
+        report(
+            shown,
+            {
+                "shipped (hand-set stages)": evaluate_shipped(shown),
+                "first fusion": evaluate(shown, None, 0.0),
+            },
+        )
         return
     learn, score_on = sets(args.train), sets(args.eval)
     t = time.perf_counter()
@@ -759,11 +805,13 @@ def main(argv: list[str] | None = None) -> None:
     # the other models learn from every query, weighed down instead (`row_weights`), so none is unseen there
     cap = int(params.get("cap", SET_CAP))
     unseen = [u for d in learn if "*" not in d.name and (u := left_out(d, cap)) is not None]
-    shown = {d.name: d for d in [*learn, *score_on, *(unseen if args.model == "trees" else [])]}.values()
+    shown = list(
+        {d.name: d for d in [*learn, *score_on, *(unseen if args.model == "trees" else [])]}.values()
+    )
     rows = {
-        "shipped (hand-set stages)": evaluate_shipped(list(shown)),
-        "first fusion": evaluate(list(shown), None, 0.0),
-        f"model ({args.model})": evaluate(list(shown), model.score, raw["meta"]["diversity"], weight),
+        "shipped (hand-set stages)": evaluate_shipped(shown),
+        "first fusion": evaluate(shown, None, 0.0),
+        f"model ({args.model})": evaluate(shown, model.score, raw["meta"]["diversity"], weight),
     }
     if args.folds > 1:
         folds: dict[str, dict[str, float]] = {}
@@ -773,8 +821,7 @@ def main(argv: list[str] | None = None) -> None:
             m, r = train(rest, args.model, params, args.prior)
             folds.update(evaluate(held, m.score, r["meta"]["diversity"]))
         rows[f"model, {args.folds}-fold (sets held out)"] = folds
-    for measure in ("hits", "file", "span"):
-        print(f"\nnDCG@10 {measure}\n" + table(rows, measure, {d.name: d.split for d in shown}))
+    report(shown, rows)
     if args.out:
         raw["meta"].update(
             {"trained_on": [d.name for d in learn], "state": args.state, "date": time.strftime("%Y-%m-%d")}
