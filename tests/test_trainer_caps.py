@@ -311,5 +311,11 @@ def test_model_files_are_scored_beside_the_shipped_one_without_training(
     assert "shipped model (hybrid.json)" in row  # the file a candidate would replace is always beside it
     with pytest.raises(SystemExit, match="not a model file this kenning reads"):
         train.main(["--eval", "toy", "--against", str(tmp_path / "missing.json"), *data])
-    with pytest.raises(SystemExit, match="nothing to score"):
+    # a wrong path stops a training run before it trains, not after
+    with pytest.raises(SystemExit, match="not a model file this kenning reads"):
+        train.main(
+            ["--train", "toy", "--model", "linear", "--against", str(tmp_path / "missing.json"), *data]
+        )
+    assert "trained on" not in capsys.readouterr().out
+    with pytest.raises(SystemExit, match=r"nothing to score \(run bench/ranker/dump.py --sets absent"):
         train.main(["--eval", "absent", *data])

@@ -17,9 +17,9 @@ user's words beside the mined pairs); `--in-file-of MODEL` chooses it for a mode
 
 Evaluation, per set, of the first fusion's order, the model's order, the shipped model of `--state` and each
 `--against` model file (the file a candidate would replace is what it must beat), and (with `--folds K`, over
-the training sets) the model trained on the other folds: nDCG@10 by file (files deduplicated, as score.py), over the first ten
-hits (each relevant file credited once, its later passages count nothing: the code judge's way) and by span where
-spans are judged.
+the training sets) the model trained on the other folds: nDCG@10 by file (files deduplicated, as score.py),
+over the first ten hits (each relevant file credited once, its later passages count nothing: the code judge's
+way) and by span where spans are judged.
 """
 
 from __future__ import annotations
@@ -241,7 +241,9 @@ def evaluate(
             every = score(d.x) if len(d.x) else np.zeros(0, np.float32)
         for q, rows in d.judged():
             if every is not None and len(rows):
-                mine = in_file_order(every[rows], d.x[rows, first], d.path[rows].tolist(), in_file)
+                mine = every[rows]
+                if in_file > 0:
+                    mine = in_file_order(mine, d.x[rows, first], d.path[rows].tolist(), in_file)
                 ordered = diversify(rows, mine, d.path, diversity)
             else:
                 ordered = rows
@@ -564,7 +566,9 @@ def choose_in_file(sets: list[Data], model: Model, diversity: float) -> tuple[fl
     spanned = [d for d in sets if d.spans]
     if not spanned:
         raise SystemExit(
-            "choosing the in-file weight needs sets judged by line span (e.g. " + IN_FILE_ON + ")"
+            "choosing the in-file weight needs sets judged by line span: give --in-file-on SETS (e.g. "
+            + IN_FILE_ON
+            + ", dumped), or --in-file-on '' to leave the weight 0"
         )
     once = {d.name: model.score(d.x) for d in spanned}
     figures: dict[float, float] = {}
@@ -755,15 +759,13 @@ def main(argv: list[str] | None = None) -> None:
         shown = ", ".join(f"{k:g}: {v:.4f}" for k, v in figures.items())
         print(f"in-file weight of the first fusion {w:g} (span nDCG@10 on {args.in_file_on}: {shown})")
 
-    def scored_beside() -> dict[str, Model]:
-        # the file a candidate would replace is the one to beat, not only the hand-set stages or the fusion
-        out = {f"shipped model ({args.state}.json)": m for m in [shipped(args.state)] if m is not None}
-        for name in args.against:
-            out[f"model file {name}"] = read_model_file(Path(name))[1]
-        return out
+    # the file a candidate would replace is the one to beat, not only the hand-set stages or the fusion; the
+    # files are read before any training, so a wrong path stops the run at once rather than after it
+    beside = {f"shipped model ({args.state}.json)": m for m in [shipped(args.state)] if m is not None}
+    beside.update({f"model file {name}": read_model_file(Path(name))[1] for name in args.against})
 
     def report(shown: list[Data], rows: dict[str, dict[str, float]]) -> None:
-        for name, m in scored_beside().items():
+        for name, m in beside.items():
             meta = m.meta
             rows[name] = evaluate(
                 shown, m.score, float(meta.get("diversity", 0.0)), float(meta.get("in_file_first", 0.0))
@@ -783,7 +785,10 @@ def main(argv: list[str] | None = None) -> None:
     if not args.train:
         shown = sets(args.eval)
         if not shown:
-            raise SystemExit(f"none of {args.eval} is dumped under {root / args.state}: nothing to score")
+            raise SystemExit(
+                f"none of {args.eval} is dumped under {root / args.state}: nothing to score (run "
+                f"bench/ranker/dump.py --sets {args.eval} --state {args.state} first)"
+            )
         report(
             shown,
             {
@@ -819,7 +824,8 @@ def main(argv: list[str] | None = None) -> None:
             held = [d for i, d in enumerate(learn) if i % args.folds == k]
             rest = [d for i, d in enumerate(learn) if i % args.folds != k]
             m, r = train(rest, args.model, params, args.prior)
-            folds.update(evaluate(held, m.score, r["meta"]["diversity"]))
+            # each fold's model ordered within a file as the whole model is, so the two rows compare by span
+            folds.update(evaluate(held, m.score, r["meta"]["diversity"], weight))
         rows[f"model, {args.folds}-fold (sets held out)"] = folds
     report(shown, rows)
     if args.out:

@@ -377,11 +377,11 @@ def in_file_order(
     """Each file's scores handed back to its passages in the order of the score plus `weight` times the first
     fusion's (`first`, the feature column; unknown counts 0), best first: the model still decides which files lead
     and how they interleave (a file keeps its set of scores), the lean which of a file's passages shows first.
-    The search and the trainer that chooses `weight` both order through here. The trees learned which passage of a file answers mostly from mined pairs whose query is cut
-    from the very passage it is judged to find (a docstring, a heading and its first sentence); on questions
-    asked in a user's words the first fusion's choice within a file is the better one more often, and the
-    trainer weighs the two on such questions (bench/ranker/train.py; measured in
-    bench/history/2026-12-07-passage-within-a-file.md)."""
+    The search and the trainer that chooses `weight` both order through here. The trees learned which passage
+    of a file answers mostly from mined pairs whose query is cut from the very passage it is judged to find (a
+    docstring, a heading and its first sentence); on questions asked in a user's words the first fusion's choice
+    within a file is the better one more often, and the trainer weighs the two on such questions
+    (bench/ranker/train.py; measured in bench/history/2026-12-07-passage-within-a-file.md)."""
     if weight <= 0.0:
         return scores
     ids: dict[Hashable, int] = {}
